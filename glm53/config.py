@@ -1,0 +1,88 @@
+"""The one model config. Defaults reproduce the reference 25,730,592-parameter model exactly."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+LINEAR_ATTENTION_IMPLS = ("chunked", "cumulative")
+SPARSE_ATTENTION_IMPLS = ("masked", "gathered")
+
+
+@dataclass
+class ModelConfig:
+    """Architecture plus the choice of kernel for each attention type.
+
+    The `*_impl` fields pick between mathematically equal forms (a fast one and a plain reference); they
+    never change the weights, so a checkpoint loads under either.
+    """
+
+    vocab_size: int = 260
+    dim: int = 192
+    layers: int = 12
+    heads: int = 6
+    expert_hidden: int = 384
+    experts: int = 8
+    top_k: int = 2
+    shared_experts: int = 1
+    streams: int = 4
+    sparse_window: int = 32
+    sparse_stride: int = 32
+    max_sequence_length: int = 192
+    sparse_every: int = 4  # layer i is sparse when (i + 1) % sparse_every == 0: L L L S
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+    # The reference writes the block's output *including its input* back onto every stream, so the
+    # residual is counted twice; False writes only the block's update. See hyper_connections.py.
+    hc_double_residual: bool = False
+    linear_attention_impl: str = "chunked"
+    linear_attention_chunk: int = 32
+    sparse_attention_impl: str = "masked"
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"ModelConfig: {msg}")
+
+        for f in fields(self):
+            if f.type in ("int",) and getattr(self, f.name) is not None:
+                need(isinstance(getattr(self, f.name), int), f"{f.name} must be an int, got {getattr(self, f.name)!r}")
+        need(self.dim > 0 and self.layers > 0 and self.heads > 0, "dim, layers and heads must be positive")
+        need(self.dim % self.heads == 0, f"dim ({self.dim}) must be divisible by heads ({self.heads})")
+        need(self.head_dim % 2 == 0, f"head_dim = dim/heads = {self.head_dim} must be even for RoPE")
+        need(self.experts >= 1, "experts must be at least 1")
+        need(1 <= self.top_k <= self.experts, f"top_k ({self.top_k}) must lie in [1, experts={self.experts}]")
+        need(self.shared_experts >= 0, "shared_experts must be >= 0")
+        need(self.streams >= 1, "streams must be at least 1")
+        need(self.sparse_window >= 1 and self.sparse_stride >= 1, "sparse_window and sparse_stride must be >= 1")
+        need(self.sparse_every >= 1, "sparse_every must be >= 1")
+        need(self.vocab_size >= 260, "vocab_size must be at least 260 (the byte vocabulary)")
+        need(self.max_sequence_length >= 2, "max_sequence_length must be at least 2")
+        need(self.linear_attention_impl in LINEAR_ATTENTION_IMPLS,
+             f"linear_attention_impl must be one of {LINEAR_ATTENTION_IMPLS}, got {self.linear_attention_impl!r}")
+        need(self.sparse_attention_impl in SPARSE_ATTENTION_IMPLS,
+             f"sparse_attention_impl must be one of {SPARSE_ATTENTION_IMPLS}, got {self.sparse_attention_impl!r}")
+        need(self.linear_attention_chunk >= 1, "linear_attention_chunk must be >= 1")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    def is_sparse_layer(self, i: int) -> bool:
+        return (i + 1) % self.sparse_every == 0
+
+    @property
+    def layer_pattern(self) -> str:
+        """One letter a layer: L for linear attention, S for sparse attention ("LLLSLLLSLLLS")."""
+        return "".join("S" if self.is_sparse_layer(i) else "L" for i in range(self.layers))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"ModelConfig: unknown fields {unknown}; known fields are {sorted(known)}")
+        return cls(**d)

@@ -1,0 +1,128 @@
+"""Causal normalized linear attention with the feature map phi(z) = elu(z) + 1.
+
+    out_t = phi(q_t)^T S_t / max(phi(q_t) . z_t, eps),   S_t = sum_{s<=t} phi(k_s) v_s^T,   z_t = sum_{s<=t} phi(k_s)
+
+Three forms of the same function, fla-style, tested against each other:
+- `linear_attention_cumulative`: the plain reference; materializes S_t for every t ([B, T, H, d, d]).
+- `linear_attention_recurrent`: one step at a time with an O(d^2) state; the ground truth for decoding.
+- `linear_attention_chunked`: the fast form; exact quadratic attention inside chunks of C tokens plus a
+  running state across chunks, never materializing a per-token d x d tensor.
+
+Simplifications vs GLM-5.3-Flash: the released model's linear layers use a gated delta rule (a decaying,
+error-correcting state update with short convolutions and output gating). This is the older "linear
+transformer" of Katharopoulos et al. 2020: no decay, no gate, no delta correction, no 1/sqrt(d) scale. As in
+the reference, RoPE is applied to q and k *before* the feature map.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from .config import ModelConfig
+from .rope import apply_rope
+
+DENOMINATOR_EPS = 1e-6
+
+
+def feature_map(x: torch.Tensor) -> torch.Tensor:
+    return F.elu(x) + 1.0
+
+
+def linear_attention_cumulative(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                eps: float = DENOMINATOR_EPS) -> torch.Tensor:
+    """Plain reference. q, k (already feature-mapped) and v are [B, T, H, d]; returns [B, T, H, d]."""
+    states = torch.einsum("bthd,bthe->bthde", k, v).cumsum(dim=1)
+    normalizers = k.cumsum(dim=1)
+    numerator = torch.einsum("bthd,bthde->bthe", q, states)
+    denominator = torch.einsum("bthd,bthd->bth", q, normalizers).clamp_min(eps)
+    return numerator / denominator[..., None]
+
+
+def linear_attention_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                               state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                               eps: float = DENOMINATOR_EPS):
+    """Token-by-token form. Inputs [B, T, H, d]; state = (S [B, H, d, d], z [B, H, d]) or None for zeros.
+    Returns (out [B, T, H, d], new state)."""
+    B, T, H, d = q.shape
+    if state is None:
+        S = q.new_zeros(B, H, d, v.shape[-1])
+        z = q.new_zeros(B, H, d)
+    else:
+        S, z = state
+    outputs = []
+    for t in range(T):
+        S = S + k[:, t, :, :, None] * v[:, t, :, None, :]
+        z = z + k[:, t]
+        numerator = torch.einsum("bhd,bhde->bhe", q[:, t], S)
+        denominator = torch.einsum("bhd,bhd->bh", q[:, t], z).clamp_min(eps)
+        outputs.append(numerator / denominator[..., None])
+    return torch.stack(outputs, dim=1), (S, z)
+
+
+def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
+                             state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                             eps: float = DENOMINATOR_EPS, return_state: bool = False):
+    """Chunked form, equal to the two above. Inputs [B, T, H, d]; any T (the tail chunk is zero-padded)."""
+    B, T, H, d = q.shape
+    pad = (-T) % chunk
+    if pad:
+        # Zero k and v on padded positions so they add nothing to the state; they come after every real
+        # position, so causality already keeps them out of real outputs.
+        q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
+    qc, kc, vc = (rearrange(t, "b (n c) h d -> b h n c d", c=chunk) for t in (q, k, v))
+
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    scores = (qc @ kc.transpose(-1, -2)).masked_fill(~causal, 0.0)  # [B, H, N, C, C]
+    numerator = scores @ vc
+    denominator = scores.sum(dim=-1)
+
+    chunk_states = kc.transpose(-1, -2) @ vc  # [B, H, N, d, d]: one d x d state per chunk, not per token
+    chunk_normalizers = kc.sum(dim=-2)  # [B, H, N, d]
+    # Exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state).
+    prefix_states = chunk_states.cumsum(dim=2) - chunk_states
+    prefix_normalizers = chunk_normalizers.cumsum(dim=2) - chunk_normalizers
+    if state is not None:
+        S0, z0 = state
+        prefix_states = prefix_states + S0[:, :, None]
+        prefix_normalizers = prefix_normalizers + z0[:, :, None]
+    numerator = numerator + qc @ prefix_states
+    denominator = denominator + (qc * prefix_normalizers[:, :, :, None, :]).sum(dim=-1)
+    out = numerator / denominator.clamp_min(eps)[..., None]
+    out = rearrange(out, "b h n c d -> b (n c) h d")[:, :T]
+    if not return_state:
+        return out
+    if pad:
+        valid = torch.arange(chunk * qc.shape[2], device=q.device) < T
+        kc = kc * rearrange(valid, "(n c) -> n c", c=chunk)[None, None, :, :, None]
+        chunk_states = kc.transpose(-1, -2) @ vc
+        chunk_normalizers = kc.sum(dim=-2)
+    final_S = chunk_states.sum(dim=2) + (state[0] if state is not None else 0)
+    final_z = chunk_normalizers.sum(dim=2) + (state[1] if state is not None else 0)
+    return out, (final_S, final_z)
+
+
+class LinearAttention(nn.Module):
+    """qkv projection -> RoPE on q, k -> phi -> causal linear attention -> output projection (no biases)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.heads = config.heads
+        self.head_dim = config.head_dim
+        self.impl = config.linear_attention_impl
+        self.chunk = config.linear_attention_chunk
+        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
+        self.out = nn.Linear(config.dim, config.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
+        q = feature_map(apply_rope(q, cos, sin))
+        k = feature_map(apply_rope(k, cos, sin))
+        if self.impl == "chunked":
+            y = linear_attention_chunked(q, k, v, chunk=self.chunk)
+        else:
+            y = linear_attention_cumulative(q, k, v)
+        return self.out(y.reshape(B, T, -1))

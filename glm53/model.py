@@ -1,0 +1,132 @@
+"""GLM53: the 25.7M hybrid language model (linear/sparse attention, MoE, hyper-connections, tied head).
+
+    ids -> embedding -> copied into S streams -> 12 x HyperConnection(HybridBlock) -> mean of streams
+        -> RMSNorm -> logits = hidden @ embedding^T
+
+Layer i uses sparse attention when (i + 1) % 4 == 0, linear attention otherwise (L L L S x 3).
+
+Simplifications vs GLM-5.3-Flash, beyond those in each component's file: byte vocabulary, 12 layers of width
+192, no multi-token-prediction head, no dense first layers, a tied input/output embedding, and Normal(0, 0.02)
+init everywhere (no depth scaling). With tied weights and a small init the model's first guess is the
+current input token, which shows in every "before training" sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from huggingface_hub import PyTorchModelHubMixin
+from torch import nn
+
+from .config import ModelConfig
+from .hyper_connections import HyperConnection
+from .linear_attention import LinearAttention
+from .moe import MixtureOfExperts
+from .norm import RMSNorm
+from .rope import RotaryEmbedding
+from .sparse_attention import SparseAttention
+
+
+class HybridBlock(nn.Module):
+    """Pre-norm block: a = attn(norm(x)); m = moe(norm(x + a)). Returns the residual update a + m."""
+
+    def __init__(self, config: ModelConfig, sparse: bool):
+        super().__init__()
+        self.sparse = sparse
+        self.attention_norm = RMSNorm(config.dim, config.norm_eps)
+        self.attention = SparseAttention(config) if sparse else LinearAttention(config)
+        self.moe_norm = RMSNorm(config.dim, config.norm_eps)
+        self.moe = MixtureOfExperts(config)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        a = self.attention(self.attention_norm(x), cos, sin)
+        m, balance_loss, usage = self.moe(self.moe_norm(x + a))
+        return a + m, balance_loss, usage
+
+
+@dataclass
+class ModelAux:
+    """Auxiliary outputs of a forward pass (returned with `return_aux=True`).
+
+    balance_loss: mean over layers of the per-layer router balance loss (differentiable, 1.0 = uniform).
+    expert_usage: [layers, experts], the fraction of routing assignments each expert received (no gradient).
+    """
+
+    balance_loss: torch.Tensor
+    expert_usage: torch.Tensor
+
+
+class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
+    """The language model. `model(input_ids)` -> logits [B, T, vocab];
+    `model(input_ids, return_aux=True)` -> (logits, ModelAux).
+
+    Save/load: `model.save_pretrained(dir)` writes model.safetensors + config.json, and
+    `GLM53.from_pretrained(dir)` rebuilds it offline (the tied head is the embedding itself, so there is
+    only one tensor to store).
+    """
+
+    def __init__(self, config: ModelConfig | dict | None = None):
+        super().__init__()
+        if config is None:
+            config = ModelConfig()
+        elif isinstance(config, dict):
+            config = ModelConfig.from_dict(config)
+        self.config = config
+        self.embedding = nn.Embedding(config.vocab_size, config.dim)
+        self.rope = RotaryEmbedding(config.head_dim, config.max_sequence_length, config.rope_base)
+        self.layers = nn.ModuleList(
+            HyperConnection(config.streams, HybridBlock(config, config.is_sparse_layer(i)), config.hc_double_residual)
+            for i in range(config.layers)
+        )
+        self.final_norm = RMSNorm(config.dim, config.norm_eps)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        std = self.config.init_std
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, 0.0, std)
+            elif isinstance(module, MixtureOfExperts):
+                nn.init.normal_(module.expert_up, 0.0, std)
+                nn.init.normal_(module.expert_down, 0.0, std)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embedding.weight.device
+
+    def forward(self, input_ids: torch.Tensor | None = None, *, inputs_embeds: torch.Tensor | None = None,
+                return_aux: bool = False):
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must be [batch, time], got shape {tuple(input_ids.shape)}")
+            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+                raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got values in "
+                                 f"[{int(input_ids.min())}, {int(input_ids.max())}]")
+            inputs_embeds = self.embedding(input_ids)
+        B, T, D = inputs_embeds.shape
+        if T > self.config.max_sequence_length:
+            raise ValueError(f"sequence length {T} exceeds max_sequence_length {self.config.max_sequence_length}")
+        cos, sin = self.rope(T)
+        streams = inputs_embeds[:, :, None, :].expand(B, T, self.config.streams, D)
+        balance_losses, usages = [], []
+        for layer in self.layers:
+            streams, balance_loss, usage = layer(streams, cos, sin)
+            balance_losses.append(balance_loss)
+            usages.append(usage)
+        hidden = self.final_norm(streams.mean(dim=2))
+        logits = F.linear(hidden, self.embedding.weight)
+        if not return_aux:
+            return logits
+        return logits, ModelAux(torch.stack(balance_losses).mean(), torch.stack(usages))
+
+    def parameter_counts(self) -> dict[str, int]:
+        """total: unique parameters (the tied head counted once); active: parameters one token uses,
+        total - routed + routed * top_k // experts."""
+        total = sum(p.numel() for p in self.parameters())
+        routed = sum(layer.layer.moe.expert_up.numel() + layer.layer.moe.expert_down.numel() for layer in self.layers)
+        active = total - routed + routed * self.config.top_k // self.config.experts
+        return {"total": total, "active": active}

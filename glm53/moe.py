@@ -1,0 +1,84 @@
+"""Mixture of experts: 8 routed SwiGLU experts (top-2) plus an always-on shared expert.
+
+Routing: router logits (no bias) -> top-k -> mixing weights = softmax over the k selected logits.
+Output: shared(x) + sum over the selected experts of weight * expert(x). No capacity limit, no token
+dropping, no router bias.
+
+Balance loss (our choice, Switch-Transformer style): per layer, E * sum_e f_e * P_e, where f_e is the
+fraction of (token, slot) assignments that went to expert e (a count, no gradient) and P_e is the mean
+full-softmax router probability of expert e (differentiable). It is 1 when routing is uniform and grows as
+load concentrates. Because P_e comes from the softmax over *all* E logits, every router weight gets a gradient,
+also with top_k = 1, where the mixing weight is the constant 1 and the language loss alone gives the router
+none. (The reference's balance term was a plain count with no gradient at all.)
+
+Simplifications vs GLM-5.3-Flash: the released model routes with sigmoid scores, a bias used only for
+selection (auxiliary-loss-free balancing), group-limited top-k and a routing scale, over hundreds of
+fine-grained experts with expert parallelism. Here: softmax top-k over 8 experts, one device, a Python loop
+over experts.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+
+
+def swiglu(x: torch.Tensor, up_weight: torch.Tensor, down_weight: torch.Tensor) -> torch.Tensor:
+    """down(silu(gate) * value) where up(x) = [gate | value] (gate is the first half)."""
+    gate, value = F.linear(x, up_weight).chunk(2, dim=-1)
+    return F.linear(F.silu(gate) * value, down_weight)
+
+
+class SwiGLUExpert(nn.Module):
+    """One feed-forward expert: up dim -> 2*hidden (gate, value), down hidden -> dim, no biases."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.up = nn.Linear(dim, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return swiglu(x, self.up.weight, self.down.weight)
+
+
+class MixtureOfExperts(nn.Module):
+    """Routed experts are stored stacked ([E, 2h, D] and [E, D, h]) so a grouped kernel can use them as is."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.experts = config.experts
+        self.top_k = config.top_k
+        self.router = nn.Linear(config.dim, config.experts, bias=False)
+        self.expert_up = nn.Parameter(torch.empty(config.experts, 2 * config.expert_hidden, config.dim))
+        self.expert_down = nn.Parameter(torch.empty(config.experts, config.dim, config.expert_hidden))
+        self.shared = nn.ModuleList(SwiGLUExpert(config.dim, config.expert_hidden) for _ in range(config.shared_experts))
+
+    def route(self, x: torch.Tensor):
+        """x [N, D] -> (top_idx [N, k], top_weights [N, k], balance_loss scalar, usage [E])."""
+        logits = self.router(x)
+        top_logits, top_idx = logits.topk(self.top_k, dim=-1)
+        top_weights = top_logits.float().softmax(dim=-1).to(x.dtype)
+        counts = torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
+        usage = counts / top_idx.numel()
+        mean_prob = logits.float().softmax(dim=-1).mean(dim=0)
+        balance_loss = self.experts * (usage * mean_prob).sum()
+        return top_idx, top_weights, balance_loss, usage
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, T, D] -> (out [B, T, D], balance_loss, usage [E])."""
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        top_idx, top_weights, balance_loss, usage = self.route(flat)
+        out = torch.zeros_like(flat)
+        for expert in self.shared:
+            out = out + expert(flat)
+        for e in range(self.experts):
+            token, slot = torch.where(top_idx == e)
+            if token.numel() == 0:
+                continue
+            y = swiglu(flat[token], self.expert_up[e], self.expert_down[e])
+            out = out.index_add(0, token, y * top_weights[token, slot, None])
+        return out.reshape(shape), balance_loss, usage

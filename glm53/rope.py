@@ -1,0 +1,38 @@
+"""Rotary position embedding with interleaved (even, odd) pairs and a cached cos/sin table.
+
+Simplification vs GLM-5.3-Flash: RoPE rotates the whole head (no partial-rotary split, no YaRN scaling)
+and positions are absolute indices 0..T-1 (plus an offset when decoding with a cache).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RotaryEmbedding(nn.Module):
+    """Holds cos/sin for positions [0, max_positions) in fp32, built once rather than on every call."""
+
+    def __init__(self, head_dim: int, max_positions: int, base: float = 10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        # float64 angles keep the table exact to fp32 at every position; non-persistent: not in checkpoints.
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, length: int, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin of shape [length, head_dim / 2] for positions offset .. offset + length - 1."""
+        end = offset + length
+        if end > self.cos.shape[0]:
+            raise ValueError(f"position {end - 1} is beyond the RoPE table ({self.cos.shape[0]} positions); "
+                             "raise max_sequence_length in ModelConfig")
+        return self.cos[offset:end], self.sin[offset:end]
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x of shape [B, T, H, d]: each pair (x[2i], x[2i+1]) turns by angle position * freq_i."""
+    even, odd = x[..., 0::2].float(), x[..., 1::2].float()
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return rotated.flatten(-2).to(x.dtype)

@@ -1,0 +1,100 @@
+"""Softmax attention over a fixed sparse pattern: the last `window` positions plus strided anchors.
+
+Query position p sees key j when j <= p and (p - j < window or j % stride == 0). With window = stride = 32
+that is at most 32 local keys plus one anchor per 32 positions.
+
+Two forms, tested against each other:
+- `sparse_attention_gathered`: the plain reference; builds a per-row index table with Python loops and
+  gathers the selected keys and values ([B, H, T, W, d]).
+- `sparse_attention_masked`: the fast form; a boolean [T, T] mask built once per length and cached, fed to
+  `scaled_dot_product_attention`.
+
+Simplification vs GLM-5.3-Flash: the released model selects keys with a learned top-k "lightning indexer"
+(DeepSeek Sparse Attention) over a latent (MLA) KV cache. Here the pattern is fixed, heads are plain
+multi-head (no MLA, no GQA) and there is no attention sink.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from .config import ModelConfig
+from .rope import apply_rope
+
+
+def sparse_attention_mask(length: int, window: int, stride: int, device=None) -> torch.Tensor:
+    """Boolean [length, length] mask, True where query row p may attend to key column j."""
+    p = torch.arange(length, device=device)[:, None]
+    j = torch.arange(length, device=device)[None, :]
+    return (j <= p) & ((p - j < window) | (j % stride == 0))
+
+
+def sparse_attention_index(length: int, window: int, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row key indices, padded to the widest row: (index [T, W] long, valid [T, W] bool)."""
+    rows = []
+    for p in range(length):
+        anchors = set(range(0, p + 1, stride))
+        local = set(range(max(0, p - window + 1), p + 1))
+        rows.append(sorted(anchors | local))
+    width = max(len(r) for r in rows)
+    index = torch.zeros(length, width, dtype=torch.long)
+    valid = torch.zeros(length, width, dtype=torch.bool)
+    for p, row in enumerate(rows):
+        index[p, : len(row)] = torch.tensor(row)
+        valid[p, : len(row)] = True
+    return index, valid
+
+
+def sparse_attention_gathered(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int,
+                              stride: int) -> torch.Tensor:
+    """Plain reference. q, k, v are [B, H, T, d]; returns [B, H, T, d]."""
+    T, d = q.shape[2], q.shape[3]
+    index, valid = sparse_attention_index(T, window, stride)
+    index, valid = index.to(q.device), valid.to(q.device)
+    k_sel = k[:, :, index]  # [B, H, T, W, d]
+    v_sel = v[:, :, index]
+    scores = torch.einsum("bhtd,bhtwd->bhtw", q, k_sel) / math.sqrt(d)
+    scores = scores.masked_fill(~valid, torch.finfo(scores.dtype).min)
+    weights = scores.float().softmax(dim=-1).to(q.dtype)
+    return torch.einsum("bhtw,bhtwd->bhtd", weights, v_sel)
+
+
+def sparse_attention_masked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Fast form. q [B, H, Tq, d]; k, v [B, H, Tk, d]; mask [Tq, Tk] bool. Returns [B, H, Tq, d]."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class SparseAttention(nn.Module):
+    """qkv projection -> RoPE on q, k -> sparse-pattern softmax attention -> output projection (no biases)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.heads = config.heads
+        self.window = config.sparse_window
+        self.stride = config.sparse_stride
+        self.impl = config.sparse_attention_impl
+        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
+        self.out = nn.Linear(config.dim, config.dim, bias=False)
+        self._masks: dict[tuple[int, str], torch.Tensor] = {}
+
+    def mask(self, length: int, device: torch.device) -> torch.Tensor:
+        key = (length, str(device))
+        if key not in self._masks:
+            self._masks[key] = sparse_attention_mask(length, self.window, self.stride, device)
+        return self._masks[key]
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        if self.impl == "masked":
+            y = sparse_attention_masked(q, k, v, self.mask(T, x.device))
+        else:
+            y = sparse_attention_gathered(q, k, v, self.window, self.stride)
+        return self.out(rearrange(y, "b h t d -> b t (h d)"))
