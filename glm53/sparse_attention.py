@@ -60,7 +60,7 @@ def sparse_attention_gathered(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     v_sel = v[:, :, index]
     scores = torch.einsum("bhtd,bhtwd->bhtw", q, k_sel) / math.sqrt(d)
     scores = scores.masked_fill(~valid, torch.finfo(scores.dtype).min)
-    weights = scores.float().softmax(dim=-1).to(q.dtype)
+    weights = scores.softmax(dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
     return torch.einsum("bhtw,bhtwd->bhtd", weights, v_sel)
 
 

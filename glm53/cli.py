@@ -1,0 +1,171 @@
+"""The `glm53` command: thin argparse front ends over the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from .config import ModelConfig
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 100,200,400, got {text!r}")
+
+
+def _model_config_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model (defaults: the reference 25.7M model)")
+    for name, default in ModelConfig().to_dict().items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(default, bool):
+            g.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=None, metavar="BOOL")
+        else:
+            g.add_argument(flag, type=type(default), default=None)
+
+
+def _model_config_from(args) -> ModelConfig:
+    fields = ModelConfig().to_dict()
+    overrides = {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
+    return ModelConfig(**{**fields, **overrides})
+
+
+def cmd_info(args) -> int:
+    from .device import resolve_device
+    from .model import GLM53
+
+    cfg = _model_config_from(args)
+    model = GLM53(cfg)
+    counts = model.parameter_counts()
+    info = {"config": cfg.to_dict(), "parameters": counts, "layer_pattern": cfg.layer_pattern,
+            "device": str(resolve_device(args.device)), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print("glm53 model")
+    print(f"  parameters     {counts['total']:,} total, {counts['active']:,} active per token")
+    print(f"  layer pattern  {cfg.layer_pattern}  (L = linear attention, S = sparse attention)")
+    print(f"  device         {info['device']} (torch {torch.__version__}, {info['threads']} threads)")
+    print("  config")
+    for k, v in cfg.to_dict().items():
+        print(f"    {k:24s} {v}")
+    return 0
+
+
+def cmd_pretrain(args) -> int:
+    from .pretrain import PretrainConfig, pretrain
+    from .tasks import read_tasks
+
+    cfg = PretrainConfig(out=args.out, steps=args.steps, checkpoints=tuple(args.checkpoints),
+                         batch_size=args.batch_size, sequence_length=args.sequence_length, lr=args.lr,
+                         weight_decay=args.weight_decay, grad_clip=args.grad_clip, balance_coef=args.balance_coef,
+                         lr_schedule=args.lr_schedule, warmup_steps=args.warmup_steps, seed=args.seed,
+                         device=args.device, resume=args.resume, progress=not args.no_progress,
+                         model=_model_config_from(args))
+    pretrain(cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from .checkpoint import load_model
+    from .device import resolve_device
+    from .generate import function_body_complete, generate_uncached
+
+    device = resolve_device(args.device)
+    model = load_model(args.checkpoint, device)
+    generator = torch.Generator(device=device).manual_seed(args.seed)
+    prompt = args.prompt.encode("utf-8").decode("unicode_escape") if args.escapes else args.prompt
+    stop = function_body_complete if args.stop == "function" else None
+    for i in range(args.samples):
+        out = generate_uncached(model, [prompt], max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                top_k=args.top_k, top_p=args.top_p, generator=generator, stop=stop)[0]
+        if args.json:
+            print(json.dumps({"prompt": prompt, **out}))
+        else:
+            if args.samples > 1:
+                print(f"--- sample {i + 1}")
+            print(prompt + out["completion"])
+    return 0
+
+
+def cmd_tasks_export(args) -> int:
+    from .tasks import frozen_tasks, write_tasks
+
+    tasks = frozen_tasks(args.split, per_family=args.per_family, families=args.families)
+    write_tasks(tasks, args.out)
+    print(f"wrote {len(tasks)} tasks of split {args.split} to {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="glm53", description="Train and study a tiny GLM-5.3-Flash-style model on a CPU.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("info", help="print config, parameter counts, layer pattern and device")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true")
+    _model_config_args(p)
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
+    p.add_argument("--out", required=True, help="run folder (must not exist, unless --resume)")
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--checkpoints", type=_int_list, default=[100, 200, 400])
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--sequence-length", type=int, default=128)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0)
+    p.add_argument("--balance-coef", type=float, default=0.01)
+    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
+    p.add_argument("--warmup-steps", type=int, default=0)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint (default: dev split, one per family)")
+    p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
+    _model_config_args(p)
+    p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--escapes", action="store_true", help=r"interpret \n and similar escapes in --prompt")
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--samples", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop", choices=["function", "eos"], default="function",
+                   help="function: stop after the first complete statement; eos: only at EOS or the token cap")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("tasks", help="task files")
+    tsub = p.add_subparsers(dest="tasks_command", required=True)
+    e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file")
+    e.add_argument("--split", required=True, choices=["dev", "rl", "final", "confirm"])
+    e.add_argument("--per-family", type=int, default=8)
+    e.add_argument("--families", default="all", help="comma-separated family names, or all")
+    e.add_argument("--out", required=True)
+    e.set_defaults(func=cmd_tasks_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileExistsError, FileNotFoundError) as err:
+        print(f"glm53 {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

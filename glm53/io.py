@@ -1,0 +1,93 @@
+"""Atomic, never-overwriting file output: write to a temporary sibling, fsync, then rename into place."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def _refuse_existing(path: Path) -> None:
+    if path.exists():
+        raise FileExistsError(f"{path} already exists; glm53 never overwrites results. "
+                              "Choose another path or move the old one away.")
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = False) -> None:
+    path = Path(path)
+    if not overwrite:
+        _refuse_existing(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            # link() fails if the target appeared meanwhile, so even a race never overwrites.
+            os.link(tmp, path)
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj, overwrite: bool = False) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", overwrite)
+
+
+class AtomicDirectory:
+    """Build a directory under a temporary name and rename it into place on success.
+
+        with AtomicDirectory(final) as tmp:
+            write files into tmp
+    A failure leaves no partial directory at `final`; an existing `final` is never replaced.
+    """
+
+    def __init__(self, final: str | os.PathLike):
+        self.final = Path(final)
+
+    def __enter__(self) -> Path:
+        _refuse_existing(self.final)
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.", suffix=".tmp", dir=self.final.parent))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        for child in self.tmp.iterdir():
+            if child.is_file():
+                with open(child, "rb") as f:
+                    os.fsync(f.fileno())
+        os.rename(self.tmp, self.final)  # atomic on one filesystem; fails if final is a non-empty directory
+        _fsync_dir(self.final.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

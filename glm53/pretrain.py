@@ -1,0 +1,262 @@
+"""Pretraining on the generated-function stream: next-byte cross-entropy plus the router balance term.
+
+Reference settings (the defaults): 400 steps of 32 x 128, AdamW lr 3e-4 with betas (0.9, 0.95), weight decay
+0.1 on matrices only, gradient clipping 1.0, balance coefficient 0.01, constant learning rate (warmup and
+cosine decay are options), checkpoints at 100, 200 and 400 plus the random initialization at step 0.
+
+Exact resume: the batch for step t is a pure function of (seed, t); checkpoints carry the optimizer and RNG
+states; so a run stopped at a checkpoint and resumed produces the same losses as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .checkpoint import (checkpoint_name, load_trainer_state, rng_state, save_checkpoint, set_rng_state,
+                         verify_checkpoint)
+from .config import ModelConfig
+from .data import IGNORE_INDEX, pretraining_batch
+from .device import peak_memory_bytes, resolve_device
+from .generate import function_body_complete, generate_uncached
+from .io import atomic_write_json, atomic_write_text
+from .model import GLM53
+from .tasks import Task, frozen_tasks
+
+RUN_CONFIG_NAME = "run.json"
+LOG_NAME = "train_log.jsonl"
+RECEIPT_NAME = "training-receipt.json"
+LR_SCHEDULES = ("constant", "cosine")
+# Settings a resumed run may change without changing what the earlier steps computed.
+RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out"}
+
+
+@dataclass
+class PretrainConfig:
+    out: str
+    steps: int = 400
+    checkpoints: tuple[int, ...] = (100, 200, 400)
+    batch_size: int = 32
+    sequence_length: int = 128
+    lr: float = 3e-4
+    betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    balance_coef: float = 0.01
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1
+    seed: int = 42
+    device: str = "auto"
+    resume: bool = False
+    progress: bool = True
+    dev_max_new_tokens: int = 48
+    model: ModelConfig = field(default_factory=ModelConfig)
+
+    def __post_init__(self) -> None:
+        self.checkpoints = tuple(sorted(set(int(c) for c in self.checkpoints)))
+        problems = []
+        if self.steps < 1:
+            problems.append(f"steps must be >= 1, got {self.steps}")
+        if any(c < 1 or c > self.steps for c in self.checkpoints):
+            problems.append(f"checkpoints {list(self.checkpoints)} must lie in [1, steps={self.steps}]")
+        if self.batch_size < 1 or self.sequence_length < 2:
+            problems.append("batch_size must be >= 1 and sequence_length >= 2")
+        if self.sequence_length > self.model.max_sequence_length:
+            problems.append(f"sequence_length {self.sequence_length} exceeds the model's max_sequence_length "
+                            f"{self.model.max_sequence_length}")
+        if self.lr <= 0:
+            problems.append(f"lr must be positive, got {self.lr}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            problems.append(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if not 0 <= self.warmup_steps <= self.steps:
+            problems.append(f"warmup_steps must lie in [0, steps], got {self.warmup_steps}")
+        if problems:
+            raise ValueError("pretrain: " + "; ".join(problems))
+        if self.steps not in self.checkpoints:
+            self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["checkpoints"] = list(self.checkpoints)
+        d["betas"] = list(self.betas)
+        return d
+
+
+def learning_rate(cfg: PretrainConfig, step: int) -> float:
+    """LR for 0-based update `step`: linear warmup, then constant or cosine down to min_lr_ratio * lr."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
+    """Decay matrices (attention, router, experts); not norms, stream logits or the (tied) embedding."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim >= 2 and not name.startswith("embedding.") else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas))
+
+
+def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
+def default_dev_tasks() -> list[Task]:
+    return frozen_tasks("dev", per_family=1)
+
+
+def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> list[dict]:
+    """Greedy completion of each dev prompt (scoring them arrives with the verifier)."""
+    outputs = generate_uncached(model, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
+                                temperature=0.0, stop=function_body_complete)
+    return [{"task_id": t.task_id, "family": t.family, "completion": o["completion"],
+             "hit_token_cap": o["hit_token_cap"]} for t, o in zip(tasks, outputs)]
+
+
+def _latest_resumable(out: Path) -> Path | None:
+    found = sorted(p for p in out.glob("checkpoint-*") if (p / "trainer_state.pt").is_file())
+    return found[-1] if found else None
+
+
+def _check_resume_compatible(out: Path, cfg: PretrainConfig) -> None:
+    recorded = json.loads((out / RUN_CONFIG_NAME).read_text())
+    now = json.loads(json.dumps(cfg.to_dict()))
+    diffs = [k for k in now if k not in RESUMABLE_CHANGES and recorded.get(k) != now[k]]
+    if cfg.lr_schedule == "cosine" and recorded.get("steps") != cfg.steps:
+        diffs.append("steps (a cosine schedule depends on the total)")
+    if diffs:
+        raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
+                         "Resume with the original settings, or start a new --out")
+
+
+def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print) -> dict:
+    """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder."""
+    out = Path(cfg.out)
+    device = resolve_device(cfg.device)
+    dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks()
+    torch.manual_seed(cfg.seed)
+    model = GLM53(cfg.model).to(device)
+    optimizer = make_optimizer(model, cfg)
+    start_step, tokens_seen, curve, checkpoints = 0, 0, [], []
+
+    if cfg.resume:
+        if not (out / RUN_CONFIG_NAME).is_file():
+            raise FileNotFoundError(f"--resume: {out} holds no run to resume ({RUN_CONFIG_NAME} is missing)")
+        _check_resume_compatible(out, cfg)
+        if (out / RECEIPT_NAME).exists():
+            raise FileExistsError(f"--resume: the run in {out} already finished ({RECEIPT_NAME} exists)")
+        latest = _latest_resumable(out)
+        if latest is None:
+            raise FileNotFoundError(f"--resume: no checkpoint with trainer state in {out}")
+        verify_checkpoint(latest)
+        state = load_trainer_state(latest)
+        from safetensors.torch import load_model as load_weights
+
+        load_weights(model, str(latest / "model.safetensors"), strict=True, device=str(device))
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        start_step, tokens_seen = state["step"], state["tokens_seen"]
+        checkpoints = state["checkpoints"]
+        curve = [row for row in _read_log(out / LOG_NAME) if row["step"] <= start_step]
+        atomic_write_text(out / LOG_NAME, "".join(json.dumps(r) + "\n" for r in curve), overwrite=True)
+        log(f"resuming {out} from step {start_step} ({latest.name})")
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites a run. "
+                                  "Pass --resume to continue it, or choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / RUN_CONFIG_NAME, cfg.to_dict())
+
+    counts = model.parameter_counts()
+    log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
+        f"{cfg.model.layer_pattern}, device {device}, {cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+
+    def checkpoint(step: int) -> None:
+        samples = dev_completions(model, dev_tasks, cfg.dev_max_new_tokens) if dev_tasks else []
+        for s in samples:
+            log(f"  [step {step}] {s['task_id']}: {s['completion']!r}")
+        trainer_state = {"optimizer": optimizer.state_dict(), "rng": rng_state(), "step": step,
+                         "tokens_seen": tokens_seen,
+                         "checkpoints": checkpoints + [{"step": step, "path": checkpoint_name(step)}]}
+        meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
+                "tokens_seen": tokens_seen, "seed": cfg.seed, "dev_completions": samples}
+        sha = save_checkpoint(out / checkpoint_name(step), model, meta, trainer_state)
+        checkpoints.append({"step": step, "path": checkpoint_name(step), "weights_sha256": sha,
+                            "dev_completions": samples})
+        log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
+
+    if start_step == 0 and not cfg.resume:
+        checkpoint(0)
+
+    started = time.perf_counter()
+    bar = tqdm(total=cfg.steps, initial=start_step, disable=not cfg.progress, desc="pretrain", unit="step",
+               dynamic_ncols=True)
+    model.train()
+    for step in range(start_step, cfg.steps):
+        t0 = time.perf_counter()
+        inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed)
+        inputs, labels = inputs.to(device), labels.to(device)
+        lr = learning_rate(cfg, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        logits, aux = model(inputs, return_aux=True)
+        lm_loss = language_loss(logits, labels)
+        loss = lm_loss + cfg.balance_coef * aux.balance_loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"step {step + 1}: loss is {loss.item()}; lower --lr or check the data")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        tokens = int((labels != IGNORE_INDEX).sum())
+        tokens_seen += tokens
+        seconds = time.perf_counter() - t0
+        row = {"step": step + 1, "loss": lm_loss.item(), "balance_loss": aux.balance_loss.item(),
+               "grad_norm": float(grad_norm), "lr": lr, "tokens": tokens, "tokens_seen": tokens_seen,
+               "seconds": seconds, "tokens_per_second": inputs.numel() / seconds}
+        curve.append(row)
+        with open(out / LOG_NAME, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
+        bar.update(1)
+        if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
+            log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
+                f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
+        if step + 1 in cfg.checkpoints:
+            checkpoint(step + 1)
+    bar.close()
+    elapsed = time.perf_counter() - started
+    trained = [r for r in curve if r["step"] > start_step]
+    receipt = {
+        "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
+        "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
+        "steps": cfg.steps, "tokens_seen": tokens_seen, "device": str(device),
+        "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": start_step if cfg.resume else None,
+        "train_tokens_per_second": sum(cfg.batch_size * cfg.sequence_length for _ in trained) / max(elapsed, 1e-9),
+        "peak_memory_bytes": peak_memory_bytes(device), "checkpoints": checkpoints,
+        "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    atomic_write_json(out / RECEIPT_NAME, receipt)
+    log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "
+        f"receipt {out / RECEIPT_NAME}")
+    return receipt
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+

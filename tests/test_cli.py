@@ -1,0 +1,49 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from glm53.cli import main
+from glm53.tasks import read_tasks
+
+
+def test_info_prints_counts_and_pattern(capsys):
+    assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["parameters"] == {"total": 25_730_592, "active": 9_805_344}
+    assert info["layer_pattern"] == "LLLSLLLSLLLS"
+    assert info["device"] == "cpu"
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "glm53"
+    assert script.is_file(), "the glm53 console script is not installed next to this Python; pip install -e ."
+    out = subprocess.run([str(script), "info", "--layers", "4", "--json"], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out)["layer_pattern"] == "LLLS"
+
+
+def test_tasks_export_then_pretrain_and_generate(tmp_path, capsys):
+    tasks_file = tmp_path / "confirm.jsonl"
+    assert main(["tasks", "export", "--split", "confirm", "--per-family", "2", "--families", "double,even",
+                 "--out", str(tasks_file)]) == 0
+    tasks = read_tasks(tasks_file)
+    assert [t.task_id for t in tasks] == ["confirm-double-000", "confirm-double-001", "confirm-even-000", "confirm-even-001"]
+    run = tmp_path / "run"
+    tiny = ["--dim", "32", "--layers", "4", "--heads", "4", "--expert-hidden", "48", "--experts", "4"]
+    assert main(["pretrain", "--out", str(run), "--steps", "2", "--checkpoints", "2", "--batch-size", "2",
+                 "--device", "cpu", "--no-progress", "--tasks", str(tasks_file), *tiny]) == 0
+    assert (run / "checkpoint-0002" / "model.safetensors").is_file()
+    capsys.readouterr()
+    assert main(["generate", "--checkpoint", str(run / "checkpoint-0002"), "--prompt", tasks[0].prompt,
+                 "--max-new-tokens", "5", "--json", "--device", "cpu"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["token_ids"]) <= 5
+    # a second run into the same folder is refused with a clear message
+    assert main(["pretrain", "--out", str(run), "--steps", "2", "--checkpoints", "2", "--device", "cpu", *tiny]) == 2
+    assert "never overwrites" in capsys.readouterr().err
+
+
+def test_bad_arguments_are_clear_errors(capsys, tmp_path):
+    assert main(["generate", "--checkpoint", str(tmp_path / "nope"), "--prompt", "x", "--device", "cpu"]) == 2
+    assert "not a glm53 checkpoint" in capsys.readouterr().err

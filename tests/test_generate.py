@@ -1,0 +1,41 @@
+import torch
+
+from glm53 import GLM53
+from glm53.generate import function_body_complete, generate_uncached, sample_next
+
+
+def test_stop_rule_ends_after_the_first_complete_statement():
+    prompt = "def f(x):"
+    assert not function_body_complete(prompt, "\n    return x")
+    assert function_body_complete(prompt, "\n    return x + 1\n")
+    assert not function_body_complete(prompt, "\n    return (x\n")
+    assert not function_body_complete(prompt, "\n")
+
+
+def test_sampling_is_reproducible_from_a_generator_and_leaves_global_rng_alone(tiny_config):
+    model = GLM53(tiny_config)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    runs = [generate_uncached(model, ["def f(x):"], max_new_tokens=8, temperature=1.0,
+                              generator=torch.Generator().manual_seed(7)) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert torch.equal(torch.get_rng_state(), before)
+    other = generate_uncached(model, ["def f(x):"], max_new_tokens=8, temperature=1.0,
+                              generator=torch.Generator().manual_seed(8))
+    assert other != runs[0]
+
+
+def test_generation_never_emits_banned_ids(tiny_config):
+    model = GLM53(tiny_config)
+    out = generate_uncached(model, ["x"], max_new_tokens=20, temperature=5.0, generator=torch.Generator().manual_seed(0))
+    assert not set(out[0]["token_ids"]) & {0, 1, 3, 260, 261, 262}
+
+
+def test_top_k_and_top_p_restrict_the_candidates():
+    logits = torch.tensor([[5.0, 4.0, 0.0, -1.0]])
+    g = torch.Generator().manual_seed(0)
+    picks = {int(sample_next(logits, 1.0, 2, None, g)) for _ in range(200)}
+    assert picks == {0, 1}
+    picks = {int(sample_next(logits, 1.0, None, 0.5, g)) for _ in range(200)}
+    assert picks == {0}
+    assert int(sample_next(logits, 0.0, None, None, None)) == 0

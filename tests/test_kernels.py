@@ -1,0 +1,68 @@
+"""Fast forms against their plain references: forward values and gradients."""
+
+import pytest
+import torch
+
+from glm53.linear_attention import (feature_map, linear_attention_chunked, linear_attention_cumulative,
+                                    linear_attention_recurrent)
+from glm53.sparse_attention import (sparse_attention_gathered, sparse_attention_index, sparse_attention_mask,
+                                    sparse_attention_masked)
+
+
+def _qkv(B, T, H, d, requires_grad=True):
+    q, k, v = (torch.randn(B, T, H, d, dtype=torch.float64) for _ in range(3))
+    q, k = feature_map(q), feature_map(k)
+    return [t.detach().requires_grad_(requires_grad) for t in (q, k, v)]
+
+
+@pytest.mark.parametrize("T", [1, 7, 32, 45, 64, 100])
+@pytest.mark.parametrize("chunk", [8, 32])
+def test_chunked_equals_cumulative_and_recurrent(T, chunk):
+    q, k, v = _qkv(2, T, 3, 8)
+    ref = linear_attention_cumulative(q, k, v)
+    rec, _ = linear_attention_recurrent(q, k, v)
+    fast = linear_attention_chunked(q, k, v, chunk=chunk)
+    torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(rec, ref, rtol=1e-10, atol=1e-10)
+    g = torch.randn_like(ref)
+    grads_ref = torch.autograd.grad(ref, (q, k, v), g)
+    grads_fast = torch.autograd.grad(fast, (q, k, v), g)
+    for a, b in zip(grads_fast, grads_ref):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("split", [1, 13, 32])
+def test_chunked_state_carries_across_calls(split):
+    q, k, v = _qkv(1, 50, 2, 4, requires_grad=False)
+    whole, (S, z) = linear_attention_chunked(q, k, v, chunk=16, return_state=True)
+    first, state = linear_attention_chunked(q[:, :split], k[:, :split], v[:, :split], chunk=16, return_state=True)
+    second, (S2, z2) = linear_attention_chunked(q[:, split:], k[:, split:], v[:, split:], chunk=16, state=state,
+                                                return_state=True)
+    torch.testing.assert_close(torch.cat([first, second], dim=1), whole)
+    _, (S_rec, z_rec) = linear_attention_recurrent(q, k, v)
+    torch.testing.assert_close(S2, S_rec)
+    torch.testing.assert_close(z2, z_rec)
+    torch.testing.assert_close(S, S_rec)
+
+
+def test_sparse_pattern_matches_definition():
+    T, w, s = 100, 32, 32
+    mask = sparse_attention_mask(T, w, s)
+    index, valid = sparse_attention_index(T, w, s)
+    for p in range(T):
+        expected = {j for j in range(p + 1) if p - j < w or j % s == 0}
+        assert set(torch.nonzero(mask[p]).flatten().tolist()) == expected
+        assert set(index[p][valid[p]].tolist()) == expected
+    widths = {L: sparse_attention_index(L, 32, 32)[0].shape[1] for L in (64, 96, 128, 192)}
+    assert widths == {64: 33, 96: 34, 128: 35, 192: 37}  # the reference's row widths
+
+
+@pytest.mark.parametrize("T,window,stride", [(1, 8, 8), (40, 8, 8), (77, 32, 32), (128, 16, 24)])
+def test_masked_sparse_equals_gathered(T, window, stride):
+    q, k, v = (torch.randn(2, 3, T, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ref = sparse_attention_gathered(q, k, v, window, stride)
+    fast = sparse_attention_masked(q, k, v, sparse_attention_mask(T, window, stride))
+    torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10)
+    g = torch.randn_like(ref)
+    for a, b in zip(torch.autograd.grad(fast, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
