@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 LINEAR_ATTENTION_IMPLS = ("chunked", "cumulative")
 SPARSE_ATTENTION_IMPLS = ("masked", "gathered")
+MOE_IMPLS = ("grouped", "looped")
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ModelConfig:
     linear_attention_impl: str = "chunked"
     linear_attention_chunk: int = 32
     sparse_attention_impl: str = "masked"
+    moe_impl: str = "grouped"
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -62,6 +64,7 @@ class ModelConfig:
              f"linear_attention_impl must be one of {LINEAR_ATTENTION_IMPLS}, got {self.linear_attention_impl!r}")
         need(self.sparse_attention_impl in SPARSE_ATTENTION_IMPLS,
              f"sparse_attention_impl must be one of {SPARSE_ATTENTION_IMPLS}, got {self.sparse_attention_impl!r}")
+        need(self.moe_impl in MOE_IMPLS, f"moe_impl must be one of {MOE_IMPLS}, got {self.moe_impl!r}")
         need(self.linear_attention_chunk >= 1, "linear_attention_chunk must be >= 1")
 
     @property
@@ -78,6 +81,10 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def plain(self) -> "ModelConfig":
+        """The same model with every plain reference form selected (for tests and benchmarks)."""
+        return replace(self, linear_attention_impl="cumulative", sparse_attention_impl="gathered", moe_impl="looped")
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":

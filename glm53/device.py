@@ -33,3 +33,34 @@ def peak_memory_bytes(device: torch.device) -> int:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
     except Exception:
         return 0
+
+
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when the CPU has bf16 matrix instructions (AVX512-BF16 or AMX), where bf16 autocast pays."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    """auto: bf16 autocast where it measured faster (CUDA with bf16, CPUs with native bf16), else fp32."""
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}")
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    if device.type == "cpu":
+        return "bf16" if cpu_has_native_bf16() else "fp32"
+    return "fp32"
+
+
+def autocast(device: torch.device, precision: str):
+    """A context manager: bf16 autocast for precision 'bf16', a no-op for 'fp32'."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=(precision == "bf16"))

@@ -1,7 +1,8 @@
 """Plain generation: re-run the model over the whole prefix for every new token (no cache).
 
-This is the readable reference that a cached engine must agree with token for token. It samples from an
-explicit `torch.Generator` and never touches the global RNG.
+This is the readable reference that the cached engine (engine.py) must agree with token for token. It samples
+from an explicit `torch.Generator` and never touches the global RNG. The shared pieces (the stop rule for
+one-function tasks, the sampler, the result record) live here too.
 """
 
 from __future__ import annotations
@@ -35,55 +36,73 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top
     if temperature <= 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
-    if top_k is not None and top_k > 0 and top_k < logits.shape[-1]:
+    if top_k is not None and 0 < top_k < logits.shape[-1]:
         kth = logits.topk(top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and 0 < top_p < 1:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        probs = sorted_logits.softmax(dim=-1)
         # drop a token when the tokens ranked above it already reach top_p (the first always survives)
-        drop_sorted = (cumulative - sorted_logits.softmax(dim=-1)) >= top_p
+        drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
-    probs = logits.softmax(dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+
+
+def banned_ids(model: GLM53, tokenizer: ByteTokenizer) -> list[int]:
+    return [i for i in tokenizer.banned_generation_ids if i < model.config.vocab_size]
+
+
+def check_lengths(model: GLM53, encoded: list[list[int]], max_new_tokens: int) -> int:
+    longest = max(len(e) for e in encoded)
+    if longest + max_new_tokens > model.config.max_sequence_length:
+        raise ValueError(f"prompt of {longest} tokens + max_new_tokens {max_new_tokens} exceeds "
+                         f"max_sequence_length {model.config.max_sequence_length}")
+    return longest + max_new_tokens
+
+
+def result_record(tokenizer: ByteTokenizer, token_ids: list[int], stopped: bool, max_new_tokens: int) -> dict:
+    return {"completion": tokenizer.decode(token_ids), "token_ids": token_ids,
+            "hit_token_cap": not stopped and len(token_ids) == max_new_tokens}
 
 
 @torch.no_grad()
-def generate_uncached(model: GLM53, prompts: list[str], max_new_tokens: int = 48, temperature: float = 0.0,
-                      top_k: int | None = None, top_p: float | None = None,
+def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, max_new_tokens: int = 48,
+                      temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
                       generator: torch.Generator | None = None, stop: StopRule | None = None,
-                      tokenizer: ByteTokenizer | None = None) -> list[dict]:
-    """Complete each prompt. Returns per prompt {"completion", "token_ids", "hit_token_cap"}.
+                      tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
+    """For each prompt, `group_size` completions: [[{"completion", "token_ids", "hit_token_cap"}, ...], ...].
 
-    A row stops at EOS (kept in token_ids, cut from the text) or when `stop(prompt, completion)` is true.
-    Prompts of different lengths are run one row at a time, since there is no padding mask here.
+    A row stops at EOS (kept in token_ids, cut from the text) or when `stop(prompt, completion)` is true. The
+    G rows of one prompt run as a batch that is recomputed in full at every step; finished rows ride along
+    until all are done, as in the reference.
     """
     tokenizer = tokenizer or ByteTokenizer()
+    banned = banned_ids(model, tokenizer)
     was_training = model.training
     model.eval()
     results = []
-    banned = torch.tensor([i for i in tokenizer.banned_generation_ids if i < model.config.vocab_size])
     try:
         for prompt in prompts:
             ids = tokenizer.encode(prompt, bos=True)
-            if len(ids) + max_new_tokens > model.config.max_sequence_length:
-                raise ValueError(f"prompt of {len(ids)} tokens + max_new_tokens {max_new_tokens} exceeds "
-                                 f"max_sequence_length {model.config.max_sequence_length}")
-            sequence = torch.tensor([ids], device=model.device)
-            new: list[int] = []
-            stopped = False
+            check_lengths(model, [ids], max_new_tokens)
+            sequence = torch.tensor([ids] * group_size, device=model.device)
+            new: list[list[int]] = [[] for _ in range(group_size)]
+            done = [False] * group_size
             for _ in range(max_new_tokens):
                 logits = model(sequence)[:, -1].float()
                 logits[:, banned] = float("-inf")
-                token = sample_next(logits, temperature, top_k, top_p, generator)
-                new.append(int(token))
-                sequence = torch.cat([sequence, token.view(1, 1).to(sequence.device)], dim=1)
-                if new[-1] == tokenizer.eos_id or (stop is not None and stop(prompt, tokenizer.decode(new))):
-                    stopped = True
+                tokens = sample_next(logits, temperature, top_k, top_p, generator)
+                sequence = torch.cat([sequence, tokens[:, None]], dim=1)
+                for r, t in enumerate(tokens.tolist()):
+                    if done[r]:
+                        continue
+                    new[r].append(t)
+                    if t == tokenizer.eos_id or (stop is not None and stop(prompt, tokenizer.decode(new[r]))):
+                        done[r] = True
+                if all(done):
                     break
-            results.append({"completion": tokenizer.decode(new), "token_ids": new,
-                            "hit_token_cap": not stopped and len(new) == max_new_tokens})
+            results.append([result_record(tokenizer, new[r], done[r], max_new_tokens) for r in range(group_size)])
     finally:
         model.train(was_training)
     return results

@@ -116,12 +116,19 @@ class LinearAttention(nn.Module):
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.out = nn.Linear(config.dim, config.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
+        """With a LayerCache, continue from its (S, z) state and leave the new state in it."""
         B, T, _ = x.shape
         q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
         q = feature_map(apply_rope(q, cos, sin))
         k = feature_map(apply_rope(k, cos, sin))
-        if self.impl == "chunked":
+        if cache is not None:
+            if T == 1:
+                y, cache.state = linear_attention_recurrent(q, k, v, state=cache.state)
+            else:
+                y, cache.state = linear_attention_chunked(q, k, v, chunk=self.chunk, state=cache.state,
+                                                          return_state=True)
+        elif self.impl == "chunked":
             y = linear_attention_chunked(q, k, v, chunk=self.chunk)
         else:
             y = linear_attention_cumulative(q, k, v)

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
+from .cache import InferenceCache
 from .config import ModelConfig
 from .hyper_connections import HyperConnection
 from .linear_attention import LinearAttention
@@ -40,8 +41,8 @@ class HybridBlock(nn.Module):
         self.moe_norm = RMSNorm(config.dim, config.norm_eps)
         self.moe = MixtureOfExperts(config)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        a = self.attention(self.attention_norm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None):
+        a = self.attention(self.attention_norm(x), cos, sin, cache, positions)
         m, balance_loss, usage = self.moe(self.moe_norm(x + a))
         return a + m, balance_loss, usage
 
@@ -97,7 +98,9 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         return self.embedding.weight.device
 
     def forward(self, input_ids: torch.Tensor | None = None, *, inputs_embeds: torch.Tensor | None = None,
-                return_aux: bool = False):
+                return_aux: bool = False, cache: InferenceCache | None = None):
+        """With `cache`, the tokens continue each row from its cached position and the cache is advanced
+        (prefill a prompt, then feed one token at a time); without, positions start at 0."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         if input_ids is not None:
@@ -108,20 +111,37 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                                  f"[{int(input_ids.min())}, {int(input_ids.max())}]")
             inputs_embeds = self.embedding(input_ids)
         B, T, D = inputs_embeds.shape
-        if T > self.config.max_sequence_length:
-            raise ValueError(f"sequence length {T} exceeds max_sequence_length {self.config.max_sequence_length}")
-        cos, sin = self.rope(T)
+        positions = None
+        if cache is None:
+            if T > self.config.max_sequence_length:
+                raise ValueError(f"sequence length {T} exceeds max_sequence_length {self.config.max_sequence_length}")
+            cos, sin = self.rope(T)
+        else:
+            if cache.batch != B:
+                raise ValueError(f"cache holds {cache.batch} rows but the input has {B}")
+            positions = cache.positions[:, None] + torch.arange(T, device=cache.positions.device)
+            if int(positions.max()) >= cache.max_length:
+                raise ValueError(f"position {int(positions.max())} is beyond the cache's max_length {cache.max_length}")
+            cos, sin = self.rope.at(positions)
         streams = inputs_embeds[:, :, None, :].expand(B, T, self.config.streams, D)
         balance_losses, usages = [], []
-        for layer in self.layers:
-            streams, balance_loss, usage = layer(streams, cos, sin)
+        for i, layer in enumerate(self.layers):
+            layer_cache = cache.layers[i] if cache is not None else None
+            streams, balance_loss, usage = layer(streams, cos, sin, layer_cache, positions)
             balance_losses.append(balance_loss)
             usages.append(usage)
         hidden = self.final_norm(streams.mean(dim=2))
         logits = F.linear(hidden, self.embedding.weight)
+        if cache is not None:
+            cache.positions = cache.positions + T
         if not return_aux:
             return logits
         return logits, ModelAux(torch.stack(balance_losses).mean(), torch.stack(usages))
+
+    def new_cache(self, batch: int, max_length: int | None = None) -> InferenceCache:
+        """An empty decoding cache for `batch` rows (in the dtype of the model's weights)."""
+        return InferenceCache.empty(self.config, batch, max_length or self.config.max_sequence_length, self.device,
+                                    self.embedding.weight.dtype)
 
     def parameter_counts(self) -> dict[str, int]:
         """total: unique parameters (the tied head counted once); active: parameters one token uses,

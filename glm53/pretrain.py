@@ -24,8 +24,9 @@ from .checkpoint import (checkpoint_name, load_trainer_state, rng_state, save_ch
                          verify_checkpoint)
 from .config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
-from .device import peak_memory_bytes, resolve_device
-from .generate import function_body_complete, generate_uncached
+from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
+from .engine import generate_groups
+from .generate import function_body_complete
 from .io import atomic_write_json, atomic_write_text
 from .model import GLM53
 from .tasks import Task, frozen_tasks
@@ -55,6 +56,8 @@ class PretrainConfig:
     min_lr_ratio: float = 0.1
     seed: int = 42
     device: str = "auto"
+    precision: str = "auto"  # auto: bf16 autocast where the hardware has native bf16, else fp32
+    compile: bool = False
     resume: bool = False
     progress: bool = True
     dev_max_new_tokens: int = 48
@@ -119,10 +122,10 @@ def default_dev_tasks() -> list[Task]:
 
 def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> list[dict]:
     """Greedy completion of each dev prompt (scoring them arrives with the verifier)."""
-    outputs = generate_uncached(model, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
-                                temperature=0.0, stop=function_body_complete)
-    return [{"task_id": t.task_id, "family": t.family, "completion": o["completion"],
-             "hit_token_cap": o["hit_token_cap"]} for t, o in zip(tasks, outputs)]
+    outputs = generate_groups(model, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
+                              temperature=0.0, stop=function_body_complete)
+    return [{"task_id": t.task_id, "family": t.family, "completion": o[0]["completion"],
+             "hit_token_cap": o[0]["hit_token_cap"]} for t, o in zip(tasks, outputs)]
 
 
 def _latest_resumable(out: Path) -> Path | None:
@@ -145,6 +148,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder."""
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
     dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks()
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model).to(device)
@@ -181,7 +185,9 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
 
     counts = model.parameter_counts()
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
-        f"{cfg.model.layer_pattern}, device {device}, {cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+        f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}), "
+        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+    forward = torch.compile(model) if cfg.compile else model
 
     def checkpoint(step: int) -> None:
         samples = dev_completions(model, dev_tasks, cfg.dev_max_new_tokens) if dev_tasks else []
@@ -211,9 +217,10 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         lr = learning_rate(cfg, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        logits, aux = model(inputs, return_aux=True)
-        lm_loss = language_loss(logits, labels)
-        loss = lm_loss + cfg.balance_coef * aux.balance_loss
+        with autocast(device, precision):
+            logits, aux = forward(inputs, return_aux=True)
+            lm_loss = language_loss(logits, labels)
+            loss = lm_loss + cfg.balance_coef * aux.balance_loss
         if not torch.isfinite(loss):
             raise FloatingPointError(f"step {step + 1}: loss is {loss.item()}; lower --lr or check the data")
         optimizer.zero_grad(set_to_none=True)
@@ -242,7 +249,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     receipt = {
         "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
         "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
-        "steps": cfg.steps, "tokens_seen": tokens_seen, "device": str(device),
+        "steps": cfg.steps, "tokens_seen": tokens_seen, "device": str(device), "precision": precision,
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": start_step if cfg.resume else None,
         "train_tokens_per_second": sum(cfg.batch_size * cfg.sequence_length for _ in trained) / max(elapsed, 1e-9),
         "peak_memory_bytes": peak_memory_bytes(device), "checkpoints": checkpoints,

@@ -29,10 +29,18 @@ class RotaryEmbedding(nn.Module):
                              "raise max_sequence_length in ModelConfig")
         return self.cos[offset:end], self.sin[offset:end]
 
+    def at(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin of shape [B, t, head_dim / 2] for per-row positions [B, t] (decoding rows of unequal length)."""
+        if positions.numel() and int(positions.max()) >= self.cos.shape[0]:
+            raise ValueError(f"position {int(positions.max())} is beyond the RoPE table ({self.cos.shape[0]} positions); "
+                             "raise max_sequence_length in ModelConfig")
+        return self.cos[positions], self.sin[positions]
+
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x of shape [B, T, H, d]: each pair (x[2i], x[2i+1]) turns by angle position * freq_i."""
+    """Rotate x of shape [B, T, H, d]: each pair (x[2i], x[2i+1]) turns by angle position * freq_i.
+    cos and sin are [T, d/2] (shared positions) or [B, T, d/2] (per-row positions)."""
     even, odd = x[..., 0::2].float(), x[..., 1::2].float()
-    cos, sin = cos[:, None, :], sin[:, None, :]
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2).to(x.dtype)

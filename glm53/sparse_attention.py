@@ -88,13 +88,28 @@ class SparseAttention(nn.Module):
             self._masks[key] = sparse_attention_mask(length, self.window, self.stride, device)
         return self._masks[key]
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
+        """With a LayerCache and per-row positions [B, T], write k and v into the cache at those positions and
+        attend over everything cached (the KV cache decoding path)."""
         B, T, _ = x.shape
         q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            return self.out(rearrange(self._attend_cached(q, k, v, cache, positions), "b h t d -> b t (h d)"))
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         if self.impl == "masked":
             y = sparse_attention_masked(q, k, v, self.mask(T, x.device))
         else:
             y = sparse_attention_gathered(q, k, v, self.window, self.stride)
         return self.out(rearrange(y, "b h t d -> b t (h d)"))
+
+    def _attend_cached(self, q, k, v, cache, positions: torch.Tensor) -> torch.Tensor:
+        B, T, H, d = q.shape
+        rows = torch.arange(B, device=q.device)[:, None]
+        cache.k[rows, :, positions] = k.to(cache.k.dtype)
+        cache.v[rows, :, positions] = v.to(cache.v.dtype)
+        p = positions[:, :, None]
+        j = torch.arange(cache.k.shape[2], device=q.device)[None, None, :]
+        mask = (j <= p) & ((p - j < self.window) | (j % self.stride == 0))  # [B, T, max_length]
+        return F.scaled_dot_product_attention(q.transpose(1, 2), cache.k.to(q.dtype), cache.v.to(q.dtype),
+                                              attn_mask=mask[:, None])
