@@ -25,7 +25,8 @@ from .tokenizer import ByteTokenizer
 def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, max_new_tokens: int = 48,
                     temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
                     generator: torch.Generator | None = None, stop: StopRule | None = None,
-                    precision: str = "fp32", tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
+                    precision: str = "fp32", ignore_eos: bool = False,
+                    tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
     """Same contract as `generate_uncached`: per prompt, `group_size` records
     {"completion", "token_ids", "hit_token_cap"}."""
     if group_size < 1 or max_new_tokens < 1:
@@ -34,7 +35,7 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, max_n
     device = model.device
     encoded = [tokenizer.encode(p, bos=True) for p in prompts]
     max_length = check_lengths(model, encoded, max_new_tokens)
-    banned = torch.tensor(banned_ids(model, tokenizer), device=device)
+    banned = torch.tensor(banned_ids(model, tokenizer, ignore_eos), device=device)
     was_training = model.training
     model.eval()
     try:

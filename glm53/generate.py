@@ -49,8 +49,9 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
 
 
-def banned_ids(model: GLM53, tokenizer: ByteTokenizer) -> list[int]:
-    return [i for i in tokenizer.banned_generation_ids if i < model.config.vocab_size]
+def banned_ids(model: GLM53, tokenizer: ByteTokenizer, ignore_eos: bool = False) -> list[int]:
+    banned = tokenizer.banned_generation_ids + ((tokenizer.eos_id,) if ignore_eos else ())
+    return [i for i in banned if i < model.config.vocab_size]
 
 
 def check_lengths(model: GLM53, encoded: list[list[int]], max_new_tokens: int) -> int:
@@ -70,15 +71,16 @@ def result_record(tokenizer: ByteTokenizer, token_ids: list[int], stopped: bool,
 def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, max_new_tokens: int = 48,
                       temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
                       generator: torch.Generator | None = None, stop: StopRule | None = None,
-                      tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
+                      ignore_eos: bool = False, tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
     """For each prompt, `group_size` completions: [[{"completion", "token_ids", "hit_token_cap"}, ...], ...].
 
-    A row stops at EOS (kept in token_ids, cut from the text) or when `stop(prompt, completion)` is true. The
+    A row stops at EOS (kept in token_ids, cut from the text) or when `stop(prompt, completion)` is true;
+    `ignore_eos=True` bans EOS instead, so every row runs to max_new_tokens (for benchmarks). The
     G rows of one prompt run as a batch that is recomputed in full at every step; finished rows ride along
     until all are done, as in the reference.
     """
     tokenizer = tokenizer or ByteTokenizer()
-    banned = banned_ids(model, tokenizer)
+    banned = banned_ids(model, tokenizer, ignore_eos)
     was_training = model.training
     model.eval()
     results = []

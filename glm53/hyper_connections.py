@@ -32,7 +32,7 @@ class HyperConnection(nn.Module):
     def forward(self, streams: torch.Tensor, *args, **kwargs):
         """streams [B, T, S, D] -> (new streams, the layer's auxiliary outputs)."""
         read = self.input_logits.softmax(dim=0).to(streams.dtype)
-        mixed = torch.einsum("btsd,s->btd", streams, read)
+        mixed = (streams * read[:, None]).sum(dim=2)  # measured faster than einsum/matmul for S = 4 on CPU
         update, *aux = self.layer(mixed, *args, **kwargs)
         written = mixed + update if self.double_residual else update
         write = self.output_logits.softmax(dim=0).to(streams.dtype)
