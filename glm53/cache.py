@@ -38,14 +38,16 @@ class InferenceCache:
         if max_length > config.max_sequence_length:
             raise ValueError(f"cache max_length {max_length} exceeds max_sequence_length {config.max_sequence_length}")
         H, d = config.heads, config.head_dim
+        state_dtype = torch.promote_types(dtype, torch.float32)
         layers = []
         for i in range(config.layers):
             if config.is_sparse_layer(i):
                 layers.append(LayerCache(k=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype),
                                          v=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype)))
             else:
-                layers.append(LayerCache(state=(torch.zeros(batch, H, d, d, device=device, dtype=dtype),
-                                                torch.zeros(batch, H, d, device=device, dtype=dtype))))
+                # recurrent sums stay in fp32 whatever the weights' dtype: they accumulate over the whole sequence
+                layers.append(LayerCache(state=(torch.zeros(batch, H, d, d, device=device, dtype=state_dtype),
+                                                torch.zeros(batch, H, d, device=device, dtype=state_dtype))))
         return cls(max_length, torch.zeros(batch, dtype=torch.long, device=device), layers)
 
     @property

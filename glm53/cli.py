@@ -95,6 +95,23 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    import time as _time
+    from pathlib import Path
+
+    from .bench import format_report, run_bench
+    from .io import atomic_write_json
+
+    out = Path(args.out or f"runs/bench/bench-{_time.strftime('%Y%m%d-%H%M%S')}.json")
+    if out.exists():
+        raise FileExistsError(f"{out} already exists; glm53 never overwrites results")
+    result = run_bench(quick=args.quick, compile_model=args.compile,
+                       log=(lambda *_: None) if args.json else print)
+    atomic_write_json(out, result)
+    print(json.dumps(result, indent=2) if args.json else format_report(result) + f"\n\nwritten to {out}")
+    return 0
+
+
 def cmd_tasks_export(args) -> int:
     from .tasks import frozen_tasks, write_tasks
 
@@ -153,6 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("bench", help="time the plain and the fast path on the same weights (a few minutes)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--out", help="JSON results file (default runs/bench/bench-<time>.json)")
+    p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
+    p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("tasks", help="task files")
     tsub = p.add_subparsers(dest="tasks_command", required=True)

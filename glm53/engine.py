@@ -10,12 +10,13 @@ Rows that end (EOS or the caller's stop rule) leave the batch, so later steps on
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 import torch
 
 from .cache import InferenceCache
-from .device import autocast
+from .device import resolve_precision
 from .generate import StopRule, banned_ids, check_lengths, result_record, sample_next
 from .model import GLM53
 from .tokenizer import ByteTokenizer
@@ -28,7 +29,10 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, max_n
                     precision: str = "fp32", ignore_eos: bool = False,
                     tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
     """Same contract as `generate_uncached`: per prompt, `group_size` records
-    {"completion", "token_ids", "hit_token_cap"}."""
+    {"completion", "token_ids", "hit_token_cap"}.
+
+    precision: "fp32" (default; token-for-token equal to the plain generator), "bf16" (decode with a bf16 copy
+    of the weights: faster, slightly different numbers) or "auto" (bf16 where the hardware has native bf16)."""
     if group_size < 1 or max_new_tokens < 1:
         raise ValueError("group_size and max_new_tokens must be >= 1")
     tokenizer = tokenizer or ByteTokenizer()
@@ -36,35 +40,39 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, max_n
     encoded = [tokenizer.encode(p, bos=True) for p in prompts]
     max_length = check_lengths(model, encoded, max_new_tokens)
     banned = torch.tensor(banned_ids(model, tokenizer, ignore_eos), device=device)
+    precision = resolve_precision(precision, device)
     was_training = model.training
+    if precision == "bf16":
+        # Decode with a bf16 copy of the weights rather than autocast: no per-step weight casts, and no
+        # expert-row padding, which would waste most of the work at decode batch sizes.
+        model = copy.deepcopy(model).to(torch.bfloat16)
     model.eval()
     try:
-        with autocast(device, precision):
-            cache, logits = _prefill(model, encoded, max_length)
-            cache = cache.repeat_rows(group_size)
-            logits = logits.repeat_interleave(group_size, dim=0)
-            rows = len(prompts) * group_size
-            live = torch.arange(rows, device=device)  # original row number of each batch row
-            tokens: list[list[int]] = [[] for _ in range(rows)]
-            stopped = [False] * rows
-            for step in range(max_new_tokens):
-                logits = logits.float()
-                logits[:, banned] = float("-inf")
-                chosen = sample_next(logits, temperature, top_k, top_p, generator)
-                keep = []
-                for j, (r, t) in enumerate(zip(live.tolist(), chosen.tolist())):
-                    tokens[r].append(t)
-                    prompt = prompts[r // group_size]
-                    if t == tokenizer.eos_id or (stop is not None and stop(prompt, tokenizer.decode(tokens[r]))):
-                        stopped[r] = True
-                    else:
-                        keep.append(j)
-                if not keep or step == max_new_tokens - 1:
-                    break
-                if len(keep) < len(live):
-                    index = torch.tensor(keep, device=device)
-                    cache, live, chosen = cache.select(index), live[index], chosen[index]
-                logits = model(chosen[:, None], cache=cache)[:, -1]
+        cache, logits = _prefill(model, encoded, max_length)
+        cache = cache.repeat_rows(group_size)
+        logits = logits.repeat_interleave(group_size, dim=0)
+        rows = len(prompts) * group_size
+        live = torch.arange(rows, device=device)  # original row number of each batch row
+        tokens: list[list[int]] = [[] for _ in range(rows)]
+        stopped = [False] * rows
+        for step in range(max_new_tokens):
+            logits = logits.float()
+            logits[:, banned] = float("-inf")
+            chosen = sample_next(logits, temperature, top_k, top_p, generator)
+            keep = []
+            for j, (r, t) in enumerate(zip(live.tolist(), chosen.tolist())):
+                tokens[r].append(t)
+                prompt = prompts[r // group_size]
+                if t == tokenizer.eos_id or (stop is not None and stop(prompt, tokenizer.decode(tokens[r]))):
+                    stopped[r] = True
+                else:
+                    keep.append(j)
+            if not keep or step == max_new_tokens - 1:
+                break
+            if len(keep) < len(live):
+                index = torch.tensor(keep, device=device)
+                cache, live, chosen = cache.select(index), live[index], chosen[index]
+            logits = model(chosen[:, None], cache=cache)[:, -1]
     finally:
         model.train(was_training)
     return [[result_record(tokenizer, tokens[p * group_size + g], stopped[p * group_size + g], max_new_tokens)

@@ -62,6 +62,20 @@ def linear_attention_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return torch.stack(outputs, dim=1), (S, z)
 
 
+def linear_attention_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          state: tuple[torch.Tensor, torch.Tensor], eps: float = DENOMINATOR_EPS) -> torch.Tensor:
+    """One decoding step, updating `state` in place (decoding owns its cache). q, k, v are [B, 1, H, d];
+    equal to `linear_attention_recurrent` for T = 1, with no per-step allocation of a new state."""
+    S, z = state
+    B, _, H, d = q.shape
+    q, k, v = q.reshape(B * H, 1, d), k.reshape(B * H, d, 1), v.reshape(B * H, 1, -1)
+    S.view(B * H, d, -1).baddbmm_(k, v)
+    z.add_(k.view(B, H, d))
+    numerator = torch.bmm(q, S.view(B * H, d, -1))  # [B*H, 1, d]
+    denominator = torch.bmm(q, z.view(B * H, d, 1)).clamp_min(eps)  # [B*H, 1, 1]
+    return (numerator / denominator).view(B, H, 1, -1).transpose(1, 2)
+
+
 def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
                              state: tuple[torch.Tensor, torch.Tensor] | None = None,
                              eps: float = DENOMINATOR_EPS, return_state: bool = False):
@@ -132,7 +146,7 @@ class LinearAttention(nn.Module):
     def _core(self, q, k, v, cache):
         if cache is not None:
             if q.shape[1] == 1:
-                y, cache.state = linear_attention_recurrent(q, k, v, state=cache.state)
+                y = linear_attention_step(q, k, v, cache.state)
             else:
                 y, cache.state = linear_attention_chunked(q, k, v, chunk=self.chunk, state=cache.state,
                                                           return_state=True)

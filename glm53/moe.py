@@ -57,6 +57,8 @@ class MixtureOfExperts(nn.Module):
         self.expert_up = nn.Parameter(torch.empty(config.experts, 2 * config.expert_hidden, config.dim))
         self.expert_down = nn.Parameter(torch.empty(config.experts, config.dim, config.expert_hidden))
         self.shared = nn.ModuleList(SwiGLUExpert(config.dim, config.expert_hidden) for _ in range(config.shared_experts))
+        nn.init.normal_(self.expert_up, 0.0, config.init_std)
+        nn.init.normal_(self.expert_down, 0.0, config.init_std)
 
     def route(self, x: torch.Tensor):
         """x [N, D] -> (top_idx [N, k], top_weights [N, k], balance_loss scalar, usage [E])."""
@@ -93,6 +95,9 @@ class MixtureOfExperts(nn.Module):
         counts = torch.bincount(expert_of, minlength=self.experts).tolist()
         rows = flat.index_select(0, token_of)
         pad_to = 64 if torch.is_autocast_enabled(flat.device.type) else 0
+        # unbind once: indexing expert_up[e] per expert would make backward build a full-size zero gradient
+        # for every expert and add them up
+        ups, downs = self.expert_up.unbind(0), self.expert_down.unbind(0)
         outputs = []
         for e, segment in enumerate(rows.split(counts)):
             if segment.shape[0] == 0:
@@ -100,7 +105,7 @@ class MixtureOfExperts(nn.Module):
             n = segment.shape[0]
             if pad_to and n % pad_to:
                 segment = F.pad(segment, (0, 0, 0, pad_to - n % pad_to))
-            outputs.append(swiglu(segment, self.expert_up[e], self.expert_down[e])[:n])
+            outputs.append(swiglu(segment, ups[e], downs[e])[:n])
         y = torch.cat(outputs) * top_weights.flatten()[order, None].to(outputs[0].dtype)
         return torch.zeros(flat.shape, dtype=y.dtype, device=flat.device).index_add(0, token_of, y)
 

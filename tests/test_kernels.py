@@ -66,3 +66,56 @@ def test_masked_sparse_equals_gathered(T, window, stride):
     g = torch.randn_like(ref)
     for a, b in zip(torch.autograd.grad(fast, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+@pytest.mark.parametrize("tokens", [1, 5, 64])
+def test_grouped_moe_equals_looped_moe(tiny_config, top_k, tokens):
+    import dataclasses
+
+    from glm53.moe import MixtureOfExperts
+
+    cfg = dataclasses.replace(tiny_config, top_k=top_k)
+    grouped = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="grouped")).double()
+    looped = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="looped")).double()
+    for p in grouped.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)
+    looped.load_state_dict(grouped.state_dict())
+    x = torch.randn(2, tokens, cfg.dim, dtype=torch.float64, requires_grad=True)
+    out_g, bal_g, use_g = grouped(x)
+    out_l, bal_l, use_l = looped(x)
+    torch.testing.assert_close(out_g, out_l)
+    torch.testing.assert_close(use_g, use_l)
+    torch.testing.assert_close(bal_g, bal_l)
+    g = torch.randn_like(out_g)
+    grads_g = torch.autograd.grad((out_g * g).sum() + bal_g, [x, *grouped.parameters()])
+    grads_l = torch.autograd.grad((out_l * g).sum() + bal_l, [x, *looped.parameters()])
+    for a, b in zip(grads_g, grads_l):
+        torch.testing.assert_close(a, b)
+
+
+def test_grouped_moe_pads_rows_under_bf16_autocast_without_changing_results(tiny_config):
+    import dataclasses
+
+    from glm53.moe import MixtureOfExperts
+
+    grouped = MixtureOfExperts(tiny_config)
+    looped = MixtureOfExperts(dataclasses.replace(tiny_config, moe_impl="looped"))
+    looped.load_state_dict(grouped.state_dict())
+    x = torch.randn(3, 7, tiny_config.dim)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a, _, _ = grouped(x)
+        b, _, _ = looped(x)
+    torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-3)
+
+
+def test_in_place_decoding_step_equals_recurrent_form():
+    from glm53.linear_attention import linear_attention_step
+
+    q, k, v = _qkv(3, 9, 2, 4, requires_grad=False)
+    expected, (S_ref, z_ref) = linear_attention_recurrent(q, k, v)
+    S, z = torch.zeros_like(S_ref), torch.zeros_like(z_ref)
+    steps = [linear_attention_step(q[:, t : t + 1], k[:, t : t + 1], v[:, t : t + 1], (S, z)) for t in range(9)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected)
+    torch.testing.assert_close(S, S_ref)
+    torch.testing.assert_close(z, z_ref)
