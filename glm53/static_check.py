@@ -1,0 +1,99 @@
+"""Stage 1 of the verifier: a static, fail-closed check of a candidate's source.
+
+Accepted: a module holding exactly one function, named as the task's entry point (plus an optional
+docstring), whose body uses only plain expressions, assignments, if/else, returns, comprehensions, and calls
+of a short allow-list of pure builtins. Everything else is refused with the rule it broke, before any code
+runs. The check parses; it never compiles or executes.
+"""
+
+from __future__ import annotations
+
+import ast
+
+MAX_SOURCE_BYTES = 4096
+# Pure, side-effect-free builtins a one-line function body may reasonably need. range/sorted/list/... make
+# unbounded work possible (`sum(range(10**12))`), which the execution stage's time and memory limits handle.
+ALLOWED_CALLS = frozenset({"abs", "all", "any", "bool", "divmod", "enumerate", "int", "len", "list", "max", "min",
+                           "range", "reversed", "round", "sorted", "str", "sum", "tuple", "zip"})
+FORBIDDEN_NODES = {
+    ast.Import: "import", ast.ImportFrom: "import", ast.Attribute: "attribute access", ast.For: "loop",
+    ast.AsyncFor: "loop", ast.While: "loop", ast.Lambda: "lambda", ast.ClassDef: "class", ast.Try: "try",
+    ast.Raise: "raise", ast.With: "with", ast.AsyncWith: "with", ast.Global: "global", ast.Nonlocal: "nonlocal",
+    ast.Delete: "del", ast.Yield: "yield", ast.YieldFrom: "yield", ast.Await: "await",
+    ast.AsyncFunctionDef: "async function", ast.FunctionDef: "nested function", ast.Assert: "assert",
+}
+if hasattr(ast, "TryStar"):
+    FORBIDDEN_NODES[ast.TryStar] = "try"
+
+
+class StaticCheckError(ValueError):
+    """The source breaks a rule; `rule` names it (e.g. 'import', 'call', 'top-level')."""
+
+    def __init__(self, rule: str, message: str):
+        super().__init__(f"{rule}: {message}")
+        self.rule = rule
+
+
+def check_source(source: str, entry_point: str) -> ast.Module:
+    """Return the parsed module, or raise StaticCheckError naming the broken rule."""
+    if not isinstance(source, str):
+        raise StaticCheckError("type", "source must be a str")
+    if "\x00" in source:
+        raise StaticCheckError("null-byte", "source contains a null byte")
+    size = len(source.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        raise StaticCheckError("size", f"source is {size} bytes, over the limit of {MAX_SOURCE_BYTES}")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as err:
+        raise StaticCheckError("syntax", f"{err.msg} (line {err.lineno})") from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise StaticCheckError("syntax", f"unparsable source ({type(err).__name__})") from None
+
+    functions = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            functions.append(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue  # a docstring
+        else:
+            raise StaticCheckError("top-level", f"only the function {entry_point} may stand at top level, "
+                                                f"found {type(node).__name__} on line {node.lineno}")
+    if len(functions) != 1:
+        raise StaticCheckError("top-level", f"exactly one function must be defined, found {len(functions)}")
+    function = functions[0]
+    if function.name != entry_point:
+        raise StaticCheckError("name", f"the function is named {function.name!r}, expected {entry_point!r}")
+    if function.decorator_list:
+        raise StaticCheckError("decorator", "decorators are not allowed")
+    args = function.args
+    if args.defaults or args.kw_defaults or args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        raise StaticCheckError("signature", "only plain positional parameters, without defaults, are allowed")
+    if function.returns is not None or any(a.annotation is not None for a in args.args):
+        raise StaticCheckError("annotation", "annotations are evaluated at definition time and are not allowed")
+    if getattr(function, "type_params", None):
+        raise StaticCheckError("signature", "type parameters are not allowed")
+
+    for stmt in function.body:
+        for node in ast.walk(stmt):
+            rule = FORBIDDEN_NODES.get(type(node))
+            if rule:
+                raise StaticCheckError(rule, f"{rule} is not allowed (line {getattr(node, 'lineno', '?')})")
+            if isinstance(node, ast.Name) and node.id.startswith("__"):
+                raise StaticCheckError("dunder", f"name {node.id!r} is not allowed")
+            if isinstance(node, ast.Call):
+                if not (isinstance(node.func, ast.Name) and node.func.id in ALLOWED_CALLS):
+                    called = node.func.id if isinstance(node.func, ast.Name) else type(node.func).__name__
+                    raise StaticCheckError("call", f"call of {called!r} is not allowed; allowed: {sorted(ALLOWED_CALLS)}")
+    for a in args.args:
+        if a.arg.startswith("__"):
+            raise StaticCheckError("dunder", f"parameter {a.arg!r} is not allowed")
+    return tree
+
+
+def is_valid(source: str, entry_point: str) -> bool:
+    try:
+        check_source(source, entry_point)
+    except StaticCheckError:
+        return False
+    return True
