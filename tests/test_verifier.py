@@ -1,0 +1,160 @@
+"""The verifier against canonical solutions, lookup tables and a suite of hostile programs."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from glm53.rewards import binary_reward, partial_reward, reward
+from glm53.static_check import check_source, StaticCheckError
+from glm53.tasks import FAMILIES, frozen_tasks
+from glm53.verifier import SandboxPool, Verdict, same_value, verify, verify_many
+
+CASES = [((1,), 2), ((-5,), -4), ((0,), 1)]  # f = increment
+PWNED = Path("/tmp/glm53-pwned")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with SandboxPool(workers=2) as p:
+        yield p
+
+
+def f(body: str, header: str = "def f(x):") -> str:
+    return header + "\n" + "\n".join("    " + line for line in body.split("\n")) + "\n"
+
+
+HOSTILE = {
+    # (source, expected status or set of statuses)
+    "infinite loop": (f("while True:\n    pass"), "invalid"),
+    "for loop": (f("for i in range(3):\n    x += i\nreturn x"), "invalid"),
+    "huge power": (f("return 10**10**10"), {"timeout", "memory"}),
+    "huge list": (f("return [0] * 10**11"), "memory"),
+    "huge string": (f("return 'a' * 10**10"), "memory"),
+    "sum of a huge range": (f("return sum(range(10**13))"), "timeout"),
+    "sorted huge range": (f("return sorted(range(10**9))"), {"memory", "timeout"}),
+    "comprehension bomb": (f("return len([[0] * 10**6 for _ in range(10**6)])"), {"memory", "timeout"}),
+    "format width bomb": (f("return f'{x:{10**10}}'"), {"memory", "timeout", "failed"}),
+    "import os": (f("import os\nreturn os.system('touch /tmp/glm53-pwned')"), "invalid"),
+    "from import": (f("from os import system\nreturn 1"), "invalid"),
+    "dunder import": (f("return __import__('os')"), "invalid"),
+    "open a file": (f("return open('/tmp/glm53-pwned', 'w')"), "invalid"),
+    "os._exit": (f("return os._exit(0)"), "invalid"),
+    "raise SystemExit": (f("raise SystemExit(0)"), "invalid"),
+    "exit()": (f("return exit(0)"), "invalid"),
+    "eval": (f("return eval('x + 1')"), "invalid"),
+    "exec": (f("exec('x = 1')\nreturn x"), "invalid"),
+    "globals": (f("return globals()"), "invalid"),
+    "vars": (f("return vars()"), "invalid"),
+    "input": (f("return input()"), "invalid"),
+    "breakpoint": (f("return breakpoint()"), "invalid"),
+    "attribute escape": (f("return ().__class__.__bases__[0].__subclasses__()"), "invalid"),
+    "plain attribute": (f("return x.real + 1"), "invalid"),
+    "recursion": (f("return f(x)"), "invalid"),
+    "lying __eq__ class": ("class L:\n    def __eq__(self, o):\n        return True\n" + f("return L()"), "invalid"),
+    "lambda": (f("return (lambda: x + 1)()"), "invalid"),
+    "try": (f("try:\n    return x + 1\nexcept Exception:\n    return 0"), "invalid"),
+    "with": (f("with x:\n    return 1"), "invalid"),
+    "global": (f("global y\nreturn x + 1"), "invalid"),
+    "nonlocal in nested def": (f("def g():\n    return x\nreturn g() + 1"), "invalid"),
+    "del": (f("y = x\ndel y\nreturn x + 1"), "invalid"),
+    "yield": (f("yield x + 1"), "invalid"),
+    "async def": ("async def f(x):\n    return x + 1\n", "invalid"),
+    "decorator": ("@sum\ndef f(x):\n    return x + 1\n", "invalid"),
+    "default evaluated at def time": ("def f(x, y=10**10**10):\n    return x + 1\n", "invalid"),
+    "annotation evaluated at def time": ("def f(x: 10**10**10):\n    return x + 1\n", "invalid"),
+    "star args": ("def f(*x):\n    return 1\n", "invalid"),
+    "code after the function": (f("return x + 1") + "print('hi')\n", "invalid"),
+    "second definition shadows": (f("return x + 1") + f("return 0"), "invalid"),
+    "unicode look-alike name": (f("return x + 1", header="def f\u0430(x):"), "invalid"),
+    "null byte": (f("return x + 1") + "\x00", "invalid"),
+    "oversized source": (f("return x + 1" + " + 0" * 2000), "invalid"),
+    "parser depth bomb": (f("return " + "(" * 300 + "x" + ")" * 300 + " + 1"), "invalid"),
+    "deep list bomb": (f("return " + "[" * 120 + "]" * 120), {"failed", "invalid"}),
+    "syntax error": (f("return x +"), "invalid"),
+    "top-level expression": ("1/0\n", "invalid"),
+    "int to str limit": (f("return len(str(10**5000))"), "failed"),
+    "division by zero": (f("return divmod(x, 0)"), "failed"),
+    "bool instead of int": (f("return True"), "failed"),
+    "float instead of int": (f("return x + 1.0"), "failed"),
+    "returns None": (f("y = x + 1"), "failed"),
+    "assert": (f("assert False\nreturn x + 1"), "invalid"),
+}
+
+
+def test_hostile_suite_has_at_least_40_programs():
+    assert len(HOSTILE) >= 40
+
+
+def _process_table() -> list[str]:
+    rows = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                rows.append(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"))
+            except OSError:
+                pass
+    return rows
+
+
+def test_every_hostile_program_gets_a_non_pass_verdict_in_time_and_leaves_nothing_behind(tmp_path):
+    PWNED.unlink(missing_ok=True)
+    names = list(HOSTILE)
+    with SandboxPool(workers=2) as pool:
+        scratch = pool.scratch
+        started = time.monotonic()
+        verdicts = verify_many([(HOSTILE[n][0], "f", CASES) for n in names], timeout_s=1.0, pool=pool)
+        elapsed = time.monotonic() - started
+        for name, verdict in zip(names, verdicts):
+            expected = HOSTILE[name][1]
+            expected = {expected} if isinstance(expected, str) else expected
+            assert verdict.status in expected, f"{name}: {verdict}"
+            assert not verdict.passed
+        # the caller goes on: the same pool still judges a correct program correctly
+        assert verify(f("return x + 1"), "f", CASES, pool=pool).passed
+        assert list(scratch.iterdir()) == [], "a program wrote into the scratch directory"
+    assert elapsed < 1.0 * len(names) / 2 + 30
+    assert not PWNED.exists()
+    assert not scratch.exists()
+    assert not any("sandbox_worker.py" in row for row in _process_table()), "a sandbox process was left behind"
+
+
+def test_canonical_solutions_pass_and_public_example_lookup_tables_fail(pool):
+    items = []
+    for family in FAMILIES:
+        for task in frozen_tasks("confirm", 2, family.name):
+            items.append((task.prompt + task.canonical_completion, task.entry_point, task.cases))
+            table = "".join(f"    if {family.arg} == {args[0]!r}:\n        return {expected!r}\n"
+                            for args, expected in family.public_examples)
+            items.append((task.prompt + "\n" + table + f"    return {family.arg}\n", task.entry_point, task.cases))
+    verdicts = verify_many(items, pool=pool)
+    assert all(v.status == "passed" for v in verdicts[0::2]), [v for v in verdicts[0::2] if not v.passed]
+    assert all(v.status == "failed" for v in verdicts[1::2])
+
+
+def test_type_strict_equality():
+    assert same_value(1, 1) and not same_value(1, True) and not same_value(1, 1.0)
+    assert not same_value([1, 2], [1, True]) and same_value([1, [2]], [1, [2]])
+    assert not same_value((1,), [1])
+
+
+def test_static_rules_are_named():
+    with pytest.raises(StaticCheckError) as err:
+        check_source(f("import os\nreturn 1"), "f")
+    assert err.value.rule == "import"
+    with pytest.raises(StaticCheckError) as err:
+        check_source(f("return x + 1"), "g")
+    assert err.value.rule == "name"
+    check_source('"""docstring"""\n' + f('"""inner docstring"""\nreturn sorted([x, 1])[0]'), "f")
+
+
+def test_rewards_from_verdicts():
+    passed, wrong, invalid = Verdict("passed", 4, 4), Verdict("failed", 1, 4), Verdict("invalid", 0, 4)
+    assert [binary_reward(v) for v in (passed, wrong, invalid)] == [1.0, 0.0, -0.1]
+    assert binary_reward(invalid, invalid_penalty=-1.0) == -1.0
+    assert partial_reward(wrong) == 0.25 and partial_reward(passed, exact_bonus=0.5) == 1.5
+    assert partial_reward(invalid, invalid_penalty=0.0) == 0.0
+    assert reward(Verdict("timeout", 0, 4)) == 0.0
+    with pytest.raises(ValueError, match="unknown reward mode"):
+        reward(passed, mode="bogus")
