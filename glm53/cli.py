@@ -112,6 +112,91 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _tasks_from(args):
+    from .tasks import frozen_tasks, read_tasks
+
+    if args.tasks:
+        if args.split:
+            raise ValueError("give either --tasks or --split, not both")
+        return read_tasks(args.tasks)
+    if not args.split:
+        raise ValueError("give --split (dev, rl, final, confirm) or --tasks FILE")
+    return frozen_tasks(args.split, per_family=args.per_family, families=args.families)
+
+
+def cmd_eval(args) -> int:
+    from pathlib import Path
+
+    from .checkpoint import WEIGHTS_NAME, load_model
+    from .device import resolve_device
+    from .evaluate import evaluate, format_summary
+    from .io import atomic_write_json, sha256_file
+
+    out = Path(args.out)
+    if out.exists():
+        raise FileExistsError(f"{out} already exists; glm53 never overwrites results")
+    tasks = _tasks_from(args)
+    device = resolve_device(args.device)
+    model = load_model(args.checkpoint, device)
+    temperature = args.temperature if args.temperature is not None else (0.35 if args.samples > 1 else 0.0)
+    result = evaluate(model, tasks, samples=args.samples, temperature=temperature, seed=args.seed,
+                      max_new_tokens=args.max_new_tokens, precision=args.precision)
+    result["checkpoint"] = str(args.checkpoint)
+    result["checkpoint_sha256"] = sha256_file(Path(args.checkpoint) / WEIGHTS_NAME)
+    result["source"] = {"tasks_file": args.tasks} if args.tasks else {
+        "split": args.split, "per_family": args.per_family, "families": args.families}
+    atomic_write_json(out, result)
+    print(format_summary(result))
+    print(f"{result['elapsed_seconds']:.1f} s; receipt {out}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from pathlib import Path
+
+    from .compare import compare, format_comparison
+    from .io import atomic_write_json
+
+    receipts = []
+    for path in args.receipts:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"receipt {path} does not exist; write one with `glm53 eval`")
+        receipts.append(json.loads(Path(path).read_text()))
+    if len(receipts) < 2:
+        raise ValueError("compare needs a baseline receipt and at least one more")
+    result = compare(receipts[0], receipts[1:], names=list(args.receipts), seed=args.seed)
+    print(format_comparison(result))
+    if args.out:
+        atomic_write_json(args.out, result)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from pathlib import Path
+
+    from .io import atomic_write_text
+    from .verifier import verify_many
+
+    rows = []
+    for lineno, line in enumerate(Path(args.input).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        missing = [k for k in ("prompt", "completion", "entry_point", "cases") if k not in row]
+        if missing:
+            raise ValueError(f"{args.input}:{lineno}: missing keys {missing}")
+        rows.append(row)
+    verdicts = verify_many([(r["prompt"] + r["completion"], r["entry_point"],
+                             [(tuple(a), e) for a, e in r["cases"]]) for r in rows], timeout_s=args.timeout)
+    text = "".join(json.dumps({**r, "verdict": v.to_json()}, ensure_ascii=False) + "\n" for r, v in zip(rows, verdicts))
+    atomic_write_text(args.out, text)
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    print(f"verified {len(rows)} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    return 0
+
+
 def cmd_tasks_export(args) -> int:
     from .tasks import frozen_tasks, write_tasks
 
@@ -177,6 +262,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
     p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--split", choices=["dev", "rl", "final", "confirm"])
+    p.add_argument("--per-family", type=int, default=8)
+    p.add_argument("--families", default="all")
+    p.add_argument("--tasks", help="JSON Lines task file instead of a split")
+    p.add_argument("--samples", type=int, default=1, help="samples per task (1 = greedy pass@1)")
+    p.add_argument("--temperature", type=float, default=None, help="default 0 for one sample, 0.35 for several")
+    p.add_argument("--seed", type=int, default=8675309)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("compare", help="paired comparison of eval receipts: McNemar, bootstrap, Holm")
+    p.add_argument("receipts", nargs="+", help="baseline receipt first, then one or more arms")
+    p.add_argument("--seed", type=int, default=20260827)
+    p.add_argument("--out", help="also write the comparison as JSON")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("verify", help="run completions against their test cases in the sandbox")
+    p.add_argument("--in", dest="input", required=True, help="JSON Lines with prompt, completion, entry_point, cases")
+    p.add_argument("--out", required=True)
+    p.add_argument("--timeout", type=float, default=2.0, help="seconds per program")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("tasks", help="task files")
     tsub = p.add_subparsers(dest="tasks_command", required=True)

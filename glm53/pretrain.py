@@ -25,8 +25,7 @@ from .checkpoint import (checkpoint_name, load_trainer_state, rng_state, save_ch
 from .config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
-from .engine import generate_groups
-from .generate import function_body_complete
+from .evaluate import evaluate
 from .io import atomic_write_json, atomic_write_text
 from .model import GLM53
 from .tasks import Task, frozen_tasks
@@ -121,11 +120,11 @@ def default_dev_tasks() -> list[Task]:
 
 
 def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> list[dict]:
-    """Greedy completion of each dev prompt (scoring them arrives with the verifier)."""
-    outputs = generate_groups(model, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
-                              temperature=0.0, stop=function_body_complete)
-    return [{"task_id": t.task_id, "family": t.family, "completion": o[0]["completion"],
-             "hit_token_cap": o[0]["hit_token_cap"]} for t, o in zip(tasks, outputs)]
+    """Greedy completion of each dev prompt, verified against its hidden cases."""
+    result = evaluate(model, tasks, max_new_tokens=max_new_tokens)
+    return [{"task_id": r["task_id"], "family": r["family"], "completion": r["samples"][0]["completion"],
+             "status": r["samples"][0]["verdict"]["status"], "hit_token_cap": r["samples"][0]["hit_token_cap"]}
+            for r in result["tasks"]]
 
 
 def _latest_resumable(out: Path) -> Path | None:
@@ -192,15 +191,19 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     def checkpoint(step: int) -> None:
         samples = dev_completions(model, dev_tasks, cfg.dev_max_new_tokens) if dev_tasks else []
         for s in samples:
-            log(f"  [step {step}] {s['task_id']}: {s['completion']!r}")
+            log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
+        dev_pass = sum(s["status"] == "passed" for s in samples)
+        if samples:
+            log(f"  [step {step}] dev greedy pass@1: {dev_pass}/{len(samples)}")
+        record = {"step": step, "path": checkpoint_name(step), "dev_completions": samples, "dev_passed": dev_pass,
+                  "dev_tasks": len(samples)}
         trainer_state = {"optimizer": optimizer.state_dict(), "rng": rng_state(), "step": step,
-                         "tokens_seen": tokens_seen,
-                         "checkpoints": checkpoints + [{"step": step, "path": checkpoint_name(step)}]}
+                         "tokens_seen": tokens_seen, "checkpoints": checkpoints + [record]}
         meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
-                "tokens_seen": tokens_seen, "seed": cfg.seed, "dev_completions": samples}
+                "tokens_seen": tokens_seen, "seed": cfg.seed, "dev_completions": samples,
+                "dev_pass_at_1": dev_pass / len(samples) if samples else None}
         sha = save_checkpoint(out / checkpoint_name(step), model, meta, trainer_state)
-        checkpoints.append({"step": step, "path": checkpoint_name(step), "weights_sha256": sha,
-                            "dev_completions": samples})
+        checkpoints.append({**record, "weights_sha256": sha})
         log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
 
     if start_step == 0 and not cfg.resume:

@@ -39,6 +39,25 @@ def test_tasks_export_then_pretrain_and_generate(tmp_path, capsys):
                  "--max-new-tokens", "5", "--json", "--device", "cpu"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert len(result["token_ids"]) <= 5
+    # evaluate on the exported task file, compare two receipts, verify completions
+    receipt, receipt2 = tmp_path / "eval.json", tmp_path / "eval2.json"
+    assert main(["eval", "--checkpoint", str(run / "checkpoint-0002"), "--tasks", str(tasks_file),
+                 "--max-new-tokens", "6", "--device", "cpu", "--out", str(receipt)]) == 0
+    assert main(["eval", "--checkpoint", str(run / "checkpoint-0000"), "--tasks", str(tasks_file), "--samples", "2",
+                 "--max-new-tokens", "6", "--device", "cpu", "--out", str(receipt2)]) == 0
+    data = json.loads(receipt.read_text())
+    assert len(data["checkpoint_sha256"]) == 64 and len(data["tasks"]) == 4
+    assert main(["compare", str(receipt), str(receipt2)]) == 0
+    assert "McNemar" in capsys.readouterr().out
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"prompt": t.prompt, "completion": c, "entry_point": t.entry_point,
+                                               "cases": [[list(a), e] for a, e in t.cases]}) + "\n"
+                                   for t, c in zip(tasks, ["\n    return x * 2\n", "\n    import os\n",
+                                                           "\n    return x\n", "\n    return x % 2 == 0\n"])))
+    verified = tmp_path / "verified.jsonl"
+    assert main(["verify", "--in", str(completions), "--out", str(verified)]) == 0
+    statuses = [json.loads(line)["verdict"]["status"] for line in verified.read_text().splitlines()]
+    assert statuses == ["passed", "invalid", "failed", "passed"]
     # a second run into the same folder is refused with a clear message
     assert main(["pretrain", "--out", str(run), "--steps", "2", "--checkpoints", "2", "--device", "cpu", *tiny]) == 2
     assert "never overwrites" in capsys.readouterr().err

@@ -1,0 +1,134 @@
+"""Evaluation on frozen splits or task files: greedy pass@1, sampled pass@k, with a full receipt.
+
+Generation stops a completion at EOS, or at the first newline after which the function is complete and passes
+the verifier's static check. pass@k is reported two ways: the unbiased estimator of Chen et al. (2021),
+1 - C(n - c, k) / C(n, k) averaged over tasks, and the plain any-of-n rate (did any sample pass).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from math import comb
+
+import torch
+
+from .device import peak_memory_bytes
+from .engine import generate_groups
+from .generate import function_body_complete
+from .model import GLM53
+from .rewards import binary_reward
+from .static_check import is_valid
+from .tasks import Task
+from .verifier import DEFAULT_TIMEOUT_S, SandboxPool, verify_many
+
+MAX_ROWS_PER_BATCH = 256
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of the chance that at least one of k samples passes, from c passes in n samples."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per task, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def task_stop_rule(tasks: list[Task]):
+    """Stop once the completion ends a line and prompt + completion is a complete, statically valid function."""
+    entry_points = {t.prompt: t.entry_point for t in tasks}
+
+    def stop(prompt: str, completion: str) -> bool:
+        return function_body_complete(prompt, completion) and is_valid(prompt + completion, entry_points[prompt])
+
+    return stop
+
+
+def sample_tasks(model: GLM53, tasks: list[Task], samples: int = 1, temperature: float = 0.0,
+                 seed: int = 0, max_new_tokens: int = 48, precision: str = "fp32") -> list[list[dict]]:
+    """Completions for every task (`samples` each), batched through the cached engine."""
+    generator = torch.Generator(device=model.device).manual_seed(seed)
+    stop = task_stop_rule(tasks)
+    per_batch = max(1, MAX_ROWS_PER_BATCH // samples)
+    out: list[list[dict]] = []
+    for start in range(0, len(tasks), per_batch):
+        chunk = tasks[start : start + per_batch]
+        out.extend(generate_groups(model, [t.prompt for t in chunk], group_size=samples,
+                                   max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
+                                   stop=stop, precision=precision))
+    return out
+
+
+def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
+    n_tasks = len(rows)
+    rollouts = [s for r in rows for s in r["samples"]]
+    summary = {
+        "tasks": n_tasks, "samples_per_task": samples,
+        "tasks_solved_any": sum(r["passed"] > 0 for r in rows),
+        "exact_rollouts": sum(s["verdict"]["status"] == "passed" for s in rollouts), "rollouts": len(rollouts),
+        "hidden_tests_passed": sum(s["verdict"]["passed_cases"] for s in rollouts),
+        "hidden_tests": sum(s["verdict"]["total_cases"] for s in rollouts),
+        "valid_programs": sum(s["verdict"]["status"] != "invalid" for s in rollouts),
+        "token_cap_hits": sum(s["hit_token_cap"] for s in rollouts),
+    }
+    summary["any_of_k"] = summary["tasks_solved_any"] / n_tasks if n_tasks else 0.0
+    summary["pass_at_k"] = {str(k): (sum(pass_at_k(samples, r["passed"], k) for r in rows) / n_tasks if n_tasks else 0.0)
+                            for k in ks}
+    return summary
+
+
+def evaluate(model: GLM53, tasks: list[Task], samples: int = 1, temperature: float = 0.0, seed: int = 0,
+             max_new_tokens: int = 48, timeout_s: float = DEFAULT_TIMEOUT_S, precision: str = "fp32",
+             pool: SandboxPool | None = None) -> dict:
+    """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", ...}."""
+    if samples < 1:
+        raise ValueError("samples must be >= 1")
+    if samples > 1 and temperature <= 0:
+        raise ValueError("several samples per task need a temperature > 0 (greedy samples would be identical)")
+    started = time.perf_counter()
+    completions = sample_tasks(model, tasks, samples, temperature, seed, max_new_tokens, precision)
+    items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(tasks, completions) for s in group]
+    verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
+    rows = []
+    for task, group in zip(tasks, completions):
+        sample_rows = []
+        for s in group:
+            verdict = next(verdicts)
+            sample_rows.append({"completion": s["completion"], "token_ids": s["token_ids"],
+                                "hit_token_cap": s["hit_token_cap"], "verdict": verdict.to_json(),
+                                "reward": binary_reward(verdict)})
+        rows.append({"task_id": task.task_id, "family": task.family, "prompt": task.prompt,
+                     "entry_point": task.entry_point, "samples": sample_rows,
+                     "passed": sum(r["verdict"]["status"] == "passed" for r in sample_rows)})
+    ks = sorted({1, samples} | {k for k in (2, 4, 8, 16, 32) if k <= samples})
+    by_family = defaultdict(list)
+    for r in rows:
+        by_family[r["family"]].append(r)
+    return {
+        "summary": _summary(rows, samples, ks),
+        "by_family": {fam: _summary(fam_rows, samples, ks) for fam, fam_rows in by_family.items()},
+        "tasks": rows,
+        "settings": {"samples": samples, "temperature": temperature, "seed": seed, "max_new_tokens": max_new_tokens,
+                     "timeout_s": timeout_s, "precision": precision, "greedy": samples == 1 and temperature <= 0},
+        "elapsed_seconds": time.perf_counter() - started,
+        "peak_memory_bytes": peak_memory_bytes(model.device),
+    }
+
+
+def format_summary(result: dict) -> str:
+    s = result["summary"]
+    head = (f"{'family':14s} {'solved':>8s} {'pass@1':>7s} {'exact':>9s} {'tests':>11s} {'valid':>9s} {'cap':>5s}")
+    lines = [head]
+
+    def line(name, x):
+        return (f"{name:14s} {x['tasks_solved_any']:>3d}/{x['tasks']:<4d} {x['pass_at_k']['1']:7.3f} "
+                f"{x['exact_rollouts']:>4d}/{x['rollouts']:<4d} {x['hidden_tests_passed']:>5d}/{x['hidden_tests']:<5d} "
+                f"{x['valid_programs']:>4d}/{x['rollouts']:<4d} {x['token_cap_hits']:>5d}")
+
+    for fam, x in result["by_family"].items():
+        lines.append(line(fam, x))
+    lines.append(line("all", s))
+    if s["samples_per_task"] > 1:
+        lines.append("pass@k (unbiased): " + ", ".join(f"k={k}: {v:.3f}" for k, v in s["pass_at_k"].items())
+                     + f"; any-of-{s['samples_per_task']}: {s['any_of_k']:.3f}")
+    return "\n".join(lines)
