@@ -197,6 +197,22 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def cmd_rl(args) -> int:
+    from .rl import RLConfig, rl_train
+    from .tasks import read_tasks
+
+    cfg = RLConfig(init=args.init, out=args.out, groups=args.groups, group_size=args.group_size,
+                   families=args.families, tasks_per_family=args.tasks_per_family, temperature=args.temperature,
+                   max_new_tokens=args.max_new_tokens, lr=args.lr, train_scope=args.train_scope, reward=args.reward,
+                   invalid_penalty=args.invalid_penalty, exact_bonus=args.exact_bonus,
+                   checkpoints=tuple(args.checkpoints), seed=args.seed, groups_per_step=args.groups_per_step,
+                   normalization=args.normalization, kl_coef=args.kl_coef, replay_coef=args.replay_coef,
+                   replay_batch=args.replay_batch, device=args.device, precision=args.precision,
+                   sample_precision=args.sample_precision, progress=not args.no_progress, tasks_file=args.tasks)
+    rl_train(cfg, tasks=read_tasks(args.tasks) if args.tasks else None)
+    return 0
+
+
 def cmd_tasks_export(args) -> int:
     from .tasks import frozen_tasks, write_tasks
 
@@ -262,6 +278,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
     p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
+    p.add_argument("--init", required=True, help="checkpoint to start from")
+    p.add_argument("--out", required=True)
+    p.add_argument("--groups", type=int, default=96)
+    p.add_argument("--group-size", type=int, default=16)
+    p.add_argument("--families", default="increment,double,even")
+    p.add_argument("--tasks-per-family", type=int, default=32)
+    p.add_argument("--tasks", help="JSON Lines task file to train on instead of the rl split")
+    p.add_argument("--temperature", type=float, default=0.35)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--train-scope", choices=["all", "last-block", "last-block-head"], default="last-block-head")
+    p.add_argument("--reward", choices=["binary", "partial"], default="binary")
+    p.add_argument("--invalid-penalty", type=float, default=-0.1)
+    p.add_argument("--exact-bonus", type=float, default=0.0)
+    p.add_argument("--checkpoints", type=_int_list, default=[24, 48, 72, 96])
+    p.add_argument("--seed", type=int, default=31415)
+    p.add_argument("--groups-per-step", type=int, default=16, help="prompt groups per optimizer step")
+    p.add_argument("--normalization", choices=["sequence-mean", "token-sum"], default="sequence-mean")
+    p.add_argument("--kl-coef", type=float, default=0.0, help="KL penalty to the initial policy (0 = off)")
+    p.add_argument("--replay-coef", type=float, default=0.0, help="replay cross-entropy on pretraining examples (0 = off)")
+    p.add_argument("--replay-batch", type=int, default=16)
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto", help="for the update")
+    p.add_argument("--sample-precision", choices=["auto", "fp32", "bf16"], default="fp32", help="for sampling")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_rl)
 
     p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
     p.add_argument("--checkpoint", required=True)

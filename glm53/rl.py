@@ -1,0 +1,338 @@
+"""RLOO post-training with an executable reward.
+
+For each task of a step: sample a group of G completions with the cached engine, judge each with the sandboxed
+verifier, reward it (binary or partial), and give it the leave-one-out advantage A_i = r_i - mean of the other
+G - 1 rewards. The loss is -mean_i(A_i * log p(completion_i)), with log p the mean (sequence-mean) or sum
+(token-sum) of the completion tokens' log-probabilities, plus optional terms: a KL penalty to the initial
+policy (k3 estimator on the sampled tokens) and replay cross-entropy on pretraining examples, computed on the
+solution tokens only. Groups whose rewards are all equal carry no signal: they are counted, logged and left out.
+
+Reference settings (the defaults): 96 groups of 16 over increment, double and even (32 rl-split tasks each),
+temperature 0.35, 48 new tokens, lr 5e-5, last-block-head, binary reward with -0.1 for invalid programs,
+checkpoints at 24, 48, 72 and 96 groups, seed 31415. Unlike the reference (one group per update), one update
+sees up to 16 groups at once (`groups_per_step`), which also samples faster.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .checkpoint import WEIGHTS_NAME, checkpoint_name, load_model, rng_state, save_checkpoint, verify_checkpoint
+from .data import IGNORE_INDEX, encode_documents
+from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
+from .evaluate import evaluate, task_stop_rule
+from .engine import generate_groups
+from .io import atomic_write_json, sha256_file
+from .model import GLM53
+from .rewards import REWARD_MODES, reward
+from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
+from .tokenizer import ByteTokenizer
+from .verifier import verify_many
+
+TRAIN_SCOPES = ("all", "last-block", "last-block-head")
+NORMALIZATIONS = ("sequence-mean", "token-sum")
+REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
+
+
+@dataclass
+class RLConfig:
+    init: str
+    out: str
+    groups: int = 96
+    group_size: int = 16
+    families: str = "increment,double,even"
+    tasks_per_family: int = 32
+    temperature: float = 0.35
+    max_new_tokens: int = 48
+    lr: float = 5e-5
+    train_scope: str = "last-block-head"
+    reward: str = "binary"
+    invalid_penalty: float = -0.1
+    exact_bonus: float = 0.0
+    checkpoints: tuple[int, ...] = (24, 48, 72, 96)
+    seed: int = 31415
+    groups_per_step: int = 16
+    normalization: str = "sequence-mean"
+    kl_coef: float = 0.0
+    replay_coef: float = 0.0
+    replay_batch: int = 16
+    grad_clip: float = 1.0
+    dev_per_family: int = 4
+    dev_samples: int = 8
+    dev_temperature: float = 0.35
+    dev_seed: int = 8675309
+    device: str = "auto"
+    precision: str = "auto"
+    sample_precision: str = "fp32"
+    progress: bool = True
+    tasks_file: str | None = None
+
+    def __post_init__(self) -> None:
+        self.checkpoints = tuple(sorted(set(int(c) for c in self.checkpoints)))
+        problems = []
+        if self.groups < 1:
+            problems.append("groups must be >= 1")
+        if self.group_size < 2:
+            problems.append("group_size must be >= 2 (leave-one-out needs another sample)")
+        if any(c < 1 or c > self.groups for c in self.checkpoints):
+            problems.append(f"checkpoints {list(self.checkpoints)} must lie in [1, groups={self.groups}]")
+        if self.train_scope not in TRAIN_SCOPES:
+            problems.append(f"train_scope must be one of {TRAIN_SCOPES}")
+        if self.reward not in REWARD_MODES:
+            problems.append(f"reward must be one of {REWARD_MODES}")
+        if self.normalization not in NORMALIZATIONS:
+            problems.append(f"normalization must be one of {NORMALIZATIONS}")
+        if self.groups_per_step < 1:
+            problems.append("groups_per_step must be >= 1")
+        if problems:
+            raise ValueError("rl: " + "; ".join(problems))
+        if self.groups not in self.checkpoints:
+            self.checkpoints = self.checkpoints + (self.groups,)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["checkpoints"] = list(self.checkpoints)
+        return d
+
+
+def leave_one_out_advantages(rewards: list[float]) -> list[float]:
+    """A_i = r_i - (sum_j r_j - r_i) / (G - 1)."""
+    g = len(rewards)
+    total = sum(rewards)
+    return [r - (total - r) / (g - 1) for r in rewards]
+
+
+def task_schedule(tasks: list[Task], groups: int, seed: int) -> list[Task]:
+    """Epochs of the task list, each shuffled with Random(seed + epoch * 1009), cut to `groups` (as the reference)."""
+    schedule, epoch = [], 0
+    while len(schedule) < groups:
+        order = list(tasks)
+        random.Random(seed + epoch * 1009).shuffle(order)
+        schedule.extend(order)
+        epoch += 1
+    return schedule[:groups]
+
+
+def set_train_scope(model: GLM53, scope: str) -> list[torch.nn.Parameter]:
+    for p in model.parameters():
+        p.requires_grad_(scope == "all")
+    if scope != "all":
+        for module in (model.layers[-1], model.final_norm) + ((model.embedding,) if scope == "last-block-head" else ()):
+            for p in module.parameters():
+                p.requires_grad_(True)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def step_boundaries(groups: int, per_step: int, checkpoints: tuple[int, ...]) -> list[tuple[int, int]]:
+    """[(first, end), ...] group ranges of the updates: at most `per_step` groups, never across a checkpoint."""
+    bounds, start = [], 0
+    stops = sorted(set(checkpoints) | {groups})
+    for stop in stops:
+        while start < stop:
+            end = min(start + per_step, stop)
+            bounds.append((start, end))
+            start = end
+    return bounds
+
+
+def completion_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]], device):
+    """Right-padded inputs [R, L] and a mask [R, L] that marks the positions predicting completion tokens."""
+    rows = [p + c for p, c in zip(prompt_ids, completion_ids)]
+    length = max(len(r) for r in rows) - 1
+    inputs = torch.zeros(len(rows), length, dtype=torch.long)
+    targets = torch.zeros(len(rows), length, dtype=torch.long)
+    mask = torch.zeros(len(rows), length, dtype=torch.bool)
+    for i, (row, p) in enumerate(zip(rows, prompt_ids)):
+        n = len(row) - 1
+        inputs[i, :n] = torch.tensor(row[:-1])
+        targets[i, :n] = torch.tensor(row[1:])
+        mask[i, len(p) - 1 : n] = True
+    return inputs.to(device), targets.to(device), mask.to(device)
+
+
+def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pretraining-style examples with labels on the solution tokens (body + EOS) only."""
+    texts, prompt_lengths = [], []
+    for r in range(batch):
+        task = pretraining_task(REPLAY_STREAM_OFFSET + step * batch + r)
+        texts.append(task.prompt + get_family(task.family).body)
+        prompt_lengths.append(len(ByteTokenizer().encode(task.prompt, bos=True)))
+    inputs, labels = encode_documents(texts, max(len(t.encode()) for t in texts) + 1)
+    for i, n in enumerate(prompt_lengths):
+        labels[i, : n - 1] = IGNORE_INDEX
+    return inputs.to(device), labels.to(device)
+
+
+def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print) -> dict:
+    out = Path(cfg.out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites a run. Choose another --out")
+    device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
+    init_sha = verify_checkpoint(cfg.init) if (Path(cfg.init) / "metadata.json").is_file() else sha256_file(
+        Path(cfg.init) / WEIGHTS_NAME)
+    model = load_model(cfg.init, device)
+    reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    torch.manual_seed(cfg.seed)
+    trainable = set_train_scope(model, cfg.train_scope)
+    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.0)
+    tasks = tasks if tasks is not None else frozen_tasks("rl", cfg.tasks_per_family, cfg.families)
+    if dev_tasks is None:
+        known = [f for f in FAMILY_NAMES if f in {t.family for t in tasks}]
+        dev_tasks = frozen_tasks("dev", cfg.dev_per_family, ",".join(known)) if known else []
+    schedule = task_schedule(tasks, cfg.groups, cfg.seed)
+    schedule_ids = [t.task_id for t in schedule]
+    schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "run.json", cfg.to_dict())
+    atomic_write_json(out / "schedule.json", schedule_ids)
+    tokenizer = ByteTokenizer()
+    stop = task_stop_rule(tasks)
+    log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
+        f"{cfg.groups} groups of {cfg.group_size} over "
+        f"{len(tasks)} tasks, device {device} ({precision})")
+
+    checkpoints, steps_log, rollouts = [], [], []
+
+    def checkpoint(group: int) -> None:
+        dev = evaluate(model, dev_tasks, samples=cfg.dev_samples, temperature=cfg.dev_temperature, seed=cfg.dev_seed,
+                       max_new_tokens=cfg.max_new_tokens) if dev_tasks else None
+        dev_summary = dev["summary"] if dev else None
+        meta = {"stage": "pre_rl" if group == 0 else "executable_reward_rl", "group": group, "seed": cfg.seed,
+                "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "dev": dev_summary}
+        sha = save_checkpoint(out / checkpoint_name(group), model, meta,
+                              {"optimizer": optimizer.state_dict(), "rng": rng_state(), "group": group})
+        record = {"group": group, "path": checkpoint_name(group), "weights_sha256": sha, "dev": dev_summary,
+                  "dev_by_family": dev["by_family"] if dev else None}
+        checkpoints.append(record)
+        if dev_summary:
+            log(f"  [group {group}] dev exact {dev_summary['exact_rollouts']}/{dev_summary['rollouts']}, "
+                f"pass@1 {dev_summary['pass_at_k']['1']:.3f}, saved {checkpoint_name(group)}")
+
+    checkpoint(0)
+    started = time.perf_counter()
+    bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
+    bar = tqdm(total=cfg.groups, disable=not cfg.progress, desc="rl", unit="group", dynamic_ncols=True)
+    for step, (first, end) in enumerate(bounds):
+        t0 = time.perf_counter()
+        step_tasks = schedule[first:end]
+        generator = torch.Generator(device=device).manual_seed(cfg.seed + 17 * (first + 1))
+        samples = generate_groups(model, [t.prompt for t in step_tasks], group_size=cfg.group_size,
+                                  max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, generator=generator,
+                                  stop=stop, precision=cfg.sample_precision)
+        items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(step_tasks, samples)
+                 for s in group]
+        verdicts = iter(verify_many(items))
+        prompt_ids, completion_ids, advantages = [], [], []
+        zero_variance, all_rewards, exact, valid, lengths, caps = 0, [], 0, 0, [], 0
+        for g, (task, group) in enumerate(zip(step_tasks, samples)):
+            group_verdicts = [next(verdicts) for _ in group]
+            rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for v in group_verdicts]
+            adv = leave_one_out_advantages(rewards)
+            spread = max(rewards) - min(rewards)
+            used = spread > 1e-8
+            zero_variance += not used
+            all_rewards.extend(rewards)
+            for s, v, r, a in zip(group, group_verdicts, rewards, adv):
+                exact += v.status == "passed"
+                valid += v.status != "invalid"
+                lengths.append(len(s["token_ids"]))
+                caps += s["hit_token_cap"]
+                rollouts.append({"group": first + g + 1, "task_id": task.task_id, "completion": s["completion"],
+                                 "token_ids": s["token_ids"], "hit_token_cap": s["hit_token_cap"],
+                                 "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0,
+                                 "used": used})
+                if used:
+                    prompt_ids.append(tokenizer.encode(task.prompt, bos=True))
+                    completion_ids.append(s["token_ids"])
+                    advantages.append(a)
+        row = {"step": step + 1, "groups_done": end, "reward_mean": sum(all_rewards) / len(all_rewards),
+               "reward_std": float(torch.tensor(all_rewards).std()) if len(all_rewards) > 1 else 0.0,
+               "zero_variance_fraction": zero_variance / len(step_tasks), "zero_variance_groups": zero_variance,
+               "exact_rollouts": exact, "valid_rollouts": valid, "rollouts": len(all_rewards),
+               "completion_length": sum(lengths) / len(lengths), "token_cap_hits": caps}
+        row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, prompt_ids,
+                           completion_ids, advantages, step))
+        row["seconds"] = time.perf_counter() - t0
+        steps_log.append(row)
+        with open(out / "rl_log.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(all_rewards)}",
+                        skipped=zero_variance)
+        bar.update(end - first)
+        if not cfg.progress:
+            log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(all_rewards)} "
+                f"zero-var {zero_variance}/{len(step_tasks)} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
+        if end in cfg.checkpoints:
+            checkpoint(end)
+    bar.close()
+    elapsed = time.perf_counter() - started
+    receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
+               "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "schedule_sha256": schedule_sha,
+               "trainable_parameters": sum(p.numel() for p in trainable), "precision": precision,
+               "device": str(device), "elapsed_seconds": elapsed, "peak_memory_bytes": peak_memory_bytes(device),
+               "checkpoints": checkpoints, "steps": steps_log, "rollouts": rollouts,
+               "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,
+               "zero_variance_groups": sum(r["zero_variance_groups"] for r in steps_log)}
+    atomic_write_json(out / "training-receipt.json", receipt)
+    log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")
+    return receipt
+
+
+def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, prompt_ids,
+            completion_ids, advantages, step: int) -> dict:
+    """One optimizer step on the groups with signal (plus replay/KL terms). Returns the step's loss figures."""
+    if not advantages and cfg.replay_coef <= 0:
+        return {"updated": False, "loss": 0.0, "grad_norm": 0.0, "entropy": None, "kl": None}
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.zeros((), device=device)
+    figures: dict = {"updated": True}
+    if advantages:
+        inputs, targets, mask = completion_batch(prompt_ids, completion_ids, device)
+        with autocast(device, precision):
+            logits = model(inputs)
+        logp_all = logits.float().log_softmax(dim=-1)
+        token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
+        counts = mask.sum(dim=1).clamp_min(1)
+        seq_logp = token_logp.sum(dim=1) / (counts if cfg.normalization == "sequence-mean" else 1)
+        adv = torch.tensor(advantages, device=device)
+        policy_loss = -(adv * seq_logp).mean()
+        loss = loss + policy_loss
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            figures["entropy"] = float((entropy * mask).sum() / mask.sum())
+        figures["policy_loss"] = float(policy_loss.detach())
+        if reference is not None:
+            with torch.no_grad(), autocast(device, precision):
+                ref_logits = reference(inputs)
+            ref_logp = ref_logits.float().log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
+            log_ratio = (ref_logp - token_logp) * mask
+            kl = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / mask.sum()
+            loss = loss + cfg.kl_coef * kl
+            figures["kl"] = float(kl)
+        else:
+            figures["kl"] = None
+    if cfg.replay_coef > 0:
+        r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device)
+        with autocast(device, precision):
+            r_logits = model(r_inputs)
+        replay = F.cross_entropy(r_logits.float().reshape(-1, r_logits.shape[-1]), r_labels.reshape(-1),
+                                 ignore_index=IGNORE_INDEX)
+        loss = loss + cfg.replay_coef * replay
+        figures["replay_loss"] = float(replay)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
+    optimizer.step()
+    figures.update({"loss": float(loss), "grad_norm": float(grad_norm)})
+    return figures
