@@ -213,6 +213,14 @@ def cmd_rl(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    from .run import run_pipeline
+
+    run_pipeline(args.out, preset=args.preset, seed=args.seed, rl_seed=args.rl_seed, device=args.device,
+                 progress=not args.no_progress)
+    return 0
+
+
 def cmd_tasks_export(args) -> int:
     from .tasks import frozen_tasks, write_tasks
 
@@ -278,6 +286,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
     p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("run", help="the whole experiment: pretrain, RL, confirm, charts and REPORT.md")
+    p.add_argument("--out", required=True, help="run folder (must not exist)")
+    p.add_argument("--preset", choices=["full", "quick"], default="full")
+    p.add_argument("--seed", type=int, default=42, help="pretraining seed")
+    p.add_argument("--rl-seed", type=int, default=31415)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
     p.add_argument("--init", required=True, help="checkpoint to start from")
