@@ -208,7 +208,8 @@ def cmd_rl(args) -> int:
                    checkpoints=tuple(args.checkpoints), seed=args.seed, groups_per_step=args.groups_per_step,
                    normalization=args.normalization, kl_coef=args.kl_coef, replay_coef=args.replay_coef,
                    replay_batch=args.replay_batch, device=args.device, precision=args.precision,
-                   sample_precision=args.sample_precision, progress=not args.no_progress, tasks_file=args.tasks)
+                   sample_precision=args.sample_precision, progress=not args.no_progress, tasks_file=args.tasks,
+                   resume=args.resume)
     rl_train(cfg, tasks=read_tasks(args.tasks) if args.tasks else None)
     return 0
 
@@ -216,8 +217,10 @@ def cmd_rl(args) -> int:
 def cmd_run(args) -> int:
     from .run import run_pipeline
 
+    rl = {k: v for k, v in (("temperature", args.rl_temperature), ("tasks_per_family", args.rl_tasks_per_family))
+          if v is not None}
     run_pipeline(args.out, preset=args.preset, seed=args.seed, rl_seed=args.rl_seed, device=args.device,
-                 progress=not args.no_progress)
+                 rl_families=args.rl_families, overrides={"rl": rl} if rl else None, progress=not args.no_progress)
     return 0
 
 
@@ -292,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=["full", "quick"], default="full")
     p.add_argument("--seed", type=int, default=42, help="pretraining seed")
     p.add_argument("--rl-seed", type=int, default=31415)
+    p.add_argument("--rl-families", default="all", help="families RL trains on (reference: increment,double,even)")
+    p.add_argument("--rl-temperature", type=float, default=None, help="RL sampling temperature (preset: 0.8; reference 0.35)")
+    p.add_argument("--rl-tasks-per-family", type=int, default=None, help="rl-split tasks per family (preset: 12; reference 32)")
     p.add_argument("--device", default="auto")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_run)
@@ -320,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replay-batch", type=int, default=16)
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto", help="for the update")
     p.add_argument("--sample-precision", choices=["auto", "fp32", "bf16"], default="fp32", help="for sampling")
+    p.add_argument("--resume", action="store_true", help="continue the RL run in --out from its latest checkpoint")
     p.add_argument("--device", default="auto")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_rl)

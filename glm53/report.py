@@ -9,7 +9,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
+REFERENCE_RL_FAMILIES = ("increment", "double", "even")
 COLORS = {"before": "#9aa5b1", "after": "#2f6fdf", "line": "#2f6fdf", "accent": "#e8743b"}
 
 
@@ -79,6 +81,7 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
     ax.bar([i + width / 2 for i in idx], a, width, color=COLORS["after"], label="after RL")
     ax.set_xticks(list(idx), families, rotation=20)
     ax.set_ylim(0, max(before["by_family"][f]["tasks"] for f in families) + 0.5)
+    ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.legend(frameon=False)
     _style(ax, "Confirm split, greedy pass@1 by family", "", "tasks solved")
     fig.tight_layout()
@@ -99,10 +102,14 @@ def write_report(run: Path, info: dict, before: dict, after: dict, comparison: d
         b, a = before["by_family"][fam], after["by_family"][fam]
         lines.append(f"| {fam} | {b['tasks_solved_any']}/{b['tasks']} | {a['tasks_solved_any']}/{a['tasks']} | "
                      f"{'yes' if fam in rl_families else ''} |")
-    sub_b = sum(before["by_family"][f]["tasks_solved_any"] for f in rl_families if f in before["by_family"])
-    sub_a = sum(after["by_family"][f]["tasks_solved_any"] for f in rl_families if f in after["by_family"])
-    sub_n = sum(before["by_family"][f]["tasks"] for f in rl_families if f in before["by_family"])
-    lines += [f"| **RL-trained families** | **{sub_b}/{sub_n}** | **{sub_a}/{sub_n}** | |",
+    for label, fams in (("reference's RL families (increment, double, even)", REFERENCE_RL_FAMILIES),
+                        ("RL-trained families", rl_families)):
+        fams = [f for f in fams if f in before["by_family"]]
+        sub_b = sum(before["by_family"][f]["tasks_solved_any"] for f in fams)
+        sub_a = sum(after["by_family"][f]["tasks_solved_any"] for f in fams)
+        sub_n = sum(before["by_family"][f]["tasks"] for f in fams)
+        lines.append(f"| **{label}** | **{sub_b}/{sub_n}** | **{sub_a}/{sub_n}** | |")
+    lines += [
               f"| **all families** | **{before['summary']['tasks_solved_any']}/{before['summary']['tasks']}** | "
               f"**{after['summary']['tasks_solved_any']}/{after['summary']['tasks']}** | |", ""]
     o = comparison["comparisons"][0]["overall"]

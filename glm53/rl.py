@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoint import WEIGHTS_NAME, checkpoint_name, load_model, rng_state, save_checkpoint, verify_checkpoint
+from .checkpoint import (WEIGHTS_NAME, checkpoint_name, load_model, read_metadata, rng_state, save_checkpoint,
+                         set_rng_state, verify_checkpoint)
 from .data import IGNORE_INDEX, encode_documents
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import evaluate, task_stop_rule
@@ -42,6 +43,7 @@ from .verifier import verify_many
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 NORMALIZATIONS = ("sequence-mean", "token-sum")
 REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
+RESUMABLE_CHANGES = {"resume", "progress", "device"}
 
 
 @dataclass
@@ -76,6 +78,7 @@ class RLConfig:
     sample_precision: str = "fp32"
     progress: bool = True
     tasks_file: str | None = None
+    resume: bool = False
 
     def __post_init__(self) -> None:
         self.checkpoints = tuple(sorted(set(int(c) for c in self.checkpoints)))
@@ -175,8 +178,19 @@ def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Ten
 
 def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print) -> dict:
     out = Path(cfg.out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites a run. Choose another --out")
+    if cfg.resume:
+        if not (out / "run.json").is_file():
+            raise FileNotFoundError(f"--resume: {out} holds no RL run to resume (run.json is missing)")
+        recorded = json.loads((out / "run.json").read_text())
+        now = json.loads(json.dumps(cfg.to_dict()))
+        diffs = [k for k in now if k not in RESUMABLE_CHANGES and recorded.get(k) != now[k]]
+        if diffs:
+            raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}")
+        if (out / "training-receipt.json").exists():
+            raise FileExistsError(f"--resume: the run in {out} already finished")
+    elif out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites a run. "
+                              "Pass --resume to continue it, or choose another --out")
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     init_sha = verify_checkpoint(cfg.init) if (Path(cfg.init) / "metadata.json").is_file() else sha256_file(
@@ -193,16 +207,33 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "run.json", cfg.to_dict())
-    atomic_write_json(out / "schedule.json", schedule_ids)
+    if not cfg.resume:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "run.json", cfg.to_dict())
+        atomic_write_json(out / "schedule.json", schedule_ids)
     tokenizer = ByteTokenizer()
     stop = task_stop_rule(tasks)
     log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
         f"{cfg.groups} groups of {cfg.group_size} over "
         f"{len(tasks)} tasks, device {device} ({precision})")
 
-    checkpoints, steps_log, rollouts = [], [], []
+    checkpoints: list[dict] = []
+    done_groups = 0
+    if cfg.resume:
+        latest = sorted(p for p in out.glob("checkpoint-*") if (p / "trainer_state.pt").is_file())[-1]
+        verify_checkpoint(latest)
+        state = torch.load(latest / "trainer_state.pt", weights_only=False)
+        from safetensors.torch import load_model as load_weights
+
+        load_weights(model, str(latest / WEIGHTS_NAME), strict=True, device=str(device))
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        done_groups, checkpoints = state["group"], state["checkpoints"]
+        for record in checkpoints:  # each record was stored before its own weights' hash was known
+            record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
+        _truncate_jsonl(out / "rl_log.jsonl", lambda r: r["groups_done"] <= done_groups)
+        _truncate_jsonl(out / "rollouts.jsonl", lambda r: r["group"] <= done_groups)
+        log(f"resuming {out} after group {done_groups} ({latest.name})")
 
     def checkpoint(group: int) -> None:
         dev = evaluate(model, dev_tasks, samples=cfg.dev_samples, temperature=cfg.dev_temperature, seed=cfg.dev_seed,
@@ -210,20 +241,26 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         dev_summary = dev["summary"] if dev else None
         meta = {"stage": "pre_rl" if group == 0 else "executable_reward_rl", "group": group, "seed": cfg.seed,
                 "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "dev": dev_summary}
-        sha = save_checkpoint(out / checkpoint_name(group), model, meta,
-                              {"optimizer": optimizer.state_dict(), "rng": rng_state(), "group": group})
-        record = {"group": group, "path": checkpoint_name(group), "weights_sha256": sha, "dev": dev_summary,
+        record = {"group": group, "path": checkpoint_name(group), "dev": dev_summary,
                   "dev_by_family": dev["by_family"] if dev else None}
+        sha = save_checkpoint(out / checkpoint_name(group), model, meta,
+                              {"optimizer": optimizer.state_dict(), "rng": rng_state(), "group": group,
+                               "checkpoints": checkpoints + [record]})
+        record["weights_sha256"] = sha
         checkpoints.append(record)
         if dev_summary:
             log(f"  [group {group}] dev exact {dev_summary['exact_rollouts']}/{dev_summary['rollouts']}, "
                 f"pass@1 {dev_summary['pass_at_k']['1']:.3f}, saved {checkpoint_name(group)}")
 
-    checkpoint(0)
+    if not cfg.resume:
+        checkpoint(0)
     started = time.perf_counter()
     bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
-    bar = tqdm(total=cfg.groups, disable=not cfg.progress, desc="rl", unit="group", dynamic_ncols=True)
+    bar = tqdm(total=cfg.groups, initial=done_groups, disable=not cfg.progress, desc="rl", unit="group",
+               dynamic_ncols=True)
     for step, (first, end) in enumerate(bounds):
+        if end <= done_groups:
+            continue
         t0 = time.perf_counter()
         step_tasks = schedule[first:end]
         generator = torch.Generator(device=device).manual_seed(cfg.seed + 17 * (first + 1))
@@ -233,7 +270,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(step_tasks, samples)
                  for s in group]
         verdicts = iter(verify_many(items))
-        prompt_ids, completion_ids, advantages = [], [], []
+        prompt_ids, completion_ids, advantages, rollouts = [], [], [], []
         zero_variance, all_rewards, exact, valid, lengths, caps = 0, [], 0, 0, [], 0
         for g, (task, group) in enumerate(zip(step_tasks, samples)):
             group_verdicts = [next(verdicts) for _ in group]
@@ -264,9 +301,10 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, prompt_ids,
                            completion_ids, advantages, step))
         row["seconds"] = time.perf_counter() - t0
-        steps_log.append(row)
         with open(out / "rl_log.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
+        with open(out / "rollouts.jsonl", "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rollouts))
         bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(all_rewards)}",
                         skipped=zero_variance)
         bar.update(end - first)
@@ -277,16 +315,30 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
             checkpoint(end)
     bar.close()
     elapsed = time.perf_counter() - started
+    steps_log, rollouts = _read_jsonl(out / "rl_log.jsonl"), _read_jsonl(out / "rollouts.jsonl")
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "schedule_sha256": schedule_sha,
                "trainable_parameters": sum(p.numel() for p in trainable), "precision": precision,
-               "device": str(device), "elapsed_seconds": elapsed, "peak_memory_bytes": peak_memory_bytes(device),
+               "device": str(device), "elapsed_seconds_this_invocation": elapsed,
+               "resumed_after_group": done_groups if cfg.resume else None, "peak_memory_bytes": peak_memory_bytes(device),
                "checkpoints": checkpoints, "steps": steps_log, "rollouts": rollouts,
                "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,
                "zero_variance_groups": sum(r["zero_variance_groups"] for r in steps_log)}
     atomic_write_json(out / "training-receipt.json", receipt)
     log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")
     return receipt
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path.is_file() else []
+
+
+def _truncate_jsonl(path: Path, keep) -> None:
+    from .io import atomic_write_text
+
+    rows = [r for r in _read_jsonl(path) if keep(r)]
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), overwrite=True)
 
 
 def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, prompt_ids,
@@ -320,7 +372,7 @@ def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: st
             log_ratio = (ref_logp - token_logp) * mask
             kl = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / mask.sum()
             loss = loss + cfg.kl_coef * kl
-            figures["kl"] = float(kl)
+            figures["kl"] = float(kl.detach())
         else:
             figures["kl"] = None
     if cfg.replay_coef > 0:
@@ -330,9 +382,9 @@ def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: st
         replay = F.cross_entropy(r_logits.float().reshape(-1, r_logits.shape[-1]), r_labels.reshape(-1),
                                  ignore_index=IGNORE_INDEX)
         loss = loss + cfg.replay_coef * replay
-        figures["replay_loss"] = float(replay)
+        figures["replay_loss"] = float(replay.detach())
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
     optimizer.step()
-    figures.update({"loss": float(loss), "grad_norm": float(grad_norm)})
+    figures.update({"loss": float(loss.detach()), "grad_norm": float(grad_norm)})
     return figures

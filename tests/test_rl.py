@@ -1,0 +1,132 @@
+import json
+
+import pytest
+import torch
+
+from glm53 import GLM53, ModelConfig
+from glm53.pretrain import PretrainConfig, pretrain
+from glm53.rl import (RLConfig, completion_batch, leave_one_out_advantages, rl_train, set_train_scope,
+                      step_boundaries, task_schedule)
+from glm53.tasks import frozen_tasks
+
+from .conftest import TINY
+
+SMALL = ModelConfig(**{**TINY, "max_sequence_length": 160})
+
+
+def test_leave_one_out_advantages():
+    adv = leave_one_out_advantages([1.0, 0.0, 0.0, 0.0])
+    assert adv == pytest.approx([1.0, -1 / 3, -1 / 3, -1 / 3])
+    assert sum(leave_one_out_advantages([0.3, -0.1, 1.0])) == pytest.approx(0.0)
+    assert leave_one_out_advantages([1.0, 1.0]) == [0.0, 0.0]
+
+
+def test_schedule_uses_each_task_once_per_epoch_and_is_deterministic():
+    tasks = frozen_tasks("rl", 4, "increment,double")
+    schedule = task_schedule(tasks, 12, seed=31415)
+    assert sorted(t.task_id for t in schedule[:8]) == sorted(t.task_id for t in tasks)
+    assert schedule == task_schedule(tasks, 12, seed=31415) != task_schedule(tasks, 12, seed=1)
+
+
+def test_updates_never_cross_a_checkpoint():
+    assert step_boundaries(96, 16, (24, 48, 72, 96)) == [(0, 16), (16, 24), (24, 40), (40, 48), (48, 64), (64, 72),
+                                                         (72, 88), (88, 96)]
+
+
+def test_completion_mask_marks_positions_that_predict_completion_tokens():
+    inputs, targets, mask = completion_batch([[1, 10, 11], [1, 12]], [[20, 21], [22, 23, 2]], "cpu")
+    assert inputs.tolist() == [[1, 10, 11, 20], [1, 12, 22, 23]]
+    assert targets[0][mask[0]].tolist() == [20, 21]
+    assert targets[1][mask[1]].tolist() == [22, 23, 2]
+
+
+def test_last_block_head_scope_matches_the_reference_count():
+    model = GLM53(ModelConfig())
+    trainable = set_train_scope(model, "last-block-head")
+    assert sum(p.numel() for p in trainable) == 2_190_152
+    assert sum(p.numel() for p in set_train_scope(model, "last-block")) == 2_190_152 - 49_920
+
+
+@pytest.fixture(scope="module")
+def start_checkpoint(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pre") / "run"
+    pretrain(PretrainConfig(out=str(out), steps=2, checkpoints=(2,), batch_size=2, progress=False, device="cpu",
+                            model=SMALL), dev_tasks=[], log=lambda *_: None)
+    return out / "checkpoint-0002"
+
+
+def small_rl(start, out, **kw):
+    args = dict(init=str(start), out=str(out), groups=4, group_size=4, families="increment,even", tasks_per_family=2,
+                temperature=1.0, max_new_tokens=8, checkpoints=(2, 4), groups_per_step=2, dev_per_family=1,
+                dev_samples=2, device="cpu", progress=False, lr=1e-3)
+    args.update(kw)
+    return RLConfig(**args)
+
+
+def test_rl_run_records_every_rollout_and_is_reproducible(start_checkpoint, tmp_path):
+    a = rl_train(small_rl(start_checkpoint, tmp_path / "a"), log=lambda *_: None)
+    b = rl_train(small_rl(start_checkpoint, tmp_path / "b"), log=lambda *_: None)
+    assert len(a["rollouts"]) == 16 and {"completion", "reward", "advantage", "verdict", "used"} <= set(a["rollouts"][0])
+    assert [c["group"] for c in a["checkpoints"]] == [0, 2, 4]
+    assert a["rollouts"] == b["rollouts"]
+    assert [c["weights_sha256"] for c in a["checkpoints"]] == [c["weights_sha256"] for c in b["checkpoints"]]
+    for g in range(1, 5):
+        group = [r for r in a["rollouts"] if r["group"] == g]
+        rewards = [r["reward"] for r in group]
+        if max(rewards) == min(rewards):  # no signal: counted, not used
+            assert not any(r["used"] for r in group)
+    assert a["zero_variance_groups"] == sum(1 for g in range(1, 5)
+                                            if len({r["reward"] for r in a["rollouts"] if r["group"] == g}) == 1)
+    assert json.loads((tmp_path / "a" / "schedule.json").read_text())
+    assert (tmp_path / "a" / "rl_log.jsonl").read_text().count("\n") == 2
+
+
+def test_rl_options_kl_replay_token_sum(start_checkpoint, tmp_path):
+    r = rl_train(small_rl(start_checkpoint, tmp_path / "c", kl_coef=0.1, replay_coef=0.5, replay_batch=2,
+                          normalization="token-sum", train_scope="all", groups=2, checkpoints=(2,)),
+                 log=lambda *_: None)
+    step = r["steps"][0]
+    assert step["updated"] and step["replay_loss"] > 0
+
+
+def test_update_with_kl_penalty_starts_at_zero_kl(tiny_config):
+    import copy
+
+    from glm53.rl import _update
+
+    model = GLM53(tiny_config)
+    reference = copy.deepcopy(model).requires_grad_(False)
+    trainable = set_train_scope(model, "all")
+    optimizer = torch.optim.AdamW(trainable, lr=1e-3)
+    cfg = RLConfig(init="x", out="y", kl_coef=0.5, normalization="token-sum")
+    figures = _update(model, reference, optimizer, trainable, cfg, "fp32", torch.device("cpu"),
+                      [[1, 10, 11], [1, 10, 11]], [[20, 21], [22, 2]], [1.0, -1.0], step=0)
+    assert figures["kl"] == pytest.approx(0.0, abs=1e-6) and figures["updated"] and figures["grad_norm"] > 0
+    again = _update(model, reference, optimizer, trainable, cfg, "fp32", torch.device("cpu"),
+                    [[1, 10, 11], [1, 10, 11]], [[20, 21], [22, 2]], [1.0, -1.0], step=1)
+    assert again["kl"] > 0
+
+
+def test_rl_refuses_bad_settings(tmp_path):
+    with pytest.raises(ValueError, match="group_size"):
+        RLConfig(init="x", out=str(tmp_path), group_size=1)
+    with pytest.raises(ValueError, match="train_scope"):
+        RLConfig(init="x", out=str(tmp_path), train_scope="head")
+
+
+def test_rl_resume_continues_exactly(start_checkpoint, tmp_path):
+    whole = rl_train(small_rl(start_checkpoint, tmp_path / "whole"), log=lambda *_: None)
+    part_cfg = small_rl(start_checkpoint, tmp_path / "part")
+    rl_train(part_cfg, log=lambda *_: None)
+    part = tmp_path / "part"
+    # pretend the run died right after checkpoint 2: drop what came later
+    import shutil
+
+    shutil.rmtree(part / "checkpoint-0004")
+    (part / "training-receipt.json").unlink()
+    resumed = rl_train(small_rl(start_checkpoint, part, resume=True), log=lambda *_: None)
+    assert resumed["rollouts"] == whole["rollouts"]
+    assert [c["weights_sha256"] for c in resumed["checkpoints"]] == [c["weights_sha256"] for c in whole["checkpoints"]]
+    with pytest.raises(ValueError, match="settings differ"):
+        (part / "training-receipt.json").unlink()
+        rl_train(small_rl(start_checkpoint, part, resume=True, lr=5e-4), log=lambda *_: None)
