@@ -20,7 +20,6 @@ import multiprocessing as mp
 import platform
 import statistics
 import time
-from dataclasses import replace
 
 import torch
 

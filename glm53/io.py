@@ -91,3 +91,17 @@ def sha256_file(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def truncate_jsonl(path: str | os.PathLike, keep) -> list[dict]:
+    """Keep only the rows for which keep(row) is true (a resumed run drops what came after its checkpoint)."""
+    rows = [r for r in read_jsonl(path) if keep(r)]
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), overwrite=True)
+    return rows

@@ -26,7 +26,7 @@ from .config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import evaluate
-from .io import atomic_write_json, atomic_write_text
+from .io import atomic_write_json, truncate_jsonl
 from .model import GLM53
 from .tasks import Task, frozen_tasks
 
@@ -172,8 +172,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         set_rng_state(state["rng"])
         start_step, tokens_seen = state["step"], state["tokens_seen"]
         checkpoints = state["checkpoints"]
-        curve = [row for row in _read_log(out / LOG_NAME) if row["step"] <= start_step]
-        atomic_write_text(out / LOG_NAME, "".join(json.dumps(r) + "\n" for r in curve), overwrite=True)
+        curve = truncate_jsonl(out / LOG_NAME, lambda row: row["step"] <= start_step)
         log(f"resuming {out} from step {start_step} ({latest.name})")
     else:
         if out.exists() and any(out.iterdir()):
@@ -263,10 +262,4 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "
         f"receipt {out / RECEIPT_NAME}")
     return receipt
-
-
-def _read_log(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
+
+from .io import read_jsonl
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -23,16 +24,12 @@ def _style(ax, title: str, xlabel: str, ylabel: str) -> None:
     ax.grid(alpha=0.25)
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
 def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl_receipt: dict) -> list[str]:
     charts = run / "charts"
     charts.mkdir(exist_ok=True)
     written = []
 
-    curve = _read_jsonl(run / "pretrain" / "train_log.jsonl")
+    curve = read_jsonl(run / "pretrain" / "train_log.jsonl")
     if curve:
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.plot([r["step"] for r in curve], [r["loss"] for r in curve], color=COLORS["line"], lw=1.5)

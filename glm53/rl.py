@@ -33,7 +33,7 @@ from .data import IGNORE_INDEX, encode_documents
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import evaluate, task_stop_rule
 from .engine import generate_groups
-from .io import atomic_write_json, sha256_file
+from .io import atomic_write_json, read_jsonl, sha256_file, truncate_jsonl
 from .model import GLM53
 from .rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
@@ -231,8 +231,8 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         done_groups, checkpoints = state["group"], state["checkpoints"]
         for record in checkpoints:  # each record was stored before its own weights' hash was known
             record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
-        _truncate_jsonl(out / "rl_log.jsonl", lambda r: r["groups_done"] <= done_groups)
-        _truncate_jsonl(out / "rollouts.jsonl", lambda r: r["group"] <= done_groups)
+        truncate_jsonl(out / "rl_log.jsonl", lambda r: r["groups_done"] <= done_groups)
+        truncate_jsonl(out / "rollouts.jsonl", lambda r: r["group"] <= done_groups)
         log(f"resuming {out} after group {done_groups} ({latest.name})")
 
     def checkpoint(group: int) -> None:
@@ -315,7 +315,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
             checkpoint(end)
     bar.close()
     elapsed = time.perf_counter() - started
-    steps_log, rollouts = _read_jsonl(out / "rl_log.jsonl"), _read_jsonl(out / "rollouts.jsonl")
+    steps_log, rollouts = read_jsonl(out / "rl_log.jsonl"), read_jsonl(out / "rollouts.jsonl")
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "schedule_sha256": schedule_sha,
                "trainable_parameters": sum(p.numel() for p in trainable), "precision": precision,
@@ -327,18 +327,6 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     atomic_write_json(out / "training-receipt.json", receipt)
     log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")
     return receipt
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if path.is_file() else []
-
-
-def _truncate_jsonl(path: Path, keep) -> None:
-    from .io import atomic_write_text
-
-    rows = [r for r in _read_jsonl(path) if keep(r)]
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), overwrite=True)
 
 
 def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, prompt_ids,
