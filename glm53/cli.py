@@ -224,6 +224,34 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_vision(args) -> int:
+    from pathlib import Path
+
+    from .io import atomic_write_json
+    from .vision_train import full_model_pilot, run_architectures
+
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites results")
+    receipt: dict = {}
+    if args.pilot:
+        receipt["pilot"] = full_model_pilot(args.pilot, steps=args.pilot_steps, batch_size=args.pilot_batch_size,
+                                            eval_examples=args.pilot_eval_examples, device=args.device)
+    else:
+        arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
+        seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [args.seed]
+        receipt = run_architectures(arches, seeds, steps=args.steps, batch_size=args.batch_size,
+                                    eval_examples=args.eval_examples, lr=args.lr)
+        if receipt["comparison"]:
+            pooled = receipt["comparison"]["pooled"]
+            print(f"faithful vs baseline, pooled over seeds: faithful-only {pooled['faithful_only']}, "
+                  f"baseline-only {pooled['baseline_only']}, exact McNemar p = {pooled['mcnemar_p']:.4g}")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "vision-receipt.json", receipt)
+    print(f"receipt {out / 'vision-receipt.json'}")
+    return 0
+
+
 def cmd_tasks_export(args) -> int:
     from .tasks import frozen_tasks, write_tasks
 
@@ -357,6 +385,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--timeout", type=float, default=2.0, help="seconds per program")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("vision", help="train the miniature vision tower on generated digits")
+    p.add_argument("--architecture", choices=["faithful", "baseline", "both"], default="both")
+    p.add_argument("--steps", type=int, default=120)
+    p.add_argument("--batch-size", type=int, default=40)
+    p.add_argument("--eval-examples", type=int, default=200)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seeds", help="comma-separated seeds (overrides --seed), e.g. 1,2,3")
+    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained 25.7M checkpoint instead")
+    p.add_argument("--pilot-steps", type=int, default=40)
+    p.add_argument("--pilot-batch-size", type=int, default=10)
+    p.add_argument("--pilot-eval-examples", type=int, default=100)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_vision)
 
     p = sub.add_parser("tasks", help="task files")
     tsub = p.add_subparsers(dest="tasks_command", required=True)

@@ -1,0 +1,175 @@
+"""Training and evaluating the vision path on generated seven-segment digits (`glm53 vision`).
+
+Task: the sequence is BOS <image_start> <image> x 16 <image_end> "Digit: " and the model must predict the digit's
+byte; the loss is on that one answer token only. Accuracy is the argmax over the whole vocabulary at the last
+prompt position, on held-out renderings never used in training.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from .compare import mcnemar_exact
+from .config import ModelConfig
+from .digits import held_out_set, training_batch
+from .model import GLM53
+from .tokenizer import ByteTokenizer
+from .vision import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
+
+PROMPT = "Digit: "
+MINI_LM = dict(vocab_size=263, dim=32, layers=1, heads=4, expert_hidden=48, experts=4, top_k=2, streams=2,
+               sparse_window=8, sparse_stride=8, max_sequence_length=64)
+ARCHITECTURES = ("faithful", "baseline")
+
+
+def prompt_ids(batch: int, device) -> torch.Tensor:
+    ids = image_prompt_ids(ByteTokenizer().encode(PROMPT, bos=True))
+    return torch.tensor([ids] * batch, device=device)
+
+
+def answer_ids(labels: torch.Tensor) -> torch.Tensor:
+    return labels + 4 + ord("0")  # the byte of the digit character
+
+
+def build(architecture: str, seed: int, vision: VisionConfig | None = None, lm: GLM53 | None = None) -> VisionLanguageModel:
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {architecture!r}; choose faithful, baseline or both")
+    torch.manual_seed(seed)
+    lm = lm or GLM53(ModelConfig(**MINI_LM))
+    vision = vision or VisionConfig()
+    tower = FaithfulVisionTower(vision, lm.config.dim) if architecture == "faithful" else DirectPatchTower(vision, lm.config.dim)
+    return VisionLanguageModel(lm, tower)
+
+
+@torch.no_grad()
+def evaluate_digits(model: VisionLanguageModel, images: torch.Tensor, labels: torch.Tensor, batch: int = 100) -> dict:
+    model.eval()
+    correct, losses = [], []
+    device = next(model.parameters()).device
+    for start in range(0, len(labels), batch):
+        imgs, labs = images[start : start + batch].to(device), labels[start : start + batch].to(device)
+        logits = model(imgs, prompt_ids(len(labs), device))[:, -1].float()
+        target = answer_ids(labs)
+        correct.append(logits.argmax(-1) == target)
+        losses.append(F.cross_entropy(logits, target, reduction="none"))
+    model.train()
+    correct_t = torch.cat(correct)
+    return {"correct": int(correct_t.sum()), "examples": len(labels), "loss": float(torch.cat(losses).mean()),
+            "per_example": correct_t.int().tolist()}
+
+
+def train_digits(model: VisionLanguageModel, steps: int, batch_size: int, seed: int, lr: float,
+                 eval_images: torch.Tensor, eval_labels: torch.Tensor, parameters=None,
+                 balance_coef: float = 0.01, weight_decay: float = 0.01, label_step: int = 1,
+                 warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0) -> dict:
+    device = next(model.parameters()).device
+    params = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
+    tower = {id(p) for p in model.tower.parameters()}
+    groups = [{"params": [p for p in params if id(p) not in tower], "scale": 1.0},
+              {"params": [p for p in params if id(p) in tower], "scale": tower_lr_scale}]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, weight_decay=weight_decay)
+    before = evaluate_digits(model, eval_images, eval_labels)
+    started = time.perf_counter()
+    curve = []
+    model.train()
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = group["scale"] * learning_rate(lr, step, steps, warmup_steps, schedule)
+        images, labels = training_batch(step * label_step, batch_size, seed)
+        images, labels = images.to(device), labels.to(device)
+        logits, aux = model(images, prompt_ids(batch_size, device), return_aux=True)
+        loss = F.cross_entropy(logits[:, -1].float(), answer_ids(labels))
+        total = loss + balance_coef * aux.balance_loss
+        optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        curve.append(float(loss.detach()))
+    seconds = time.perf_counter() - started
+    after = evaluate_digits(model, eval_images, eval_labels)
+    return {"before": before, "after": after, "train_seconds": seconds, "loss_curve": curve,
+            "trainable_parameters": sum(p.numel() for p in params)}
+
+
+def learning_rate(lr: float, step: int, steps: int, warmup_steps: int, schedule: str) -> float:
+    """Linear warmup, then constant or cosine decay to zero at the last step."""
+    if warmup_steps and step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if schedule == "cosine":
+        progress = (step - warmup_steps) / max(1, steps - warmup_steps)
+        return lr * 0.5 * (1 + math.cos(math.pi * progress))
+    return lr
+
+
+def parameter_breakdown(model: VisionLanguageModel) -> dict:
+    return {"language_model": sum(p.numel() for p in model.language_model.parameters()),
+            "vision": sum(p.numel() for p in model.tower.parameters()),
+            "total": sum(p.numel() for p in model.parameters())}
+
+
+def run_architectures(architectures: list[str], seeds: list[int], steps: int = 120, batch_size: int = 40,
+                      eval_examples: int = 200, lr: float = 1.5e-3, vision: VisionConfig | None = None,
+                      warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0,
+                      log=print) -> dict:
+    runs = {}
+    for seed in seeds:
+        eval_images, eval_labels = held_out_set(eval_examples, seed)
+        for arch in architectures:
+            model = build(arch, seed, vision)
+            result = train_digits(model, steps, batch_size, seed, lr, eval_images, eval_labels,
+                                  warmup_steps=warmup_steps, schedule=schedule, tower_lr_scale=tower_lr_scale)
+            result["parameters"] = parameter_breakdown(model)
+            runs[f"{arch}/seed{seed}"] = {"architecture": arch, "seed": seed, **result}
+            log(f"  {arch:9s} seed {seed}: {result['before']['correct']}/{eval_examples} -> "
+                f"{result['after']['correct']}/{eval_examples}, loss {result['before']['loss']:.3f} -> "
+                f"{result['after']['loss']:.3f}, {result['train_seconds']:.1f} s")
+    comparison = None
+    if set(ARCHITECTURES) <= set(architectures):
+        per_seed = []
+        for seed in seeds:
+            a = runs[f"baseline/seed{seed}"]["after"]["per_example"]
+            b = runs[f"faithful/seed{seed}"]["after"]["per_example"]
+            gains = sum(1 for x, y in zip(a, b) if not x and y)
+            losses = sum(1 for x, y in zip(a, b) if x and not y)
+            per_seed.append({"seed": seed, "baseline": sum(a), "faithful": sum(b), "faithful_only": gains,
+                             "baseline_only": losses, "mcnemar_p": mcnemar_exact(gains, losses)})
+        pooled_g = sum(s["faithful_only"] for s in per_seed)
+        pooled_l = sum(s["baseline_only"] for s in per_seed)
+        comparison = {"per_seed": per_seed, "pooled": {"faithful_only": pooled_g, "baseline_only": pooled_l,
+                                                       "mcnemar_p": mcnemar_exact(pooled_g, pooled_l)}}
+    return {"runs": runs, "comparison": comparison,
+            "settings": {"steps": steps, "batch_size": batch_size, "eval_examples": eval_examples, "lr": lr,
+                         "seeds": seeds}}
+
+
+def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eval_examples: int = 100, seed: int = 73,
+                     lr: float = 1e-3, device: str = "cpu", log=print) -> dict:
+    """Attach the faithful tower to a pretrained 25.7M checkpoint; train the tower, the last block, the final
+    norm and the embedding (extended with rows for the three image ids)."""
+    from .checkpoint import load_model
+
+    base = load_model(checkpoint, device)
+    cfg = ModelConfig.from_dict({**base.config.to_dict(), "vocab_size": 263})
+    torch.manual_seed(seed)
+    lm = GLM53(cfg).to(device)
+    state = base.state_dict()
+    emb = state.pop("embedding.weight")
+    lm.load_state_dict(state, strict=False)
+    with torch.no_grad():
+        lm.embedding.weight[: emb.shape[0]] = emb
+    model = build("faithful", seed, VisionConfig(), lm=lm).to(device)
+    for p in model.language_model.parameters():
+        p.requires_grad_(False)
+    for module in (model.language_model.layers[-1], model.language_model.final_norm, model.language_model.embedding):
+        for p in module.parameters():
+            p.requires_grad_(True)
+    eval_images, eval_labels = held_out_set(eval_examples, seed)
+    result = train_digits(model, steps, batch_size, seed, lr, eval_images, eval_labels, label_step=3)
+    result["parameters"] = parameter_breakdown(model)
+    log(f"  full-model pilot: {result['before']['correct']}/{eval_examples} -> {result['after']['correct']}/"
+        f"{eval_examples}, {result['trainable_parameters']:,} trainable, {result['train_seconds']:.1f} s")
+    return result

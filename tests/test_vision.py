@@ -1,0 +1,84 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from glm53 import GLM53, ModelConfig
+from glm53.digits import held_out_set, render_digits, training_batch
+from glm53.tokenizer import IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
+from glm53.vision import (DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel,
+                          image_prompt_ids)
+from glm53.vision_train import MINI_LM, answer_ids, build, prompt_ids, train_digits
+
+
+def test_token_layout():
+    ids = image_prompt_ids([1, 10, 11])
+    assert ids == [1, IMAGE_START_ID] + [IMAGE_PLACEHOLDER_ID] * 16 + [IMAGE_END_ID, 10, 11]
+
+
+def test_shapes_through_every_stage():
+    tower = FaithfulVisionTower(VisionConfig(), lm_dim=32)
+    stages = tower.stages(torch.rand(3, 3, 32, 32))
+    assert stages["patches"].shape == (3, 64, 32)
+    assert stages["encoded"].shape == (3, 64, 32)
+    assert stages["merged"].shape == (3, 16, 32)
+    assert stages["projected"].shape == (3, 16, 32)
+    assert DirectPatchTower(VisionConfig(), 32)(torch.rand(3, 3, 32, 32)).shape == (3, 16, 32)
+
+
+@pytest.mark.parametrize("architecture", ["faithful", "baseline"])
+def test_placeholders_are_replaced_by_visual_features(architecture):
+    model = build(architecture, seed=0)
+    images = torch.rand(2, 3, 32, 32)
+    ids = prompt_ids(2, "cpu")
+    embeds = model.embed(images, ids)
+    visual = model.tower(images)
+    placeholder = ids[0] == IMAGE_PLACEHOLDER_ID
+    torch.testing.assert_close(embeds[:, placeholder], visual)
+    torch.testing.assert_close(embeds[:, ~placeholder], model.language_model.embedding(ids)[:, ~placeholder])
+    logits = model(images, ids)
+    assert logits.shape == (2, ids.shape[1], 263)
+    with pytest.raises(ValueError, match="exactly 16 image placeholders"):
+        model.embed(images, ids[:, :-3].clone().fill_(5))
+
+
+def test_gradients_reach_patch_embedding_merger_and_projector():
+    model = build("faithful", seed=0)
+    images, labels = training_batch(0, 4, seed=0)
+    logits = model(images, prompt_ids(4, "cpu"))
+    F.cross_entropy(logits[:, -1], answer_ids(labels)).backward()
+    tower = model.tower
+    for name, p in [("patch", tower.patch_embedding.weight), ("merger", tower.merger.weight),
+                    ("projector", tower.projector.down.weight), ("block", tower.blocks[0].attention.proj.weight)]:
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_two_example_overfit():
+    torch.manual_seed(0)
+    model = build("faithful", seed=0)
+    images, labels = render_digits([3, 7], seed=5), torch.tensor([3, 7])
+    result = train_digits(model, steps=0, batch_size=2, seed=0, lr=1e-3, eval_images=images, eval_labels=labels)
+    start = result["before"]["loss"]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(80):
+        loss = F.cross_entropy(model(images, prompt_ids(2, "cpu"))[:, -1], answer_ids(labels))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.25 * start
+    assert model(images, prompt_ids(2, "cpu"))[:, -1].argmax(-1).tolist() == answer_ids(labels).tolist()
+
+
+def test_digits_are_deterministic_and_held_out_differs():
+    a, la = training_batch(3, 10, seed=42)
+    b, _ = training_batch(3, 10, seed=42)
+    assert torch.equal(a, b) and a.shape == (10, 3, 32, 32) and 0 <= a.min() and a.max() <= 1
+    assert la.tolist() == [(i + 3) % 10 for i in range(10)]
+    h, _ = held_out_set(10, seed=42)
+    assert not torch.equal(h, render_digits(torch.arange(10), seed=42))
+    with pytest.raises(ValueError, match="0..9"):
+        render_digits([10], seed=0)
+
+
+def test_language_model_needs_image_ids_in_its_vocabulary():
+    with pytest.raises(ValueError, match="vocab_size >= 263"):
+        VisionLanguageModel(GLM53(ModelConfig(**{**MINI_LM, "vocab_size": 260})), DirectPatchTower(VisionConfig(), 32))
