@@ -112,13 +112,15 @@ class FaithfulVisionTower(nn.Module):
         self.post_norm = RMSNorm(cfg.hidden, cfg.eps)
         self.merger = nn.Linear(cfg.hidden * cfg.merge * cfg.merge, lm_dim)
         self.projector = GatedProjector(lm_dim, lm_dim, cfg.projector_hidden)
-        # Each block's residual branches start at zero, so the tower begins as patches -> merge -> projector and
-        # the blocks grow in: measured 143/200 -> 200/200 held-out digits after 120 steps (seed 42).
+        # Each block's attention branch starts at zero (its MLP branch small), so the tower begins close to
+        # patches -> merge -> projector and attention grows in. Held-out digits after 120 steps: PyTorch's
+        # default init gave 143/200 (seed 42); this init gave 166-200/200 over seeds 1-6 and 42 (mean 193).
         with torch.no_grad():
             for block in self.blocks:
-                for layer in (block.attention.proj, block.down):
-                    layer.weight.zero_()
-                    layer.bias.zero_()
+                block.attention.proj.weight.zero_()
+                block.attention.proj.bias.zero_()
+                nn.init.normal_(block.down.weight, 0.0, 0.05)
+                block.down.bias.zero_()
 
     def stages(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         """Every intermediate, for tests and for looking inside."""

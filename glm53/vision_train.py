@@ -65,7 +65,8 @@ def evaluate_digits(model: VisionLanguageModel, images: torch.Tensor, labels: to
 def train_digits(model: VisionLanguageModel, steps: int, batch_size: int, seed: int, lr: float,
                  eval_images: torch.Tensor, eval_labels: torch.Tensor, parameters=None,
                  balance_coef: float = 0.01, weight_decay: float = 0.01, label_step: int = 1,
-                 warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0) -> dict:
+                 warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0,
+                 grad_clip: float = 1.0) -> dict:
     device = next(model.parameters()).device
     params = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
     tower = {id(p) for p in model.tower.parameters()}
@@ -86,7 +87,7 @@ def train_digits(model: VisionLanguageModel, steps: int, batch_size: int, seed: 
         total = loss + balance_coef * aux.balance_loss
         optimizer.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
         optimizer.step()
         curve.append(float(loss.detach()))
     seconds = time.perf_counter() - started
