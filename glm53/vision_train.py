@@ -148,10 +148,10 @@ def run_architectures(architectures: list[str], seeds: list[int], steps: int = 1
 
 
 def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eval_examples: int = 100, seed: int = 73,
-                     lr: float = 5e-4, device: str = "cpu", log=print) -> dict:
+                     lr: float = 1e-3, device: str = "cpu", log=print) -> dict:
     """Attach the faithful tower to a pretrained 25.7M checkpoint; train the tower, the last block, the final
-    norm and the embedding (extended with rows for the three image ids). lr 5e-4 measured best of
-    2.5e-4..6e-3 here (55/100 held-out from the 100-step checkpoint; 1e-3 gave 44, 3e-3 gave 20)."""
+    norm and the embedding (extended with rows for the three image ids). With the current tower init, from
+    runs/ctl-bf16/checkpoint-0100: lr 2.5e-4 -> 59/100, 5e-4 -> 64, 1e-3 -> 70, 1.5e-3 -> 60, 2e-3 -> 40."""
     from .checkpoint import load_model
 
     base = load_model(checkpoint, device)
