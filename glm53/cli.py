@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-examples", type=int, default=200)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--seeds", help="comma-separated seeds (overrides --seed), e.g. 1,2,3")
-    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained 25.7M checkpoint instead")
     p.add_argument("--pilot-steps", type=int, default=40)
     p.add_argument("--pilot-batch-size", type=int, default=10)

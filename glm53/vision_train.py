@@ -113,7 +113,7 @@ def parameter_breakdown(model: VisionLanguageModel) -> dict:
 
 
 def run_architectures(architectures: list[str], seeds: list[int], steps: int = 120, batch_size: int = 40,
-                      eval_examples: int = 200, lr: float = 1.5e-3, vision: VisionConfig | None = None,
+                      eval_examples: int = 200, lr: float = 2e-3, vision: VisionConfig | None = None,
                       warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0,
                       log=print) -> dict:
     runs = {}
