@@ -253,7 +253,9 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
         "steps": cfg.steps, "tokens_seen": tokens_seen, "device": str(device), "precision": precision,
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": start_step if cfg.resume else None,
-        "train_tokens_per_second": sum(cfg.batch_size * cfg.sequence_length for _ in trained) / max(elapsed, 1e-9),
+        # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)
+        "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
+        / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(device), "checkpoints": checkpoints,
         "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),

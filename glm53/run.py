@@ -19,12 +19,12 @@ import json
 import time
 from pathlib import Path
 
-from .checkpoint import checkpoint_name, load_model
+from .checkpoint import WEIGHTS_NAME, checkpoint_name, load_model
 from .compare import compare
 from .config import ModelConfig
 from .device import resolve_device
 from .evaluate import evaluate
-from .io import atomic_write_json
+from .io import atomic_write_json, sha256_file
 from .pretrain import PretrainConfig, pretrain
 from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .rl import RLConfig, rl_train
@@ -116,7 +116,7 @@ def run_pipeline(out: str | Path, preset: str = "full", seed: int = 42, rl_seed:
     ref = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in REFERENCE_RL_FAMILIES)  # noqa: E731
     receipt = {**info, "spec": json.loads(json.dumps(spec)),
                "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
-               "checkpoint_sha256": {"rl_start": before.get("checkpoint"), "after": best["weights_sha256"]},
+               "checkpoint_sha256": {"rl_start": sha256_file(start / WEIGHTS_NAME), "after": best["weights_sha256"]},
                "confirm": {"before_all": before["summary"]["tasks_solved_any"],
                            "after_all": after["summary"]["tasks_solved_any"], "tasks": after["summary"]["tasks"],
                            "before_rl_families": sub(before), "after_rl_families": sub(after),
