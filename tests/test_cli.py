@@ -12,7 +12,9 @@ def test_info_prints_counts_and_pattern(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["parameters"] == {"total": 25_730_592, "active": 9_805_344}
     assert info["layer_pattern"] == "LLLSLLLSLLLS"
-    assert info["device"] == "cpu"
+    from glm53.device import resolve_device
+
+    assert info["device"] == str(resolve_device("auto"))  # cpu here and in CI; cuda on a GPU machine
 
 
 def test_console_script_is_installed():
