@@ -86,3 +86,30 @@ def verify_checkpoint(path: str | os.PathLike) -> str:
     if recorded != sha:
         raise ValueError(f"{path}: weights sha256 {sha} does not match metadata ({recorded}); the checkpoint is damaged")
     return sha
+
+
+def check_resume_settings(out: Path, now: dict, may_change: set[str], run_config: str = "run.json") -> None:
+    """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
+    recorded = json.loads((Path(out) / run_config).read_text())
+    now = json.loads(json.dumps(now))
+    diffs = [k for k in now if k not in may_change and recorded.get(k) != now[k]]
+    if diffs:
+        raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
+                         "Resume with the original settings, or start a new --out")
+
+
+def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> tuple[Path, dict]:
+    """Load the newest checkpoint with trainer state in `out` into model, optimizer and the RNGs.
+    Returns (its path, its trainer state)."""
+    from safetensors.torch import load_model as load_weights
+
+    found = sorted(p for p in Path(out).glob("checkpoint-*") if (p / TRAINER_STATE_NAME).is_file())
+    if not found:
+        raise FileNotFoundError(f"--resume: no checkpoint with trainer state in {out}")
+    latest = found[-1]
+    verify_checkpoint(latest)
+    state = load_trainer_state(latest)
+    load_weights(model, str(latest / WEIGHTS_NAME), strict=True, device=str(device))
+    optimizer.load_state_dict(state["optimizer"])
+    set_rng_state(state["rng"])
+    return latest, state

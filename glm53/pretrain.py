@@ -20,8 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoint import (checkpoint_name, load_trainer_state, rng_state, save_checkpoint, set_rng_state,
-                         verify_checkpoint)
+from .checkpoint import check_resume_settings, checkpoint_name, restore_latest, rng_state, save_checkpoint
 from .config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
@@ -127,22 +126,6 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> lis
             for r in result["tasks"]]
 
 
-def _latest_resumable(out: Path) -> Path | None:
-    found = sorted(p for p in out.glob("checkpoint-*") if (p / "trainer_state.pt").is_file())
-    return found[-1] if found else None
-
-
-def _check_resume_compatible(out: Path, cfg: PretrainConfig) -> None:
-    recorded = json.loads((out / RUN_CONFIG_NAME).read_text())
-    now = json.loads(json.dumps(cfg.to_dict()))
-    diffs = [k for k in now if k not in RESUMABLE_CHANGES and recorded.get(k) != now[k]]
-    if cfg.lr_schedule == "cosine" and recorded.get("steps") != cfg.steps:
-        diffs.append("steps (a cosine schedule depends on the total)")
-    if diffs:
-        raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
-                         "Resume with the original settings, or start a new --out")
-
-
 def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print) -> dict:
     """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder."""
     out = Path(cfg.out)
@@ -157,19 +140,12 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     if cfg.resume:
         if not (out / RUN_CONFIG_NAME).is_file():
             raise FileNotFoundError(f"--resume: {out} holds no run to resume ({RUN_CONFIG_NAME} is missing)")
-        _check_resume_compatible(out, cfg)
+        check_resume_settings(out, cfg.to_dict(), RESUMABLE_CHANGES)
+        if cfg.lr_schedule == "cosine" and json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
+            raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
         if (out / RECEIPT_NAME).exists():
             raise FileExistsError(f"--resume: the run in {out} already finished ({RECEIPT_NAME} exists)")
-        latest = _latest_resumable(out)
-        if latest is None:
-            raise FileNotFoundError(f"--resume: no checkpoint with trainer state in {out}")
-        verify_checkpoint(latest)
-        state = load_trainer_state(latest)
-        from safetensors.torch import load_model as load_weights
-
-        load_weights(model, str(latest / "model.safetensors"), strict=True, device=str(device))
-        optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
+        latest, state = restore_latest(out, model, optimizer, device)
         start_step, tokens_seen = state["step"], state["tokens_seen"]
         checkpoints = state["checkpoints"]
         curve = truncate_jsonl(out / LOG_NAME, lambda row: row["step"] <= start_step)

@@ -24,6 +24,13 @@ def _style(ax, title: str, xlabel: str, ylabel: str) -> None:
     ax.grid(alpha=0.25)
 
 
+def _save(fig, charts: Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(charts / name, dpi=140)
+    plt.close(fig)
+    return f"charts/{name}"
+
+
 def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl_receipt: dict) -> list[str]:
     charts = run / "charts"
     charts.mkdir(exist_ok=True)
@@ -35,10 +42,7 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
         ax.plot([r["step"] for r in curve], [r["loss"] for r in curve], color=COLORS["line"], lw=1.5)
         ax.set_yscale("log")
         _style(ax, "Pretraining loss", "step", "next-byte cross-entropy (log scale)")
-        fig.tight_layout()
-        fig.savefig(charts / "training_loss.png", dpi=140)
-        plt.close(fig)
-        written.append("charts/training_loss.png")
+        written.append(_save(fig, charts, "training_loss.png"))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     pts = [(c["step"], c["dev_passed"] / max(1, c["dev_tasks"])) for c in pretrain_receipt["checkpoints"]]
@@ -49,10 +53,7 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
     axes[1].plot([p[0] for p in rl_pts], [p[1] for p in rl_pts], marker="o", color=COLORS["accent"])
     axes[1].set_ylim(-0.05, 1.05)
     _style(axes[1], "Dev exact rollouts during RL", "groups", "fraction of sampled rollouts passing")
-    fig.tight_layout()
-    fig.savefig(charts / "dev_curve.png", dpi=140)
-    plt.close(fig)
-    written.append("charts/dev_curve.png")
+    written.append(_save(fig, charts, "dev_curve.png"))
 
     steps = rl_receipt["steps"]
     if steps:
@@ -63,10 +64,7 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
                 label="groups without signal")
         ax.legend(frameon=False)
         _style(ax, "RL reward", "groups", "per update")
-        fig.tight_layout()
-        fig.savefig(charts / "reward_curve.png", dpi=140)
-        plt.close(fig)
-        written.append("charts/reward_curve.png")
+        written.append(_save(fig, charts, "reward_curve.png"))
 
     families = list(before["by_family"])
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -81,10 +79,7 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
     ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.legend(frameon=False)
     _style(ax, "Confirm split, greedy pass@1 by family", "", "tasks solved")
-    fig.tight_layout()
-    fig.savefig(charts / "before_after_by_family.png", dpi=140)
-    plt.close(fig)
-    written.append("charts/before_after_by_family.png")
+    written.append(_save(fig, charts, "before_after_by_family.png"))
     return written
 
 

@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoint import (WEIGHTS_NAME, checkpoint_name, load_model, read_metadata, rng_state, save_checkpoint,
-                         set_rng_state, verify_checkpoint)
+from .checkpoint import (WEIGHTS_NAME, check_resume_settings, checkpoint_name, load_model, read_metadata,
+                         restore_latest, rng_state, save_checkpoint, verify_checkpoint)
 from .data import IGNORE_INDEX, encode_documents
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import evaluate, task_stop_rule
@@ -181,11 +181,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     if cfg.resume:
         if not (out / "run.json").is_file():
             raise FileNotFoundError(f"--resume: {out} holds no RL run to resume (run.json is missing)")
-        recorded = json.loads((out / "run.json").read_text())
-        now = json.loads(json.dumps(cfg.to_dict()))
-        diffs = [k for k in now if k not in RESUMABLE_CHANGES and recorded.get(k) != now[k]]
-        if diffs:
-            raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}")
+        check_resume_settings(out, cfg.to_dict(), RESUMABLE_CHANGES)
         if (out / "training-receipt.json").exists():
             raise FileExistsError(f"--resume: the run in {out} already finished")
     elif out.exists() and any(out.iterdir()):
@@ -220,14 +216,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     checkpoints: list[dict] = []
     done_groups = 0
     if cfg.resume:
-        latest = sorted(p for p in out.glob("checkpoint-*") if (p / "trainer_state.pt").is_file())[-1]
-        verify_checkpoint(latest)
-        state = torch.load(latest / "trainer_state.pt", weights_only=False)
-        from safetensors.torch import load_model as load_weights
-
-        load_weights(model, str(latest / WEIGHTS_NAME), strict=True, device=str(device))
-        optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
+        latest, state = restore_latest(out, model, optimizer, device)
         done_groups, checkpoints = state["group"], state["checkpoints"]
         for record in checkpoints:  # each record was stored before its own weights' hash was known
             record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
@@ -273,6 +262,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         prompt_ids, completion_ids, advantages, rollouts = [], [], [], []
         zero_variance, all_rewards, exact, valid, lengths, caps = 0, [], 0, 0, [], 0
         for g, (task, group) in enumerate(zip(step_tasks, samples)):
+            task_prompt_ids = tokenizer.encode(task.prompt, bos=True)
             group_verdicts = [next(verdicts) for _ in group]
             rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for v in group_verdicts]
             adv = leave_one_out_advantages(rewards)
@@ -290,7 +280,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
                                  "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0,
                                  "used": used})
                 if used:
-                    prompt_ids.append(tokenizer.encode(task.prompt, bos=True))
+                    prompt_ids.append(task_prompt_ids)
                     completion_ids.append(s["token_ids"])
                     advantages.append(a)
         row = {"step": step + 1, "groups_done": end, "reward_mean": sum(all_rewards) / len(all_rewards),
