@@ -235,8 +235,18 @@ def cmd_vision(args) -> int:
         raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites results")
     receipt: dict = {}
     if args.pilot:
-        receipt["pilot"] = full_model_pilot(args.pilot, steps=args.pilot_steps, batch_size=args.pilot_batch_size,
-                                            eval_examples=args.pilot_eval_examples, device=args.device)
+        from .io import sha256_file
+
+        seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [73]
+        runs = {str(seed): full_model_pilot(args.pilot, steps=args.pilot_steps, batch_size=args.pilot_batch_size,
+                                            eval_examples=args.pilot_eval_examples, seed=seed, lr=args.pilot_lr,
+                                            tower_warmup_steps=args.pilot_tower_warmup, device=args.device)
+                for seed in seeds}
+        after = [r["after"]["correct"] for r in runs.values()]
+        receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / "model.safetensors"),
+                            "runs": runs, "after_correct": after, "mean_after_correct": sum(after) / len(after)}
+        if len(seeds) > 1:
+            print(f"full-model pilot over seeds {seeds}: {after}, mean {sum(after) / len(after):.1f}/{args.pilot_eval_examples}")
     else:
         arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
         seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [args.seed]
@@ -392,12 +402,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=40)
     p.add_argument("--eval-examples", type=int, default=200)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--seeds", help="comma-separated seeds (overrides --seed), e.g. 1,2,3")
+    p.add_argument("--seeds", help="comma-separated seeds (overrides --seed; with --pilot default 73), e.g. 1,2,3")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained 25.7M checkpoint instead")
     p.add_argument("--pilot-steps", type=int, default=40)
     p.add_argument("--pilot-batch-size", type=int, default=10)
     p.add_argument("--pilot-eval-examples", type=int, default=100)
+    p.add_argument("--pilot-lr", type=float, default=1e-3)
+    p.add_argument("--pilot-tower-warmup", type=int, default=None,
+                   help="updates over which the tower's learning rate ramps up (default: half of --pilot-steps)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_vision)

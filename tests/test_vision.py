@@ -82,3 +82,31 @@ def test_digits_are_deterministic_and_held_out_differs():
 def test_language_model_needs_image_ids_in_its_vocabulary():
     with pytest.raises(ValueError, match="vocab_size >= 263"):
         VisionLanguageModel(GLM53(ModelConfig(**{**MINI_LM, "vocab_size": 260})), DirectPatchTower(VisionConfig(), 32))
+
+
+def test_tower_warmup_scales_only_the_towers_first_steps():
+    """Adam's first step moves each weight by about lr, so a tower ramp of 4 steps moves the tower a quarter as
+    far on step one, while the language model moves exactly as it does without the ramp."""
+    images, labels = held_out_set(10, seed=0)
+    moved = {}
+    for warmup in (0, 4):
+        model = build("faithful", seed=0)
+        tower0 = [p.detach().clone() for p in model.tower.parameters()]
+        lm0 = [p.detach().clone() for p in model.language_model.parameters()]
+        train_digits(model, steps=1, batch_size=10, seed=0, lr=1e-3, eval_images=images, eval_labels=labels,
+                     tower_warmup_steps=warmup)
+        moved[warmup] = (sum((p - q).abs().sum() for p, q in zip(model.tower.parameters(), tower0)),
+                         [p.detach() - q for p, q in zip(model.language_model.parameters(), lm0)])
+    assert moved[0][0] > 0
+    torch.testing.assert_close(moved[4][0] / moved[0][0], torch.tensor(0.25), rtol=0.02, atol=0)
+    for a, b in zip(moved[0][1], moved[4][1]):
+        torch.testing.assert_close(a, b)
+
+
+def test_pilot_vision_config_is_wider_with_larger_positions():
+    from glm53.vision_train import PILOT_VISION
+
+    tower = FaithfulVisionTower(PILOT_VISION, lm_dim=192)
+    assert tower.positions.shape == (1, 64, 64)
+    assert 0.08 < float(tower.positions.detach().std()) < 0.12
+    assert FaithfulVisionTower(VisionConfig(), 32).positions.std() < 0.03
