@@ -110,3 +110,36 @@ def test_pilot_vision_config_is_wider_with_larger_positions():
     assert tower.positions.shape == (1, 64, 64)
     assert 0.08 < float(tower.positions.detach().std()) < 0.12
     assert FaithfulVisionTower(VisionConfig(), 32).positions.std() < 0.03
+
+
+def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
+    import json
+
+    from glm53.cli import main
+    from glm53.io import sha256_file
+
+    out = tmp_path / "mini"
+    assert main(["vision", "--architecture", "both", "--seeds", "1,2", "--steps", "2", "--batch-size", "4",
+                 "--eval-examples", "10", "--out", str(out)]) == 0
+    receipt = json.loads((out / "vision-receipt.json").read_text())
+    assert set(receipt["runs"]) == {"faithful/seed1", "baseline/seed1", "faithful/seed2", "baseline/seed2"}
+    assert len(receipt["comparison"]["per_seed"]) == 2 and 0 <= receipt["comparison"]["pooled"]["mcnemar_p"] <= 1
+    assert main(["vision", "--architecture", "faithful", "--steps", "1", "--out", str(out)]) == 2
+    assert "never overwrites" in capsys.readouterr().err
+
+    checkpoint = tmp_path / "lm"
+    small = {**MINI_LM, "dim": 48, "heads": 4, "layers": 2}
+    GLM53(ModelConfig(**{**small, "vocab_size": 260})).save_pretrained(str(checkpoint))
+    pilot = tmp_path / "pilot"
+    assert main(["vision", "--pilot", str(checkpoint), "--seeds", "5,6", "--pilot-steps", "2",
+                 "--pilot-eval-examples", "10", "--out", str(pilot)]) == 0
+    receipt = json.loads((pilot / "vision-receipt.json").read_text())["pilot"]
+    assert receipt["checkpoint_sha256"] == sha256_file(checkpoint / "model.safetensors")
+    assert set(receipt["runs"]) == {"5", "6"} and len(receipt["after_correct"]) == 2
+    run = receipt["runs"]["5"]
+    assert run["settings"]["tower_warmup_steps"] == 1 and run["before"]["examples"] == 10
+    # trainable: the tower, the last block, the final norm and the (extended) embedding, nothing else
+    lm = GLM53(ModelConfig(**{**small, "vocab_size": 263}))
+    expected = (run["parameters"]["vision"] + sum(p.numel() for p in lm.layers[-1].parameters())
+                + sum(p.numel() for p in lm.final_norm.parameters()) + lm.embedding.weight.numel())
+    assert run["trainable_parameters"] == expected < run["parameters"]["total"]
