@@ -143,3 +143,23 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     expected = (run["parameters"]["vision"] + sum(p.numel() for p in lm.layers[-1].parameters())
                 + sum(p.numel() for p in lm.final_norm.parameters()) + lm.embedding.weight.numel())
     assert run["trainable_parameters"] == expected < run["parameters"]["total"]
+
+
+def test_large_embedding_eps_keeps_unrelated_rows_still():
+    """With plain Adam every embedding row the softmax touches takes a full-size first step; a large epsilon
+    leaves rows with a tiny gradient almost where they were while the answer rows still move."""
+    images, labels = held_out_set(10, seed=0)
+    moved = {}
+    for eps in (1e-8, 1e-2):
+        model = build("faithful", seed=0)
+        before = model.language_model.embedding.weight.detach().clone()
+        train_digits(model, steps=1, batch_size=10, seed=0, lr=1e-3, eval_images=images, eval_labels=labels,
+                     weight_decay=0.0, embedding_eps=eps)
+        moved[eps] = (model.language_model.embedding.weight.detach() - before).abs().mean(dim=1)
+    unrelated = moved[1e-8].new_ones(263, dtype=torch.bool)
+    unrelated[answer_ids(torch.arange(10))] = False
+    unrelated[prompt_ids(1, "cpu")[0]] = False
+    answers = answer_ids(torch.arange(10))
+    ratio = {eps: float(m[answers].mean() / m[unrelated].mean()) for eps, m in moved.items()}
+    assert ratio[1e-8] < 2.0  # plain Adam: unrelated rows move about as far as the answer rows
+    assert ratio[1e-2] > 5 * ratio[1e-8], ratio  # 1e-2: the miniature's gradients are larger than the pilot's
