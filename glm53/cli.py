@@ -227,20 +227,22 @@ def cmd_run(args) -> int:
 def cmd_vision(args) -> int:
     from pathlib import Path
 
+    from .device import resolve_device
     from .io import atomic_write_json
     from .vision_train import full_model_pilot, run_architectures
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites results")
-    receipt: dict = {}
+    device = resolve_device(args.device)
+    receipt: dict = {"device": str(device)}
     if args.pilot:
         from .io import sha256_file
 
         seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [73]
         runs = {str(seed): full_model_pilot(args.pilot, steps=args.pilot_steps, batch_size=args.pilot_batch_size,
                                             eval_examples=args.pilot_eval_examples, seed=seed, lr=args.pilot_lr,
-                                            tower_warmup_steps=args.pilot_tower_warmup, device=args.device)
+                                            tower_warmup_steps=args.pilot_tower_warmup, device=device)
                 for seed in seeds}
         after = [r["after"]["correct"] for r in runs.values()]
         receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / "model.safetensors"),
@@ -250,8 +252,8 @@ def cmd_vision(args) -> int:
     else:
         arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
         seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [args.seed]
-        receipt = run_architectures(arches, seeds, steps=args.steps, batch_size=args.batch_size,
-                                    eval_examples=args.eval_examples, lr=args.lr)
+        receipt.update(run_architectures(arches, seeds, steps=args.steps, batch_size=args.batch_size,
+                                         eval_examples=args.eval_examples, lr=args.lr, device=device))
         if receipt["comparison"]:
             pooled = receipt["comparison"]["pooled"]
             print(f"faithful vs baseline, pooled over seeds: faithful-only {pooled['faithful_only']}, "
@@ -411,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pilot-lr", type=float, default=1e-3)
     p.add_argument("--pilot-tower-warmup", type=int, default=None,
                    help="updates over which the tower's learning rate ramps up (default: half of --pilot-steps)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_vision)
 

@@ -131,12 +131,12 @@ def parameter_breakdown(model: VisionLanguageModel) -> dict:
 def run_architectures(architectures: list[str], seeds: list[int], steps: int = 120, batch_size: int = 40,
                       eval_examples: int = 200, lr: float = 2e-3, vision: VisionConfig | None = None,
                       warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0,
-                      log=print) -> dict:
+                      device: str | torch.device = "cpu", log=print) -> dict:
     runs = {}
     for seed in seeds:
         eval_images, eval_labels = held_out_set(eval_examples, seed)
         for arch in architectures:
-            model = build(arch, seed, vision)
+            model = build(arch, seed, vision).to(device)
             result = train_digits(model, steps, batch_size, seed, lr, eval_images, eval_labels,
                                   warmup_steps=warmup_steps, schedule=schedule, tower_lr_scale=tower_lr_scale)
             result["parameters"] = parameter_breakdown(model)
