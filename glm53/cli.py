@@ -237,21 +237,23 @@ def cmd_vision(args) -> int:
     device = resolve_device(args.device)
     receipt: dict = {"device": str(device)}
     if args.pilot:
+        from .checkpoint import WEIGHTS_NAME
         from .io import sha256_file
 
-        seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [73]
+        seeds = args.seeds or [73]
         runs = {str(seed): full_model_pilot(args.pilot, steps=args.pilot_steps, batch_size=args.pilot_batch_size,
                                             eval_examples=args.pilot_eval_examples, seed=seed, lr=args.pilot_lr,
                                             tower_warmup_steps=args.pilot_tower_warmup, device=device)
                 for seed in seeds}
         after = [r["after"]["correct"] for r in runs.values()]
-        receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / "model.safetensors"),
-                            "runs": runs, "after_correct": after, "mean_after_correct": sum(after) / len(after)}
+        mean = sum(after) / len(after)
+        receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / WEIGHTS_NAME),
+                            "runs": runs, "after_correct": after, "mean_after_correct": mean}
         if len(seeds) > 1:
-            print(f"full-model pilot over seeds {seeds}: {after}, mean {sum(after) / len(after):.1f}/{args.pilot_eval_examples}")
+            print(f"full-model pilot over seeds {seeds}: {after}, mean {mean:.1f}/{args.pilot_eval_examples}")
     else:
         arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
-        seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [args.seed]
+        seeds = args.seeds or [args.seed]
         receipt.update(run_architectures(arches, seeds, steps=args.steps, batch_size=args.batch_size,
                                          eval_examples=args.eval_examples, lr=args.lr, device=device))
         if receipt["comparison"]:
@@ -404,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=40)
     p.add_argument("--eval-examples", type=int, default=200)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--seeds", help="comma-separated seeds (overrides --seed; with --pilot default 73), e.g. 1,2,3")
+    p.add_argument("--seeds", type=_int_list, help="comma-separated seeds (overrides --seed; with --pilot default 73), e.g. 1,2,3")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained 25.7M checkpoint instead")
     p.add_argument("--pilot-steps", type=int, default=40)

@@ -164,8 +164,9 @@ def run_architectures(architectures: list[str], seeds: list[int], steps: int = 1
 
 
 def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eval_examples: int = 100, seed: int = 73,
-                     lr: float = 1e-3, tower_warmup_steps: int | None = None, vision: VisionConfig | None = None,
-                     device: str = "cpu", log=print) -> dict:
+                     lr: float = 1e-3, tower_warmup_steps: int | None = None, embedding_lr_scale: float = 10.0,
+                     embedding_eps: float = 1e-3, vision: VisionConfig | None = None, device: str = "cpu",
+                     log=print) -> dict:
     """Attach the faithful tower to a pretrained 25.7M checkpoint; train the tower, the last block, the final
     norm and the embedding (extended with rows for the three image ids).
 
@@ -201,10 +202,11 @@ def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eva
             p.requires_grad_(True)
     eval_images, eval_labels = held_out_set(eval_examples, seed)
     result = train_digits(model, steps, batch_size, seed, lr, eval_images, eval_labels, label_step=3,
-                          tower_warmup_steps=tower_warmup_steps, embedding_lr_scale=10.0, embedding_eps=1e-3)
+                          tower_warmup_steps=tower_warmup_steps, embedding_lr_scale=embedding_lr_scale,
+                          embedding_eps=embedding_eps)
     result["settings"] = {"checkpoint": checkpoint, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
-                          "tower_warmup_steps": tower_warmup_steps, "embedding_lr_scale": 10.0,
-                          "embedding_eps": 1e-3, "eval_examples": eval_examples}
+                          "tower_warmup_steps": tower_warmup_steps, "embedding_lr_scale": embedding_lr_scale,
+                          "embedding_eps": embedding_eps, "eval_examples": eval_examples}
     result["parameters"] = parameter_breakdown(model)
     log(f"  full-model pilot: {result['before']['correct']}/{eval_examples} -> {result['after']['correct']}/"
         f"{eval_examples}, {result['trainable_parameters']:,} trainable, {result['train_seconds']:.1f} s")
