@@ -172,28 +172,10 @@ def cmd_compare(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from pathlib import Path
+    from .verify_file import verify_file
 
-    from .io import atomic_write_text
-    from .verifier import verify_many
-
-    rows = []
-    for lineno, line in enumerate(Path(args.input).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        missing = [k for k in ("prompt", "completion", "entry_point", "cases") if k not in row]
-        if missing:
-            raise ValueError(f"{args.input}:{lineno}: missing keys {missing}")
-        rows.append(row)
-    verdicts = verify_many([(r["prompt"] + r["completion"], r["entry_point"],
-                             [(tuple(a), e) for a, e in r["cases"]]) for r in rows], timeout_s=args.timeout)
-    text = "".join(json.dumps({**r, "verdict": v.to_json()}, ensure_ascii=False) + "\n" for r, v in zip(rows, verdicts))
-    atomic_write_text(args.out, text)
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        counts[v.status] = counts.get(v.status, 0) + 1
-    print(f"verified {len(rows)} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    counts = verify_file(args.input, args.out, timeout_s=args.timeout)
+    print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +17,9 @@ def _refuse_existing(path: Path) -> None:
                               "Choose another path or move the old one away.")
 
 
-def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = False) -> None:
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, overwrite: bool = False):
+    """A text file handle whose content appears at `path` only when the block ends without an error."""
     path = Path(path)
     if not overwrite:
         _refuse_existing(path)
@@ -24,7 +27,7 @@ def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = Fals
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         if overwrite:
@@ -37,6 +40,11 @@ def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = Fals
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = False) -> None:
+    with atomic_writer(path, overwrite) as f:
+        f.write(text)
 
 
 def atomic_write_json(path: str | os.PathLike, obj, overwrite: bool = False) -> None:

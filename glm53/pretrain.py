@@ -28,6 +28,7 @@ from .evaluate import evaluate
 from .io import atomic_write_json, truncate_jsonl
 from .model import GLM53
 from .tasks import Task, frozen_tasks
+from .verifier import isolation
 
 RUN_CONFIG_NAME = "run.json"
 LOG_NAME = "train_log.jsonl"
@@ -234,7 +235,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(device), "checkpoints": checkpoints,
         "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads(), "sandbox": isolation(),
     }
     atomic_write_json(out / RECEIPT_NAME, receipt)
     log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "

@@ -123,7 +123,7 @@ def run_pipeline(out: str | Path, preset: str = "full", seed: int = 42, rl_seed:
                            "rl_family_tasks": sum(after["by_family"][f]["tasks"] for f in families),
                            "before_reference_families": ref(before), "after_reference_families": ref(after),
                            "mcnemar_p": comparison["comparisons"][0]["overall"]["mcnemar_p"]},
-               "charts": charts}
+               "charts": charts, "sandbox": after["sandbox"]}
     atomic_write_json(run / "run-receipt.json", receipt)
     c = receipt["confirm"]
     log(f"confirm greedy: increment/double/even {c['before_reference_families']} -> {c['after_reference_families']} "

@@ -1,28 +1,49 @@
-"""Sandbox worker: a warm process that forks one short-lived child per candidate program.
+"""Sandbox worker: runs candidate programs, one fresh process each, and judges their results.
 
-Run as `python -I -S sandbox_worker.py` (standard library only, isolated mode, no site packages). Protocol on
-stdin/stdout, one JSON object a line: a job {"id", "source", "entry_point", "args": [encoded args per case],
-"builtins": [allowed names], "timeout_s", "memory_mb"} in, a reply {"id", "status", "results", "message"} out.
+Run as `python -I -S sandbox_worker.py LAYERS` (standard library only, isolated mode, no site packages) with the
+scratch directory as its working directory. Three processes, each with one job:
 
-The worker itself never runs candidate code. Each child: its own process group; stdin, stdout and stderr on
-/dev/null; limits on address space, CPU time, file size (0: it cannot write files), open files, processes
-and core dumps; the restricted builtins only; a scratch working directory. Its results come back through a
-pipe created for that job, tagged with a random nonce; a child that dies, exits early or writes anything else
-yields no pass. A wall-clock deadline kills the child's whole process group.
+- the worker (this process's main loop) talks to the caller on stdin/stdout, one JSON object a line: a job
+  {"id", "source", "entry_point", "cases": [[encoded args, encoded expected], ...], "builtins", "timeout_s",
+  "memory_mb"} in, a verdict {"id", "status", "passed", "total", "message"} out. It holds the expected values
+  and compares results as they arrive (type-strict), so each reply is a verdict and nothing piles up.
+- the template, forked at start before any job is read, enters the isolation layers once (namespaces, user
+  drop; see sandbox_isolation.py) and then only forks. It never sees a job, so a child forked from it holds
+  no data of any job, earlier or current.
+- one child per job, forked by the template: own process group, stdin/stdout/stderr on /dev/null, every other
+  descriptor closed but its two pipes, resource limits (address space, CPU time, file size 0, processes, core
+  dumps), the seccomp filter, then the candidate defined with the allowed builtins only. The worker then sends
+  it the cases one at a time, each after the previous result came back: while case k runs, nothing in the child
+  holds the inputs of other cases, any expected value, or a way to reach the worker or the template.
+
+Results are tagged with their case index and checked in order; anything else from the child (early exit, a
+stray line, a result for the wrong case) yields no pass. A wall-clock deadline covers the whole job; the child's
+process group is killed before the child is reaped, so a recycled process id can never be hit.
 """
+
+from __future__ import annotations
 
 import builtins
 import json
 import os
 import resource
-import secrets
 import select
 import signal
+import socket
 import sys
 import time
 
-MAX_RESULT_BYTES = 1 << 20
+if __package__:
+    from . import sandbox_isolation as isolation
+else:  # run as a script under -I, which leaves the script's folder off sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sandbox_isolation as isolation  # noqa: E402
 
+MAX_LINE_BYTES = 1 << 20  # one case's result, or one job's header
+RECURSION_LIMIT = 500
+
+
+# ---------------------------------------------------------------- values: tagged JSON and type-strict equality
 
 def encode(value, depth=0):
     """Tagged JSON so that types survive the trip: 1, True, 1.0 and "1" stay distinct."""
@@ -67,129 +88,312 @@ def decode(tagged):
     raise ValueError(f"cannot decode tag {tag!r}")
 
 
-def run_candidate(job):
-    """In the child: define the function with restricted builtins and call it on every case."""
-    safe = {name: getattr(builtins, name) for name in job["builtins"] if hasattr(builtins, name)}
-    namespace = {"__builtins__": safe}
-    try:
-        exec(compile(job["source"], "<candidate>", "exec"), namespace)
-    except MemoryError:
-        return {"status": "memory", "message": "MemoryError while defining the function"}
-    except BaseException as err:  # noqa: BLE001 - any failure to define is an invalid program
-        return {"status": "invalid", "message": f"{type(err).__name__} while defining the function"}
-    fn = namespace.get(job["entry_point"])
-    if not callable(fn):
-        return {"status": "invalid", "message": f"{job['entry_point']} is not defined"}
-    results = []
-    for args in job["args"]:
-        try:
-            value = fn(*[decode(a) for a in args])
-            results.append({"value": encode(value)})
-        except MemoryError:
-            return {"status": "memory", "message": "MemoryError while running a case", "results": results}
-        except BaseException as err:  # noqa: BLE001 - a raising case fails, it does not crash the harness
-            results.append({"error": type(err).__name__})
-    return {"status": "ran", "results": results}
+def same_value(actual, expected) -> bool:
+    """Type-strict equality, recursively through lists, tuples and dicts (keys included: {True: 1} != {1: 1})."""
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(same_value(a, e) for a, e in zip(actual, expected))
+    if isinstance(expected, dict):
+        if len(actual) != len(expected):
+            return False
+        stored = {key: key for key in expected}  # the expected dict's own key object for each equal key
+        for key, value in actual.items():
+            if key not in stored or not same_value(key, stored[key]):
+                return False
+            if not same_value(value, expected[stored[key]]):
+                return False
+        return True
+    return actual == expected
 
 
-def child(job, write_fd, nonce):
-    os.setpgid(0, 0)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    memory = int(job.get("memory_mb", 512)) << 20
-    cpu = max(1, int(job["timeout_s"] + 1))
-    limits = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, 0),
-              (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 0)]
-    for which, value in limits:
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):
-            pass
-    sys.setrecursionlimit(500)
-    try:
-        outcome = run_candidate(job)
-        data = json.dumps({"nonce": nonce, **outcome}).encode()
-    except MemoryError:
-        data = json.dumps({"nonce": nonce, "status": "memory", "message": "MemoryError"}).encode()
-    except BaseException as err:  # noqa: BLE001
-        data = json.dumps({"nonce": nonce, "status": "crashed", "message": type(err).__name__}).encode()
-    if len(data) > MAX_RESULT_BYTES:
-        data = json.dumps({"nonce": nonce, "status": "crashed", "message": "result too large"}).encode()
+# ---------------------------------------------------------------- pipes with deadlines and caps (any fd number)
+
+class LineTooLong(ValueError):
+    pass
+
+
+class LineReader:
+    """Reads newline-terminated lines from a descriptor with poll(), a deadline and a size cap."""
+
+    def __init__(self, fd: int, cap: int = MAX_LINE_BYTES):
+        self.fd, self.cap, self.buffer = fd, cap, bytearray()
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLIN)
+
+    def readline(self, deadline: float | None) -> bytes | None:
+        """The next line without its newline; None at end of file; TimeoutError past the deadline."""
+        while True:
+            end = self.buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self.buffer[:end])
+                del self.buffer[:end + 1]
+                return line
+            if len(self.buffer) > self.cap:
+                raise LineTooLong(f"a line over {self.cap} bytes")
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                if not self.poller.poll(remaining * 1000):
+                    continue
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+
+
+def write_all(fd: int, data: bytes, deadline: float) -> None:
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
     view = memoryview(data)
     while view:
-        written = os.write(write_fd, view)
-        view = view[written:]
-
-
-def run_job(job):
-    nonce = secrets.token_hex(16)
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read_fd)
-            child(job, write_fd, nonce)
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    deadline = time.monotonic() + float(job["timeout_s"])
-    chunks, size, timed_out = [], 0, False
-    while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            timed_out = True
-            break
-        ready, _, _ = select.select([read_fd], [], [], remaining)
-        if not ready:
-            continue
-        chunk = os.read(read_fd, 65536)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > MAX_RESULT_BYTES + 4096:
-            break
-        chunks.append(chunk)
-    os.close(read_fd)
-    if timed_out or size > MAX_RESULT_BYTES + 4096:
+            raise TimeoutError
+        if poller.poll(remaining * 1000):
+            view = view[os.write(fd, view):]
+
+
+# ---------------------------------------------------------------- the child: one candidate, case by case
+
+def _close_all_but(keep: set[int]) -> None:
+    low = 3
+    for fd in sorted(keep) + [os.sysconf("SC_OPEN_MAX")]:
+        if fd > low:
+            os.closerange(low, fd)
+        low = max(low, fd + 1)
+
+
+def _send(fd: int, record: dict) -> None:
+    data = json.dumps(record).encode() + b"\n"
+    if len(data) > MAX_LINE_BYTES:
+        data = json.dumps({"k": record.get("k"), "error": "ResultTooLarge"}).encode() + b"\n"
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def serve_cases(reader: LineReader, out_fd: int, source: str, entry_point: str, allowed: list) -> None:
+    """Define the candidate, then answer one case per line read. Runs after every limit is in place."""
+    namespace = {"__builtins__": {name: getattr(builtins, name) for name in allowed if hasattr(builtins, name)}}
+    try:
+        exec(compile(source, "<candidate>", "exec"), namespace)
+    except MemoryError:
+        return _send(out_fd, {"status": "memory", "message": "MemoryError while defining the function"})
+    except BaseException as err:  # noqa: BLE001 - any failure to define is an invalid program
+        return _send(out_fd, {"status": "invalid", "message": f"{type(err).__name__} while defining the function"})
+    fn = namespace.get(entry_point)
+    del namespace, source
+    if not callable(fn):
+        return _send(out_fd, {"status": "invalid", "message": f"{entry_point} is not defined"})
+    k = 0
+    while (line := reader.readline(None)) is not None:
+        args = [decode(a) for a in json.loads(line)]
+        del line
         try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            record = {"k": k, "value": encode(fn(*args))}
+        except MemoryError:
+            return _send(out_fd, {"status": "memory", "message": f"MemoryError in case {k}"})
+        except BaseException as err:  # noqa: BLE001 - a raising case fails; it does not crash the harness
+            record = {"k": k, "error": type(err).__name__}
+        del args
+        _send(out_fd, record)
+        k += 1
+
+
+def child_main(job_fd: int, out_fd: int, devnull: int, seccomp) -> None:
+    try:
+        os.setpgid(0, 0)
+        isolation.set_parent_death_signal()
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        _close_all_but({job_fd, out_fd})
+        reader = LineReader(job_fd)
+        header = json.loads(reader.readline(None))
+        memory = int(header["memory_mb"]) << 20
+        cpu = max(1, int(header["timeout_s"] + 1))
+        limits = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, 0),
+                  (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 0), (resource.RLIMIT_NOFILE, 64)]
+        for which, value in limits:
+            try:
+                resource.setrlimit(which, (value, value))
+            except (ValueError, OSError):
+                pass
+        if seccomp is not None and not header.get("test_skip_seccomp"):
+            seccomp.install()
+        sys.setrecursionlimit(RECURSION_LIMIT)
+        serve_cases(reader, out_fd, header["source"], header["entry_point"], header["builtins"])
+    except BaseException as err:  # noqa: BLE001
+        try:
+            _send(out_fd, {"status": "crashed", "message": f"harness: {type(err).__name__}"})
+        except BaseException:  # noqa: BLE001
             pass
-    _, wait_status = os.waitpid(pid, 0)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # anything the child left in its group
-    except (ProcessLookupError, PermissionError):
-        pass
-    if timed_out:
-        return {"status": "timeout", "message": f"wall-clock limit of {job['timeout_s']} s"}
-    if os.WIFSIGNALED(wait_status):
-        sig = os.WTERMSIG(wait_status)
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
-            return {"status": "timeout", "message": f"CPU-time limit (signal {sig})"}
-        return {"status": "crashed", "message": f"killed by signal {sig}"}
-    try:
-        reply = json.loads(b"".join(chunks))
-    except ValueError:
-        return {"status": "crashed", "message": "the program ended without a result"}
-    if not isinstance(reply, dict) or reply.pop("nonce", None) != nonce:
-        return {"status": "crashed", "message": "result not written by the harness"}
-    return reply
+    finally:
+        os._exit(0)
 
 
-def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    for line in sys.stdin:
+# ---------------------------------------------------------------- the template: isolation once, then forks
+
+def template_main(control: socket.socket, devnull: int, scratch: str, layers: tuple) -> None:
+    isolation.set_parent_death_signal()
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    _close_all_but({control.fileno(), devnull})
+    report, seccomp = isolation.set_up_template(scratch, layers)
+    control.sendall(json.dumps(report).encode() + b"\n")
+    child = None
+    while request := control.recv(1):
+        if request == b"F":
+            job_read, job_write = os.pipe()
+            out_read, out_write = os.pipe()
+            child = os.fork()
+            if child == 0:
+                control.close()
+                os.close(job_write)
+                os.close(out_read)
+                child_main(job_read, out_write, devnull, seccomp)
+            os.close(job_read)
+            os.close(out_write)
+            socket.send_fds(control, [child.to_bytes(4, "little")], [job_write, out_read])
+            os.close(job_write)
+            os.close(out_read)
+        elif request == b"R" and child is not None:
+            _, status = os.waitpid(child, 0)
+            control.sendall(status.to_bytes(4, "little"))
+            child = None
+
+
+# ---------------------------------------------------------------- the worker: jobs in, verdicts out
+
+class Worker:
+    def __init__(self, scratch: str, layers: tuple):
+        self.control, template_end = socket.socketpair()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        self.template = os.fork()
+        if self.template == 0:
+            try:
+                self.control.close()
+                template_main(template_end, devnull, scratch, layers)
+            finally:
+                os._exit(0)
+        template_end.close()
+        os.close(devnull)
+        self.control_reader = LineReader(self.control.fileno())
+        line = self.control_reader.readline(time.monotonic() + 30)
+        if line is None:
+            raise RuntimeError("the sandbox template process failed to start")
+        self.report = json.loads(line)
+
+    def _receive(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = self.control.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("the sandbox template process is gone")
+            data += chunk
+        return data
+
+    def run_job(self, job: dict) -> dict:
+        self.control.sendall(b"F")
+        message, fds, _, _ = socket.recv_fds(self.control, 4, 2)
+        if len(message) != 4 or len(fds) != 2:
+            raise ConnectionError("the sandbox template process did not fork a child")
+        pid = int.from_bytes(message, "little")
+        job_fd, out_fd = fds
+        os.set_blocking(job_fd, False)
+        deadline = time.monotonic() + float(job["timeout_s"])
+        outcome = {"status": "crashed", "message": "the program ended without a result"}
+        try:
+            outcome = self._drive(job, job_fd, LineReader(out_fd), deadline)
+        except TimeoutError:
+            outcome = {"status": "timeout", "message": f"wall-clock limit of {job['timeout_s']} s"}
+        except (LineTooLong, ValueError, KeyError, TypeError, BrokenPipeError) as err:
+            outcome = {"status": "crashed", "message": f"bad reply from the program's process: {type(err).__name__}"}
+        finally:
+            os.close(job_fd)
+            os.close(out_fd)
+            try:
+                os.killpg(pid, signal.SIGKILL)  # before the reap: the group id cannot have been reused yet
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.control.sendall(b"R")
+            status = int.from_bytes(self._receive(4), "little")
+        if outcome.get("complete") or outcome["status"] in ("timeout", "invalid", "memory"):
+            outcome.pop("complete", None)
+            return outcome
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
+            return {"status": "timeout", "message": f"CPU-time limit (signal {os.WTERMSIG(status)})"}
+        if os.WIFSIGNALED(status):
+            return {"status": "crashed", "message": f"killed by signal {os.WTERMSIG(status)}"}
+        return outcome
+
+    @staticmethod
+    def _drive(job: dict, job_fd: int, reader: LineReader, deadline: float) -> dict:
+        header = {"source": job["source"], "entry_point": job["entry_point"], "builtins": job["builtins"],
+                  "memory_mb": job["memory_mb"], "timeout_s": job["timeout_s"],
+                  "test_skip_seccomp": bool(job.get("test_skip_seccomp"))}
+        write_all(job_fd, json.dumps(header).encode() + b"\n", deadline)
+        cases, echo = job["cases"], job.get("echo")
+        if not cases:
+            return {"status": "crashed", "message": "the job has no cases"}
+        passed, first_failure, values = 0, "", []
+        for k, (args, expected) in enumerate(cases):
+            write_all(job_fd, json.dumps(args).encode() + b"\n", deadline)
+            line = reader.readline(deadline)
+            if line is None:
+                return {"status": "crashed", "message": "the program ended without a result", "passed": passed}
+            result = json.loads(line)
+            if "status" in result:  # the harness gave up on the whole program (memory, invalid, crashed)
+                return {"status": result["status"] if result["status"] in ("memory", "invalid") else "crashed",
+                        "message": str(result.get("message", ""))[:200], "passed": passed}
+            if result.get("k") != k:
+                return {"status": "crashed", "message": f"result for case {result.get('k')!r}, expected {k}"}
+            ok = False
+            if "value" in result:
+                try:
+                    ok = same_value(decode(result["value"]), decode(expected))
+                except (ValueError, TypeError, KeyError, IndexError):
+                    ok = False
+            if echo:
+                values.append(result)
+            if ok:
+                passed += 1
+            elif not first_failure:
+                first_failure = f"case {k} " + (f"raised {str(result['error'])[:60]}" if "error" in result
+                                                 else "returned a wrong value")
+        status = "passed" if passed == len(cases) else "failed"
+        outcome = {"status": status, "message": first_failure, "passed": passed, "complete": True}
+        if echo:
+            outcome["values"] = values
+        return outcome
+
+
+def main() -> None:
+    layers = tuple(x for x in (sys.argv[1] if len(sys.argv) > 1 else ",".join(isolation.LAYERS)).split(",") if x)
+    worker = Worker(os.getcwd(), layers)
+    out = sys.stdout.buffer
+    out.write(json.dumps({"hello": worker.report}).encode() + b"\n")
+    out.flush()
+    for line in sys.stdin.buffer:
         if not line.strip():
             continue
         job = json.loads(line)
+        broken = False
         try:
-            reply = run_job(job)
+            reply = worker.run_job(job)
+        except (ConnectionError, OSError) as err:
+            reply, broken = {"status": "crashed", "message": f"sandbox template lost: {err}"}, True
         except Exception as err:  # noqa: BLE001 - the worker must answer every job
             reply = {"status": "crashed", "message": f"harness error: {type(err).__name__}: {err}"}
+        if reply["status"] not in ("passed", "failed"):
+            reply["passed"] = 0  # a partial count from a program that then crashed or timed out earns nothing
+        reply["total"] = len(job.get("cases", []))
         reply["id"] = job.get("id")
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+        out.write(json.dumps(reply).encode() + b"\n")
+        out.flush()
+        if broken:
+            break  # the caller starts a fresh worker
 
 
 if __name__ == "__main__":

@@ -3,14 +3,22 @@
 Accepted: a module holding exactly one function, named as the task's entry point (plus an optional
 docstring), whose body uses only plain expressions, assignments, if/else, returns, comprehensions, and calls
 of a short allow-list of pure builtins. Everything else is refused with the rule it broke, before any code
-runs. The check parses; it never compiles or executes.
+runs: among others attribute access (also inside format fields of string constants), `match` (its class
+patterns read attributes), loops, recursion (the body may not name its own function), and binding any
+allow-listed name or the entry point. The check parses; it never compiles or executes, and it is bounded:
+at most 4 KiB of source, 1,500 syntax nodes, nesting 100 deep, and a time budget (0.25 s by default).
 """
 
 from __future__ import annotations
 
 import ast
+import string
+import time
 
 MAX_SOURCE_BYTES = 4096
+MAX_NODES = 1500
+MAX_DEPTH = 100
+TIME_BUDGET_S = 0.25
 # Pure, side-effect-free builtins a one-line function body may reasonably need. range/sorted/list/... make
 # unbounded work possible (`sum(range(10**12))`), which the execution stage's time and memory limits handle.
 ALLOWED_CALLS = frozenset({"abs", "all", "any", "bool", "divmod", "enumerate", "int", "len", "list", "max", "min",
@@ -21,6 +29,7 @@ FORBIDDEN_NODES = {
     ast.Raise: "raise", ast.With: "with", ast.AsyncWith: "with", ast.Global: "global", ast.Nonlocal: "nonlocal",
     ast.Delete: "del", ast.Yield: "yield", ast.YieldFrom: "yield", ast.Await: "await",
     ast.AsyncFunctionDef: "async function", ast.FunctionDef: "nested function", ast.Assert: "assert",
+    ast.Match: "match", ast.Starred: "star expression",
 }
 if hasattr(ast, "TryStar"):
     FORBIDDEN_NODES[ast.TryStar] = "try"
@@ -34,8 +43,36 @@ class StaticCheckError(ValueError):
         self.rule = rule
 
 
-def check_source(source: str, entry_point: str) -> ast.Module:
+def _format_field_reaches_attribute(text: str) -> bool:
+    """True when `text`, used as a str.format template, would look up an attribute or item of an argument."""
+    try:
+        fields = [field for _, field, spec, _ in string.Formatter().parse(text) if field is not None]
+        fields += [field for _, _, spec, _ in string.Formatter().parse(text) if spec
+                   for _, field, _, _ in string.Formatter().parse(spec) if field is not None]
+    except ValueError:
+        return False  # not a valid template: str.format would refuse it too
+    return any("." in field or "[" in field for field in fields)
+
+
+def _walk_bounded(root: ast.AST, deadline: float):
+    """ast.walk with a node budget, a depth bound and a deadline, depth-first without recursion."""
+    stack, count = [(root, 0)], 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise StaticCheckError("size", f"more than {MAX_NODES} syntax nodes")
+        if depth > MAX_DEPTH:
+            raise StaticCheckError("size", f"nested more than {MAX_DEPTH} deep")
+        if count % 64 == 0 and time.monotonic() > deadline:
+            raise StaticCheckError("time", "the static check ran out of its time budget")
+        yield node
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDGET_S) -> ast.Module:
     """Return the parsed module, or raise StaticCheckError naming the broken rule."""
+    deadline = time.monotonic() + time_budget_s
     if not isinstance(source, str):
         raise StaticCheckError("type", "source must be a str")
     if "\x00" in source:
@@ -49,6 +86,8 @@ def check_source(source: str, entry_point: str) -> ast.Module:
         raise StaticCheckError("syntax", f"{err.msg} (line {err.lineno})") from None
     except (ValueError, RecursionError, MemoryError) as err:
         raise StaticCheckError("syntax", f"unparsable source ({type(err).__name__})") from None
+    if time.monotonic() > deadline:
+        raise StaticCheckError("time", "the static check ran out of its time budget while parsing")
 
     functions = []
     for node in tree.body:
@@ -74,17 +113,29 @@ def check_source(source: str, entry_point: str) -> ast.Module:
     if getattr(function, "type_params", None):
         raise StaticCheckError("signature", "type parameters are not allowed")
 
-    for stmt in function.body:
-        for node in ast.walk(stmt):
-            rule = FORBIDDEN_NODES.get(type(node))
-            if rule:
-                raise StaticCheckError(rule, f"{rule} is not allowed (line {getattr(node, 'lineno', '?')})")
-            if isinstance(node, ast.Name) and node.id.startswith("__"):
+    protected = ALLOWED_CALLS | {entry_point}
+    for node in _walk_bounded(function, deadline):
+        if node is function:
+            continue
+        rule = FORBIDDEN_NODES.get(type(node))
+        if rule:
+            raise StaticCheckError(rule, f"{rule} is not allowed (line {getattr(node, 'lineno', '?')})")
+        if isinstance(node, ast.Name):
+            if node.id.startswith("__"):
                 raise StaticCheckError("dunder", f"name {node.id!r} is not allowed")
-            if isinstance(node, ast.Call):
-                if not (isinstance(node.func, ast.Name) and node.func.id in ALLOWED_CALLS):
-                    called = node.func.id if isinstance(node.func, ast.Name) else type(node.func).__name__
-                    raise StaticCheckError("call", f"call of {called!r} is not allowed; allowed: {sorted(ALLOWED_CALLS)}")
+            if node.id == entry_point and isinstance(node.ctx, ast.Load):
+                raise StaticCheckError("recursion", f"the body may not refer to {entry_point!r} itself")
+            if node.id in protected and not isinstance(node.ctx, ast.Load):
+                raise StaticCheckError("rebind", f"{node.id!r} may not be assigned (line {node.lineno})")
+        if isinstance(node, ast.arg) and node.arg in protected:
+            raise StaticCheckError("rebind", f"parameter {node.arg!r} would shadow a protected name")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and _format_field_reaches_attribute(node.value):
+            raise StaticCheckError("attribute access", "a format field may not look up attributes or items")
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id in ALLOWED_CALLS):
+                called = node.func.id if isinstance(node.func, ast.Name) else type(node.func).__name__
+                raise StaticCheckError("call", f"call of {called!r} is not allowed; allowed: {sorted(ALLOWED_CALLS)}")
     for a in args.args:
         if a.arg.startswith("__"):
             raise StaticCheckError("dunder", f"parameter {a.arg!r} is not allowed")

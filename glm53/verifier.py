@@ -1,16 +1,28 @@
-"""The executable verifier: static check, then execution in a sandboxed child process.
+"""The executable verifier: static check, then execution in an isolated process, one per program.
 
     verdict = verify(source, entry_point, cases, timeout_s=2.0)
     verdict.status in {"passed", "failed", "invalid", "timeout", "memory", "crashed"}
 
 Stage 1 (static_check.py) refuses anything outside a small safe subset before it runs. Stage 2 sends the
-program to a pool of warm worker processes (sandbox_worker.py); each candidate runs in a fresh forked child
-with resource limits, and a case counts only from the structured result the harness writes back, compared
-with type-strict equality (1 != True, 1 != 1.0, also inside lists).
+program to a pool of warm workers (sandbox_worker.py). Each worker keeps a template process that entered the
+OS isolation layers (sandbox_isolation.py) before any job existed, and forks one child per program from it; the
+worker feeds that child one case at a time and compares each result with the expected value itself.
 
-Simplifications: this is a defence in depth for model-written one-liners, not a security boundary against a
-determined attacker: there are no namespaces, seccomp or containers, and as root the process-count limit is
-not enforced (the static stage already forbids every route to os, imports and attribute access).
+What it guarantees, on Linux with every layer on (`isolation()["level"] == "full"`):
+- A program passes only by returning, for every hidden case, a value equal in type and value to the expected
+  one (1 != True != 1.0, also inside lists, tuples, dicts and dict keys). Expected values never enter the
+  program's process; the inputs of other cases and of other jobs are not in it either, so nothing it can reach
+  tells it an answer it did not compute.
+- The program cannot open a socket, reach any network, run another program, create processes, signal or trace
+  other processes, write or create a file, read /proc or /sys, or change its limits; it runs as `nobody` (when
+  the pool runs as root) with at most `memory_mb` of address space and a CPU and wall-clock limit. Whatever it
+  does, the caller gets a verdict: a crash, hang or flood of output becomes crashed, timeout or memory.
+- The pool is safe to share between threads; every reply is matched to its job by id.
+What it does not guarantee: it is not a hardened container. The kernel is shared (a kernel bug reachable through
+the allowed syscalls is out of scope); reads of world-readable files in the read-only mount view are allowed;
+CPU and memory use within the limits can slow the machine. Where a layer is unavailable (not Linux, no user
+namespaces, no libseccomp) the pool says so once on stderr and `isolation()` records it; the static stage and
+resource limits still apply. Receipts record `isolation()`.
 """
 
 from __future__ import annotations
@@ -18,22 +30,28 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .sandbox_isolation import LAYERS, isolation_level
+from .sandbox_worker import LineReader, encode, same_value  # noqa: F401 - same_value is part of this API
 from .static_check import ALLOWED_CALLS, StaticCheckError, check_source
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
 WORKER = Path(__file__).with_name("sandbox_worker.py")
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MEMORY_MB = 512
+START_TIMEOUT_S = 30.0
+_warned = threading.Event()
 
 
 @dataclass
@@ -56,100 +74,119 @@ class Verdict:
         return asdict(self)
 
 
-def same_value(actual, expected) -> bool:
-    """Type-strict equality, recursively through lists, tuples and dicts."""
-    if type(actual) is not type(expected):
-        return False
-    if isinstance(expected, (list, tuple)):
-        return len(actual) == len(expected) and all(same_value(a, e) for a, e in zip(actual, expected))
-    if isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(same_value(actual[k], expected[k]) for k in expected)
-    return actual == expected
+class _Worker:
+    """One `sandbox_worker.py` process and the isolation report its template sent at start."""
 
-
-def _encode(value):
-    from .sandbox_worker import encode
-
-    return encode(value)
-
-
-class SandboxPool:
-    """Warm worker processes, each answering jobs one at a time; jobs are spread over them by threads."""
-
-    def __init__(self, workers: int | None = None, memory_mb: int = DEFAULT_MEMORY_MB):
-        self.size = workers or max(1, min(4, os.cpu_count() or 1))
-        self.memory_mb = memory_mb
-        self.scratch = Path(tempfile.mkdtemp(prefix="glm53-sandbox-"))
-        self._procs: list[subprocess.Popen | None] = [None] * self.size
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def _spawn(self, i: int) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(WORKER)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=self.scratch, env={},
-                                start_new_session=True, text=True, bufsize=1)
-        self._procs[i] = proc
-        return proc
-
-    def _worker(self, i: int) -> subprocess.Popen:
-        proc = self._procs[i]
-        if proc is None or proc.poll() is not None:
-            proc = self._spawn(i)
-        return proc
-
-    def _run_one(self, i: int, job: dict) -> dict:
-        proc = self._worker(i)
+    def __init__(self, scratch: Path, layers: tuple[str, ...]):
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(WORKER), ",".join(layers)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     cwd=scratch, env={}, start_new_session=True, bufsize=0)
+        self.reader = LineReader(self.proc.stdout.fileno())
         try:
-            proc.stdin.write(json.dumps(job) + "\n")
-            proc.stdin.flush()
+            line = self.reader.readline(time.monotonic() + START_TIMEOUT_S)
+            self.report = json.loads(line)["hello"]
+        except (TimeoutError, TypeError, ValueError, KeyError) as err:
+            self.kill()
+            raise RuntimeError(f"the sandbox worker did not start ({type(err).__name__})") from None
+
+    def ask(self, job: dict) -> dict | None:
+        """Send one job and return its reply, or None when the worker broke, hung or answered another job."""
+        try:
+            self.proc.stdin.write(json.dumps(job).encode() + b"\n")
             # the worker enforces the job's deadline; this outer one only catches a stuck worker
-            ready, _, _ = select.select([proc.stdout], [], [], job["timeout_s"] + 10)
-            line = proc.stdout.readline() if ready else ""
-        except (BrokenPipeError, OSError):
-            line = ""
-        if not line:
-            self._kill(i)
-            return {"status": "crashed", "message": "sandbox worker stopped answering; restarted"}
-        return json.loads(line)
+            line = self.reader.readline(time.monotonic() + job["timeout_s"] + 10)
+            reply = json.loads(line) if line else None
+        except (OSError, TimeoutError, ValueError):
+            return None
+        if not isinstance(reply, dict) or reply.get("id") != job["id"]:
+            return None
+        return reply
 
-    def run(self, jobs: list[dict]) -> list[dict]:
-        if self._closed:
-            raise RuntimeError("this SandboxPool is closed")
-        replies: list[dict | None] = [None] * len(jobs)
-
-        def lane(i: int) -> None:
-            for j in range(i, len(jobs), self.size):
-                replies[j] = self._run_one(i, jobs[j])
-
-        threads = [threading.Thread(target=lane, args=(i,)) for i in range(min(self.size, len(jobs)))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return replies
-
-    def _kill(self, i: int) -> None:
-        proc = self._procs[i]
-        if proc is None:
-            return
+    def kill(self) -> None:
         try:
-            os.killpg(proc.pid, 9)
+            os.killpg(self.proc.pid, 9)
         except (ProcessLookupError, PermissionError):
             pass
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
             except OSError:
                 pass
-        self._procs[i] = None
+
+
+class SandboxPool:
+    """Warm sandbox workers shared safely by any number of threads: each job checks one out, uses it alone
+    and returns it. `layers` chooses the isolation layers (all by default; fewer only to measure their cost)."""
+
+    def __init__(self, workers: int | None = None, memory_mb: int = DEFAULT_MEMORY_MB,
+                 layers: Sequence[str] = LAYERS):
+        unknown = set(layers) - set(LAYERS)
+        if unknown:
+            raise ValueError(f"unknown isolation layers {sorted(unknown)}; choose from {list(LAYERS)}")
+        self.size = workers or max(1, min(4, os.cpu_count() or 1))
+        self.memory_mb = memory_mb
+        self.layers = tuple(layers)
+        self.scratch = Path(tempfile.mkdtemp(prefix="glm53-sandbox-"))
+        self._workers: list[_Worker | None] = [None] * self.size
+        self._idle: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for i in range(self.size):
+            self._idle.put(i)
+        self._report: dict | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def _worker(self, i: int) -> _Worker:
+        worker = self._workers[i]
+        if worker is None or worker.proc.poll() is not None:
+            worker = self._workers[i] = _Worker(self.scratch, self.layers)
+            with self._lock:
+                if self._report is None:
+                    self._report = dict(worker.report)
+                    _warn_once(self._report)
+        return worker
+
+    def _replace(self, i: int) -> None:
+        worker, self._workers[i] = self._workers[i], None
+        if worker is not None:
+            worker.kill()
+
+    def run_one(self, job: dict) -> dict:
+        if self._closed:
+            raise RuntimeError("this SandboxPool is closed")
+        i = self._idle.get()
+        try:
+            reply = self._worker(i).ask(job)
+            if reply is None:
+                self._replace(i)
+                return {"id": job["id"], "status": "crashed", "passed": 0, "total": len(job["cases"]),
+                        "message": "sandbox worker stopped answering or answered another job; replaced"}
+            return reply
+        finally:
+            self._idle.put(i)
+
+    def run(self, jobs: list[dict]) -> list[dict]:
+        if len(jobs) <= 1:
+            return [self.run_one(job) for job in jobs]
+        with ThreadPoolExecutor(max_workers=min(self.size, len(jobs))) as executor:
+            return list(executor.map(self.run_one, jobs))
+
+    def isolation(self) -> dict:
+        """{layer: "on (...)" or "off: reason", "level": full|partial|none}, starting a worker if none ran yet."""
+        if self._report is None:
+            i = self._idle.get()
+            try:
+                self._worker(i)
+            finally:
+                self._idle.put(i)
+        return {**self._report, "level": isolation_level(self._report)}
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         for i in range(self.size):
-            self._kill(i)
+            self._replace(i)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "SandboxPool":
@@ -159,41 +196,63 @@ class SandboxPool:
         self.close()
 
 
+def _warn_once(report: dict) -> None:
+    off = {layer: why for layer, why in report.items() if not str(why).startswith("on")
+           and "not requested" not in str(why)}
+    if off and not _warned.is_set():
+        _warned.set()
+        print("glm53 verifier: running without " + "; ".join(f"{k} ({v})" for k, v in off.items())
+              + ". Programs are still statically checked and resource-limited; receipts record the isolation level.",
+              file=sys.stderr)
+
+
 _default_pool: SandboxPool | None = None
+_default_lock = threading.Lock()
 
 
 def default_pool() -> SandboxPool:
     global _default_pool
-    if _default_pool is None or _default_pool._closed:
-        _default_pool = SandboxPool()
-        atexit.register(_default_pool.close)
-    return _default_pool
+    with _default_lock:
+        if _default_pool is None or _default_pool._closed:
+            _default_pool = SandboxPool()
+            atexit.register(_default_pool.close)
+        return _default_pool
+
+
+def _job(n: int, source: str, entry_point: str, cases: list, timeout_s: float, memory_mb: int) -> dict:
+    try:
+        encoded = [[[encode(a) for a in args], encode(expected)] for args, expected in cases]
+    except ValueError as err:
+        raise ValueError(f"item {n}: test cases cannot be sent to the sandbox ({err})") from None
+    return {"id": n, "source": source, "entry_point": entry_point, "cases": encoded,
+            "builtins": sorted(ALLOWED_CALLS), "timeout_s": float(timeout_s), "memory_mb": memory_mb}
+
+
+def isolation(pool: SandboxPool | None = None) -> dict:
+    """The isolation layers the verifier runs with, for receipts."""
+    return (pool or default_pool()).isolation()
 
 
 def verify_many(items: Sequence[tuple[str, str, Sequence]], timeout_s: float = DEFAULT_TIMEOUT_S,
                 pool: SandboxPool | None = None) -> list[Verdict]:
     """items: (source, entry_point, cases) with cases [(args, expected), ...]. Returns one Verdict each."""
+    pool = pool or default_pool()
     verdicts: list[Verdict | None] = [None] * len(items)
-    jobs, owners = [], []
+    jobs = []
     for n, (source, entry_point, cases) in enumerate(items):
         cases = [(list(args), expected) for args, expected in cases]
+        if not cases:
+            raise ValueError(f"item {n}: no test cases; a program can only be judged against at least one case")
         try:
             check_source(source, entry_point)
         except StaticCheckError as err:
             verdicts[n] = Verdict("invalid", 0, len(cases), str(err), err.rule)
             continue
-        try:
-            args = [[_encode(a) for a in case_args] for case_args, _ in cases]
-        except ValueError as err:
-            raise ValueError(f"item {n}: test case arguments cannot be sent to the sandbox ({err})") from None
-        jobs.append({"id": n, "source": source, "entry_point": entry_point, "args": args,
-                     "builtins": sorted(ALLOWED_CALLS), "timeout_s": float(timeout_s),
-                     "memory_mb": (pool or default_pool()).memory_mb})
-        owners.append((n, cases))
-    if jobs:
-        replies = (pool or default_pool()).run(jobs)
-        for (n, cases), reply in zip(owners, replies):
-            verdicts[n] = _verdict_from_reply(reply, cases)
+        jobs.append(_job(n, source, entry_point, cases, timeout_s, pool.memory_mb))
+    for reply in pool.run(jobs):
+        status = reply["status"] if reply.get("status") in STATUSES else "crashed"
+        verdicts[reply["id"]] = Verdict(status, int(reply.get("passed", 0)), int(reply["total"]),
+                                        str(reply.get("message", "")))
     return verdicts  # type: ignore[return-value]
 
 
@@ -202,29 +261,31 @@ def verify(source: str, entry_point: str, cases: Sequence, timeout_s: float = DE
     return verify_many([(source, entry_point, cases)], timeout_s, pool)[0]
 
 
-def _verdict_from_reply(reply: dict, cases: list) -> Verdict:
+def verify_stream(items: Iterable[tuple[str, str, Sequence]], timeout_s: float = DEFAULT_TIMEOUT_S,
+                  pool: SandboxPool | None = None, chunk: int = 64) -> Iterator[Verdict]:
+    """Verdicts in order for an iterable of any length, holding at most `chunk` items at a time."""
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == chunk:
+            yield from verify_many(batch, timeout_s, pool)
+            batch = []
+    if batch:
+        yield from verify_many(batch, timeout_s, pool)
+
+
+def probe(source: str, entry_point: str, args_per_case: Sequence, pool: SandboxPool,
+          skip_seccomp: bool = False, builtin_names: Sequence[str] | None = None) -> list:
+    """Test-only hook: run raw code in a sandbox child, bypassing the static stage, and return what each case
+    returned (or raised). With `builtin_names=None` the code gets every builtin, `__import__` included."""
+    import builtins
+
+    names = sorted(dir(builtins)) if builtin_names is None else list(builtin_names)
+    job = _job(0, source, entry_point, [(args, None) for args in args_per_case], 10.0, pool.memory_mb)
+    job.update(builtins=names, echo=True, test_skip_seccomp=skip_seccomp)
+    reply = pool.run_one(job)
+    if "values" not in reply:
+        raise RuntimeError(f"probe did not run: {reply.get('status')}: {reply.get('message')}")
     from .sandbox_worker import decode
 
-    total = len(cases)
-    status = reply.get("status")
-    if status != "ran":
-        status = status if status in STATUSES else "crashed"
-        return Verdict(status, 0, total, str(reply.get("message", "")))
-    results = reply.get("results", [])
-    passed, first_failure = 0, ""
-    for k, ((args, expected), result) in enumerate(zip(cases, results)):
-        ok = False
-        if "value" in result:
-            try:
-                ok = same_value(decode(result["value"]), expected)
-            except (ValueError, TypeError, KeyError, IndexError):
-                ok = False
-        if ok:
-            passed += 1
-        elif not first_failure:
-            first_failure = f"case {k} {'raised ' + result['error'] if 'error' in result else 'returned a wrong value'}"
-    if len(results) != total:
-        return Verdict("crashed", passed, total, "the harness returned too few results")
-    if passed == total:
-        return Verdict("passed", passed, total, "")
-    return Verdict("failed", passed, total, first_failure)
+    return [decode(r["value"]) if "value" in r else f"raised {r['error']}" for r in reply["values"]]

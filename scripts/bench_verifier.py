@@ -1,4 +1,5 @@
-"""Verifier throughput: verdicts per second through verify_many for typical one-line completions.
+"""Verifier throughput: verdicts per second through verify_many for typical one-line completions, with every
+isolation layer on and then with layers added one at a time, so that each layer's cost shows.
 
     python scripts/bench_verifier.py [--programs 2000] [--workers N]
 
@@ -7,10 +8,14 @@ ones (which never reach a process), over the confirm split's tasks and their hid
 """
 
 import argparse
+import platform
+import subprocess
 import time
 
 from glm53.tasks import frozen_tasks
 from glm53.verifier import SandboxPool, verify_many
+
+SETTINGS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]
 
 
 def main() -> None:
@@ -26,17 +31,21 @@ def main() -> None:
         task = tasks[i % len(tasks)]
         body = bodies[i % len(bodies)].replace("{canonical}", task.canonical_completion)
         items.append((task.prompt + body, task.entry_point, task.cases))
-    with SandboxPool(workers=args.workers) as pool:
-        verify_many(items[:50], pool=pool)  # start the workers
-        started = time.perf_counter()
-        verdicts = verify_many(items, pool=pool)
-        elapsed = time.perf_counter() - started
-        workers = pool.size
-    counts = {}
-    for v in verdicts:
-        counts[v.status] = counts.get(v.status, 0) + 1
-    print(f"{len(items)} programs in {elapsed:.2f} s: {len(items) / elapsed:.0f} verdicts/s "
-          f"({workers} workers; {counts})")
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+    print("cpu:", next((line.split(":", 1)[1].strip() for line in cpu if line.startswith("Model name")),
+                       platform.processor()), "| python", platform.python_version())
+    for layers in SETTINGS:
+        with SandboxPool(workers=args.workers, layers=layers) as pool:
+            verify_many(items[:50], pool=pool)  # start the workers
+            started = time.perf_counter()
+            verdicts = verify_many(items, pool=pool)
+            elapsed = time.perf_counter() - started
+            level = pool.isolation()["level"]
+        counts = {}
+        for v in verdicts:
+            counts[v.status] = counts.get(v.status, 0) + 1
+        print(f"layers {'+'.join(layers) or 'none':32s} ({level:7s}): {len(items)} programs in {elapsed:.2f} s, "
+              f"{len(items) / elapsed:4.0f} verdicts/s ({pool.size} workers; {counts})")
 
 
 if __name__ == "__main__":

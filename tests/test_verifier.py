@@ -80,6 +80,17 @@ HOSTILE = {
     "float instead of int": (f("return x + 1.0"), "failed"),
     "returns None": (f("y = x + 1"), "failed"),
     "assert": (f("assert False\nreturn x + 1"), "invalid"),
+    # the cross-job leak's first step: a class pattern fetching a bound method of an allowed value
+    "match class pattern": (f("match str(x):\n    case str(format=fmt):\n        return fmt('{0}', x)"), "invalid"),
+    "match reaching dunders": (f("match x:\n    case int(__class__=c):\n        return c"), "invalid"),
+    "format field walking attributes": (f("return '{0.__class__}'"), "invalid"),
+    "format field walking items": (f("return '{0[0]}'"), "invalid"),
+    "rebinding an allowed builtin": (f("len = sum\nreturn len([x, 1])"), "invalid"),
+    "walrus on a builtin": (f("return (max := min)(x, 1)"), "invalid"),
+    "comprehension target shadows a builtin": (f("return [len for len in range(x)]"), "invalid"),
+    "rebinding the entry point": (f("f = abs\nreturn x + 1"), "invalid"),
+    "recursion through a key function": (f("return sorted([x], key=f)"), "invalid"),
+    "parameter shadowing a builtin": ("def f(sum):\n    return sum + 1\n", "invalid"),
 }
 
 
@@ -140,6 +151,39 @@ def test_type_strict_equality():
     assert same_value(1, 1) and not same_value(1, True) and not same_value(1, 1.0)
     assert not same_value([1, 2], [1, True]) and same_value([1, [2]], [1, [2]])
     assert not same_value((1,), [1])
+
+
+@pytest.mark.parametrize("actual, expected, equal", [
+    ({True: "v"}, {1: "v"}, False),
+    ({2.0: "v"}, {2: "v"}, False),
+    ({(1, True): 0}, {(1, 1): 0}, False),
+    ({1: True}, {1: 1}, False),
+    ({1: [2], "a": (3,)}, {"a": (3,), 1: [2]}, True),
+    ({1: 0}, {1: 0, 2: 0}, False),
+])
+def test_type_strict_equality_reaches_dict_keys(actual, expected, equal):
+    assert same_value(actual, expected) is equal
+
+
+def test_a_dict_with_lookalike_keys_fails_in_the_sandbox(pool):
+    assert verify(f("return {True: x}"), "f", [((1,), {1: 1})], pool=pool).status == "failed"
+    assert verify(f("return {1: x}"), "f", [((1,), {1: 1})], pool=pool).passed
+
+
+def test_no_cases_is_an_error_not_a_pass(pool):
+    with pytest.raises(ValueError, match="no test cases"):
+        verify(f("return x"), "f", [], pool=pool)
+
+
+def test_the_static_check_is_bounded():
+    with pytest.raises(StaticCheckError) as err:
+        check_source(f("return x + 1"), "f", time_budget_s=0.0)
+    assert err.value.rule == "time"
+    many_nodes = f("return [" + ",".join(["x"] * 1600) + "]")
+    assert len(many_nodes.encode()) <= 4096
+    with pytest.raises(StaticCheckError) as err:
+        check_source(many_nodes, "f")
+    assert err.value.rule == "size"
 
 
 def test_static_rules_are_named():

@@ -1,0 +1,218 @@
+"""The verifier's second wall: operating-system isolation for candidate processes (Linux).
+
+Standard library only (the sandbox worker imports it under `python -I -S`). Three layers, each optional and
+each reported, so that a gap in the static stage is not an escape:
+
+- `namespaces`: a new network namespace (only a loopback interface, down: no network at all), a new IPC
+  namespace, and a new mount namespace in which every mount is read-only, nosuid and nodev, `/proc` and `/sys`
+  are covered by empty read-only tmpfs mounts, and only the scratch directory stays writable. As root this is a
+  plain unshare; otherwise it goes through a user namespace, where the kernel allows one.
+- `drop-user`: as root, the template process becomes `nobody` (no capabilities, no root-owned files).
+- `seccomp`: a syscall allow-list for a pure computation (memory, reads, clocks, exit). Everything else fails
+  with EPERM: sockets, exec, fork/clone, ptrace, kill and every other signal sent, mount, unshare, and any
+  open for writing or creating (anywhere: the candidate never needs to write a file). The filter is compiled
+  once with libseccomp (through ctypes) and loaded in each child with `no_new_privs` set.
+
+Set-up runs once in the sandbox template process (before any job) for the first two layers; the seccomp filter
+is compiled there too and installed in each child after its resource limits are set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+LAYERS = ("namespaces", "drop-user", "seccomp")
+
+# <sched.h> and <sys/mount.h>
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
+NOBODY = 65534
+
+# libseccomp's constants (seccomp.h)
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_EQ, SCMP_CMP_MASKED_EQ = 4, 7
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+# What a running Python computation needs once its job is read. Names missing on an architecture are skipped.
+ALLOWED_SYSCALLS = (
+    "read", "readv", "pread64", "write", "writev", "close", "lseek", "fstat", "newfstatat", "stat", "lstat",
+    "statx", "fcntl", "getdents64", "getcwd", "readlink", "readlinkat", "access", "faccessat", "faccessat2",
+    "mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex", "sched_yield", "sched_getaffinity",
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "getpid", "gettid", "getppid", "getuid",
+    "geteuid", "getgid", "getegid", "getrandom", "clock_gettime", "clock_getres", "gettimeofday", "time",
+    "getrusage", "uname", "exit", "exit_group",
+)
+
+
+class IsolationError(OSError):
+    pass
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise IsolationError(code, f"{what}: {os.strerror(code)}")
+
+
+def set_parent_death_signal(libc=None) -> None:
+    """Die with SIGKILL when the parent dies, so no sandbox process outlives the worker."""
+    _check((libc or _libc()).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def enter_namespaces(scratch: str) -> str:
+    """Unshare network, IPC and mount namespaces and make every mount but `scratch` read-only. Returns how."""
+    libc = _libc()
+    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS
+    how = "root"
+    if os.geteuid() != 0:
+        uid, gid = os.geteuid(), os.getegid()
+        _check(libc.unshare(flags | CLONE_NEWUSER), "unshare(user, net, ipc, mount)")
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        how = "user namespace"
+    else:
+        _check(libc.unshare(flags), "unshare(net, ipc, mount)")
+    mount = libc.mount
+    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    _check(mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(/, private)")
+    with open("/proc/self/mountinfo") as f:
+        mounts = [(line.split()[4], line.split()[5].split(",")) for line in f]
+    kept = {"noexec": MS_NOEXEC}
+    for point, options in mounts:
+        extra = sum(bit for name, bit in kept.items() if name in options)
+        # MS_BIND makes this a per-mount change in our namespace; without it the remount would hit the
+        # filesystem itself, for every process on the machine.
+        result = mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
+                       None)
+        if result != 0 and ctypes.get_errno() not in (errno.ENOENT, errno.EACCES):
+            _check(result, f"remount {point} read-only")
+    for hidden in (b"/proc", b"/sys"):
+        _check(mount(b"tmpfs", hidden, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k"),
+               f"cover {hidden.decode()}")
+    target = os.path.realpath(scratch).encode()
+    _check(mount(target, target, None, MS_BIND, None), "bind scratch")
+    _check(mount(None, target, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, None), "scratch writable")
+    return how
+
+
+def drop_user() -> str:
+    """As root, become nobody: no capabilities, no access to root's files or processes. Returns how."""
+    if os.geteuid() != 0:
+        return f"unprivileged already, uid {os.geteuid()}"
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+    return f"uid {NOBODY}"
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class SeccompFilter:
+    """The allow-list compiled to classic BPF once; `install()` (in the child) loads it with no_new_privs."""
+
+    def __init__(self):
+        try:
+            lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+        except OSError:
+            raise IsolationError(errno.ENOENT, "libseccomp is not installed (Debian/Ubuntu: libseccomp2)") from None
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                               ctypes.POINTER(_ArgCmp)]
+        lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.seccomp_release.argtypes = [ctypes.c_void_p]
+        ctx = lib.seccomp_init(0x00050000 | errno.EPERM)  # SCMP_ACT_ERRNO(EPERM): the default for the rest
+        if not ctx:
+            raise IsolationError(errno.EINVAL, "seccomp_init failed")
+        try:
+            for syscall in ALLOWED_SYSCALLS:
+                number = lib.seccomp_syscall_resolve_name(syscall.encode())
+                if number >= 0:
+                    self._rule(lib, ctx, number, [])
+            # opening is allowed only without any write, create, truncate or append flag
+            for syscall, flags_arg in (("open", 1), ("openat", 2)):
+                number = lib.seccomp_syscall_resolve_name(syscall.encode())
+                if number >= 0:
+                    self._rule(lib, ctx, number, [_ArgCmp(flags_arg, SCMP_CMP_MASKED_EQ, WRITE_FLAGS, 0)])
+            # reading one's own limits is fine; setting them is not
+            number = lib.seccomp_syscall_resolve_name(b"prlimit64")
+            if number >= 0:
+                self._rule(lib, ctx, number, [_ArgCmp(2, SCMP_CMP_EQ, 0, 0)])
+            read_fd, write_fd = os.pipe()
+            try:
+                _check(lib.seccomp_export_bpf(ctx, write_fd), "seccomp_export_bpf")
+                os.close(write_fd)
+                write_fd = -1
+                chunks = []
+                while chunk := os.read(read_fd, 65536):
+                    chunks.append(chunk)
+            finally:
+                os.close(read_fd)
+                if write_fd >= 0:
+                    os.close(write_fd)
+        finally:
+            lib.seccomp_release(ctx)
+        self._program_bytes = ctypes.create_string_buffer(b"".join(chunks))
+        self._program = _SockFprog(len(self._program_bytes.raw) // 8, ctypes.addressof(self._program_bytes))
+        self._libc = _libc()
+        self.instructions = self._program.len
+
+    @staticmethod
+    def _rule(lib, ctx, number: int, comparisons: list) -> None:
+        array = (_ArgCmp * max(1, len(comparisons)))(*comparisons)
+        result = lib.seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, number, len(comparisons), array)
+        if result != 0:
+            raise IsolationError(-result, f"seccomp rule for syscall {number}: {os.strerror(-result)}")
+
+    def install(self) -> None:
+        _check(self._libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _check(self._libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self._program), 0, 0),
+               "prctl(PR_SET_SECCOMP)")
+
+
+def set_up_template(scratch: str, wanted: tuple[str, ...]) -> tuple[dict, SeccompFilter | None]:
+    """Enter every wanted layer the platform offers. Returns ({layer: "on" or "off: reason"}, filter or None)."""
+    report, seccomp = {}, None
+    for layer in LAYERS:
+        if layer not in wanted:
+            report[layer] = "off: not requested"
+            continue
+        try:
+            if layer == "namespaces":
+                report[layer] = f"on ({enter_namespaces(scratch)})"
+            elif layer == "drop-user":
+                report[layer] = f"on ({drop_user()})"
+            else:
+                seccomp = SeccompFilter()
+                report[layer] = f"on ({seccomp.instructions} BPF instructions)"
+        except (OSError, AttributeError) as err:
+            report[layer] = f"off: {err}"
+    return report, seccomp
+
+
+def isolation_level(report: dict) -> str:
+    """'full' when every layer is on, 'none' when none is, else 'partial'."""
+    on = [layer for layer in LAYERS if str(report.get(layer, "")).startswith("on")]
+    return "full" if len(on) == len(LAYERS) else ("none" if not on else "partial")

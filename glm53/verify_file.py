@@ -1,0 +1,66 @@
+"""`glm53 verify`: judge a JSON Lines file of completions, streaming, in constant memory for any file size.
+
+Each input line holds {"prompt", "completion", "entry_point", "cases": [[args_list, expected], ...]} (extra keys
+are kept); each output line is the input row plus "verdict". Rows are read, judged and written a chunk at a
+time, and the output appears atomically when every row is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Iterator
+
+from .io import atomic_writer
+from .verifier import DEFAULT_TIMEOUT_S, SandboxPool, verify_stream
+
+FIELDS = {"prompt": str, "completion": str, "entry_point": str, "cases": list}
+
+
+def read_rows(path: str | os.PathLike) -> Iterator[dict]:
+    """Rows of a completions file, checked one by one; a bad row is a ValueError naming its line."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} does not exist or is not a file")
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ValueError(f"{where}: not valid JSON ({err})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: each line must be a JSON object")
+            for key, kind in FIELDS.items():
+                if key not in row:
+                    raise ValueError(f"{where}: missing key {key!r} (need {', '.join(FIELDS)})")
+                if not isinstance(row[key], kind):
+                    raise ValueError(f"{where}: {key!r} must be a {kind.__name__}, got {type(row[key]).__name__}")
+            if not row["cases"]:
+                raise ValueError(f"{where}: 'cases' is empty; a program is judged against at least one case")
+            for k, case in enumerate(row["cases"]):
+                if not (isinstance(case, list) and len(case) == 2 and isinstance(case[0], list)):
+                    raise ValueError(f"{where}: case {k} must be [args_list, expected]")
+            yield row
+
+
+def verify_file(input_path: str | os.PathLike, out_path: str | os.PathLike, timeout_s: float = DEFAULT_TIMEOUT_S,
+                pool: SandboxPool | None = None) -> dict[str, int]:
+    """Write one verdict per row to `out_path` (never overwriting); returns the count of each status."""
+    counts: dict[str, int] = {}
+    with atomic_writer(out_path) as out:
+        rows = iter(read_rows(input_path))
+        pending: deque[dict] = deque()
+
+        def items():
+            for row in rows:
+                pending.append(row)
+                yield row["prompt"] + row["completion"], row["entry_point"], [(tuple(a), e) for a, e in row["cases"]]
+
+        for verdict in verify_stream(items(), timeout_s=timeout_s, pool=pool):
+            row = pending.popleft()
+            counts[verdict.status] = counts.get(verdict.status, 0) + 1
+            out.write(json.dumps({**row, "verdict": verdict.to_json()}, ensure_ascii=False) + "\n")
+    return counts
