@@ -1,7 +1,7 @@
 """glm53: a CPU-first laboratory for a tiny GLM-5.3-Flash-style language model."""
 
-from .config import ModelConfig
-from .model import GLM53, ModelAux
+from .model.config import ModelConfig
+from .model.model import GLM53, ModelAux
 from .tokenizer import ByteTokenizer
 
 __all__ = ["ByteTokenizer", "ModelConfig", "GLM53", "ModelAux"]

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from .config import ModelConfig
+from .model.config import ModelConfig
 from .device import autocast, peak_memory_bytes, resolve_precision
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
@@ -43,7 +43,7 @@ def _weights_sha(model) -> str:
 
 
 def _build(model_kwargs: dict, plain: bool, seed: int):
-    from .model import GLM53
+    from .model.model import GLM53
 
     cfg = ModelConfig(**model_kwargs)
     torch.manual_seed(seed)
@@ -125,7 +125,7 @@ def _timed(fn) -> float:
 
 def flops_per_token(cfg: ModelConfig, sequence_length: int) -> dict:
     """Training FLOPs per token: 6 x active matmul parameters + 3 x attention's forward FLOPs."""
-    from .sparse_attention import sparse_attention_mask
+    from .model.sparse_attention import sparse_attention_mask
 
     D, H, d, h = cfg.dim, cfg.heads, cfg.head_dim, cfg.expert_hidden
     expert = D * 2 * h + h * D

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from .io import AtomicDirectory, atomic_write_json, sha256_file
-from .model import GLM53
+from .model.model import GLM53
 
 WEIGHTS_NAME = "model.safetensors"
 METADATA_NAME = "metadata.json"

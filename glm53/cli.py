@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from .config import ModelConfig
+from .model.config import ModelConfig
 
 
 def _int_list(text: str) -> list[int]:
@@ -36,7 +36,7 @@ def _model_config_from(args) -> ModelConfig:
 
 def cmd_info(args) -> int:
     from .device import resolve_device
-    from .model import GLM53
+    from .model.model import GLM53
 
     cfg = _model_config_from(args)
     model = GLM53(cfg)
@@ -172,7 +172,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .verify_file import verify_file
+    from .verify.verify_file import verify_file
 
     counts = verify_file(args.input, args.out, timeout_s=args.timeout)
     print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
@@ -211,7 +211,7 @@ def cmd_vision(args) -> int:
 
     from .device import resolve_device
     from .io import atomic_write_json
-    from .vision_train import full_model_pilot, run_architectures
+    from .vision.train import full_model_pilot, run_architectures
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):

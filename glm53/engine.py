@@ -15,10 +15,10 @@ from collections import defaultdict
 
 import torch
 
-from .cache import InferenceCache
+from .model.cache import InferenceCache
 from .device import resolve_precision
 from .generate import StopRule, banned_ids, check_lengths, result_record, sample_next
-from .model import GLM53
+from .model.model import GLM53
 from .tokenizer import ByteTokenizer
 
 

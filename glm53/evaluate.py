@@ -16,11 +16,11 @@ import torch
 from .device import peak_memory_bytes
 from .engine import generate_groups
 from .generate import function_body_complete
-from .model import GLM53
-from .rewards import binary_reward
-from .static_check import is_valid
+from .model.model import GLM53
+from .verify.rewards import binary_reward
+from .verify.static_check import is_valid
 from .tasks import Task
-from .verifier import DEFAULT_TIMEOUT_S, SandboxPool, isolation, verify_many
+from .verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, isolation_report, verify_many
 
 MAX_ROWS_PER_BATCH = 256
 
@@ -110,7 +110,7 @@ def evaluate(model: GLM53, tasks: list[Task], samples: int = 1, temperature: flo
         "tasks": rows,
         "settings": {"samples": samples, "temperature": temperature, "seed": seed, "max_new_tokens": max_new_tokens,
                      "timeout_s": timeout_s, "precision": precision, "greedy": samples == 1 and temperature <= 0},
-        "sandbox": isolation(pool),
+        "sandbox": isolation_report(pool),
         "elapsed_seconds": time.perf_counter() - started,
         "peak_memory_bytes": peak_memory_bytes(model.device),
     }

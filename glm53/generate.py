@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from .model import GLM53
+from .model.model import GLM53
 from .tokenizer import ByteTokenizer
 
 StopRule = Callable[[str, str], bool]  # (prompt, completion so far) -> stop now?

@@ -21,14 +21,14 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .checkpoint import check_resume_settings, checkpoint_name, restore_latest, rng_state, save_checkpoint
-from .config import ModelConfig
+from .model.config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import evaluate
 from .io import atomic_write_json, truncate_jsonl
-from .model import GLM53
+from .model.model import GLM53
 from .tasks import Task, frozen_tasks
-from .verifier import isolation
+from .verify.verifier import isolation_report
 
 RUN_CONFIG_NAME = "run.json"
 LOG_NAME = "train_log.jsonl"
@@ -235,7 +235,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(device), "checkpoints": checkpoints,
         "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(), "sandbox": isolation(),
+        "threads": torch.get_num_threads(), "sandbox": isolation_report(),
     }
     atomic_write_json(out / RECEIPT_NAME, receipt)
     log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "

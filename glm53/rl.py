@@ -34,11 +34,11 @@ from .device import autocast, peak_memory_bytes, resolve_device, resolve_precisi
 from .evaluate import evaluate, task_stop_rule
 from .engine import generate_groups
 from .io import atomic_write_json, read_jsonl, sha256_file, truncate_jsonl
-from .model import GLM53
-from .rewards import REWARD_MODES, reward
+from .model.model import GLM53
+from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
 from .tokenizer import ByteTokenizer
-from .verifier import isolation, verify_many
+from .verify.verifier import isolation_report, verify_many
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 NORMALIZATIONS = ("sequence-mean", "token-sum")
@@ -309,7 +309,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "schedule_sha256": schedule_sha,
                "trainable_parameters": sum(p.numel() for p in trainable), "precision": precision,
-               "device": str(device), "sandbox": isolation(), "elapsed_seconds_this_invocation": elapsed,
+               "device": str(device), "sandbox": isolation_report(), "elapsed_seconds_this_invocation": elapsed,
                "resumed_after_group": done_groups if cfg.resume else None, "peak_memory_bytes": peak_memory_bytes(device),
                "checkpoints": checkpoints, "steps": steps_log, "rollouts": rollouts,
                "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,

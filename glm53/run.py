@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .checkpoint import WEIGHTS_NAME, checkpoint_name, load_model
 from .compare import compare
-from .config import ModelConfig
+from .model.config import ModelConfig
 from .device import resolve_device
 from .evaluate import evaluate
 from .io import atomic_write_json, sha256_file

@@ -13,7 +13,7 @@ import subprocess
 import time
 
 from glm53.tasks import frozen_tasks
-from glm53.verifier import SandboxPool, verify_many
+from glm53.verify.verifier import SandboxPool, verify_many
 
 SETTINGS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]
 

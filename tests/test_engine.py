@@ -20,7 +20,7 @@ def test_cached_forward_matches_full_forward_for_rows_at_different_positions(tin
         cache = model.new_cache(1, 40)
         model(ids[row : row + 1, :n], cache=cache)
         caches.append(cache)
-    from glm53.cache import InferenceCache
+    from glm53.model.cache import InferenceCache
 
     cache = InferenceCache.concat(caches)
     for step in range(12):

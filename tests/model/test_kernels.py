@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from glm53.linear_attention import (feature_map, linear_attention_chunked, linear_attention_cumulative,
+from glm53.model.linear_attention import (feature_map, linear_attention_chunked, linear_attention_cumulative,
                                     linear_attention_recurrent)
-from glm53.sparse_attention import (sparse_attention_gathered, sparse_attention_index, sparse_attention_mask,
+from glm53.model.sparse_attention import (sparse_attention_gathered, sparse_attention_index, sparse_attention_mask,
                                     sparse_attention_masked)
 
 
@@ -73,7 +73,7 @@ def test_masked_sparse_equals_gathered(T, window, stride):
 def test_grouped_moe_equals_looped_moe(tiny_config, top_k, tokens):
     import dataclasses
 
-    from glm53.moe import MixtureOfExperts
+    from glm53.model.moe import MixtureOfExperts
 
     cfg = dataclasses.replace(tiny_config, top_k=top_k)
     grouped = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="grouped")).double()
@@ -97,7 +97,7 @@ def test_grouped_moe_equals_looped_moe(tiny_config, top_k, tokens):
 def test_grouped_moe_pads_rows_under_bf16_autocast_without_changing_results(tiny_config):
     import dataclasses
 
-    from glm53.moe import MixtureOfExperts
+    from glm53.model.moe import MixtureOfExperts
 
     grouped = MixtureOfExperts(tiny_config)
     looped = MixtureOfExperts(dataclasses.replace(tiny_config, moe_impl="looped"))
@@ -110,7 +110,7 @@ def test_grouped_moe_pads_rows_under_bf16_autocast_without_changing_results(tiny
 
 
 def test_in_place_decoding_step_equals_recurrent_form():
-    from glm53.linear_attention import linear_attention_step
+    from glm53.model.linear_attention import linear_attention_step
 
     q, k, v = _qkv(3, 9, 2, 4, requires_grad=False)
     expected, (S_ref, z_ref) = linear_attention_recurrent(q, k, v)

@@ -8,7 +8,7 @@ scratch directory as its working directory. Three processes, each with one job:
   "memory_mb"} in, a verdict {"id", "status", "passed", "total", "message"} out. It holds the expected values
   and compares results as they arrive (type-strict), so each reply is a verdict and nothing piles up.
 - the template, forked at start before any job is read, enters the isolation layers once (namespaces, user
-  drop; see sandbox_isolation.py) and then only forks. It never sees a job, so a child forked from it holds
+  drop; see isolation.py) and then only forks. It never sees a job, so a child forked from it holds
   no data of any job, earlier or current.
 - one child per job, forked by the template: own process group, stdin/stdout/stderr on /dev/null, every other
   descriptor closed but its two pipes, resource limits (address space, CPU time, file size 0, processes, core
@@ -34,10 +34,10 @@ import sys
 import time
 
 if __package__:
-    from . import sandbox_isolation as isolation
+    from . import isolation
 else:  # run as a script under -I, which leaves the script's folder off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import sandbox_isolation as isolation  # noqa: E402
+    import isolation  # noqa: E402
 
 MAX_LINE_BYTES = 1 << 20  # one case's result, or one job's header
 RECURSION_LIMIT = 500

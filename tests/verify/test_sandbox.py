@@ -9,10 +9,10 @@ import tracemalloc
 
 import pytest
 
-from glm53.sandbox_isolation import LAYERS
-from glm53.sandbox_worker import decode
-from glm53.verifier import SandboxPool, _job, probe, verify, verify_many
-from glm53.verify_file import verify_file
+from glm53.verify.isolation import LAYERS
+from glm53.verify.sandbox_worker import decode
+from glm53.verify.verifier import SandboxPool, _job, probe, verify, verify_many
+from glm53.verify.verify_file import verify_file
 
 ACT = '''
 def act(what):

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from glm53.rewards import binary_reward, partial_reward, reward
-from glm53.static_check import check_source, StaticCheckError
+from glm53.verify.rewards import binary_reward, partial_reward, reward
+from glm53.verify.static_check import check_source, StaticCheckError
 from glm53.tasks import FAMILIES, frozen_tasks
-from glm53.verifier import SandboxPool, Verdict, same_value, verify, verify_many
+from glm53.verify.verifier import SandboxPool, Verdict, same_value, verify, verify_many
 
 CASES = [((1,), 2), ((-5,), -4), ((0,), 1)]  # f = increment
 PWNED = Path("/tmp/glm53-pwned")

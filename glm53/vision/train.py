@@ -13,12 +13,12 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .compare import mcnemar_exact
-from .config import ModelConfig
+from ..compare import mcnemar_exact
+from ..model.config import ModelConfig
 from .digits import held_out_set, training_batch
-from .model import GLM53
-from .tokenizer import ByteTokenizer
-from .vision import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
+from ..model.model import GLM53
+from ..tokenizer import ByteTokenizer
+from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
 
 PROMPT = "Digit: "
 MINI_LM = dict(vocab_size=263, dim=32, layers=1, heads=4, expert_hidden=48, experts=4, top_k=2, streams=2,
@@ -183,7 +183,7 @@ def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eva
     prior is learned sooner. Over seeds 89-120: mean 82.9 vs 78.0, lowest seed 61 vs 31 (paired t-test p = 0.14)."""
     if tower_warmup_steps is None:
         tower_warmup_steps = steps // 2
-    from .checkpoint import load_model
+    from ..checkpoint import load_model
 
     base = load_model(checkpoint, device)
     cfg = ModelConfig.from_dict({**base.config.to_dict(), "vocab_size": 263})

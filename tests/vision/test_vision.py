@@ -3,11 +3,11 @@ import torch
 import torch.nn.functional as F
 
 from glm53 import GLM53, ModelConfig
-from glm53.digits import held_out_set, render_digits, training_batch
+from glm53.vision.digits import held_out_set, render_digits, training_batch
 from glm53.tokenizer import IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
-from glm53.vision import (DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel,
+from glm53.vision.tower import (DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel,
                           image_prompt_ids)
-from glm53.vision_train import MINI_LM, answer_ids, build, prompt_ids, train_digits
+from glm53.vision.train import MINI_LM, answer_ids, build, prompt_ids, train_digits
 
 
 def test_token_layout():
@@ -104,7 +104,7 @@ def test_tower_warmup_scales_only_the_towers_first_steps():
 
 
 def test_pilot_vision_config_is_wider_with_larger_positions():
-    from glm53.vision_train import PILOT_VISION
+    from glm53.vision.train import PILOT_VISION
 
     tower = FaithfulVisionTower(PILOT_VISION, lm_dim=192)
     assert tower.positions.shape == (1, 64, 64)

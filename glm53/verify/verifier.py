@@ -5,10 +5,10 @@
 
 Stage 1 (static_check.py) refuses anything outside a small safe subset before it runs. Stage 2 sends the
 program to a pool of warm workers (sandbox_worker.py). Each worker keeps a template process that entered the
-OS isolation layers (sandbox_isolation.py) before any job existed, and forks one child per program from it; the
+OS isolation layers (isolation.py) before any job existed, and forks one child per program from it; the
 worker feeds that child one case at a time and compares each result with the expected value itself.
 
-What it guarantees, on Linux with every layer on (`isolation()["level"] == "full"`):
+What it guarantees, on Linux with every layer on (`isolation_report()["level"] == "full"`):
 - A program passes only by returning, for every hidden case, a value equal in type and value to the expected
   one (1 != True != 1.0, also inside lists, tuples, dicts and dict keys). Expected values never enter the
   program's process; the inputs of other cases and of other jobs are not in it either, so nothing it can reach
@@ -21,8 +21,8 @@ What it guarantees, on Linux with every layer on (`isolation()["level"] == "full
 What it does not guarantee: it is not a hardened container. The kernel is shared (a kernel bug reachable through
 the allowed syscalls is out of scope); reads of world-readable files in the read-only mount view are allowed;
 CPU and memory use within the limits can slow the machine. Where a layer is unavailable (not Linux, no user
-namespaces, no libseccomp) the pool says so once on stderr and `isolation()` records it; the static stage and
-resource limits still apply. Receipts record `isolation()`.
+namespaces, no libseccomp) the pool says so once on stderr and `isolation_report()` records it; the static stage and
+resource limits still apply. Receipts record `isolation_report()`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .sandbox_isolation import LAYERS, isolation_level
+from .isolation import LAYERS, isolation_level
 from .sandbox_worker import LineReader, encode, same_value  # noqa: F401 - same_value is part of this API
 from .static_check import ALLOWED_CALLS, StaticCheckError, check_source
 
@@ -228,7 +228,7 @@ def _job(n: int, source: str, entry_point: str, cases: list, timeout_s: float, m
             "builtins": sorted(ALLOWED_CALLS), "timeout_s": float(timeout_s), "memory_mb": memory_mb}
 
 
-def isolation(pool: SandboxPool | None = None) -> dict:
+def isolation_report(pool: SandboxPool | None = None) -> dict:
     """The isolation layers the verifier runs with, for receipts."""
     return (pool or default_pool()).isolation()
 

@@ -1,0 +1,21 @@
+"""The architecture, one concept a file. Read in this order:
+
+    config.py             ModelConfig: every size and switch, defaults = the reference 25.7M model
+    rope.py               rotary position embedding, and the q/k/v projection both attentions share
+    norm.py               RMSNorm
+    linear_attention.py   elu+1 linear attention: plain (cumulative), recurrent, fast (chunked)
+    sparse_attention.py   sliding window + strided anchors: plain (gathered), fast (masked SDPA)
+    moe.py                router, balance loss, SwiGLU experts: plain (looped), fast (grouped)
+    hyper_connections.py  4 residual streams with learned read/write weights
+    cache.py              decoding state: recurrent (S, z) per linear layer, KV cache per sparse layer
+    model.py              GLM53: the blocks assembled, parameter counts, save/load
+
+Axis names in einops patterns and shape comments: b batch, t time (tokens), h heads, d head dimension
+(e the value dimension where it differs), n chunks, c tokens in a chunk, s residual streams, w keys a query
+sees in the plain sparse form, e experts in the MoE, D model width.
+"""
+
+from .config import ModelConfig
+from .model import GLM53, ModelAux
+
+__all__ = ["GLM53", "ModelAux", "ModelConfig"]

@@ -1,0 +1,14 @@
+"""The verifier, which is the reward. Read in this order:
+
+    static_check.py    stage 1: fail-closed rules on the parsed source (nothing runs)
+    isolation.py       the OS layers for candidate processes: namespaces, user drop, seccomp
+    sandbox_worker.py  stage 2: a clean template process forks one isolated child per program; cases one by one
+    verifier.py        verify / verify_many / SandboxPool / Verdict, and what is guaranteed
+    rewards.py         rewards from verdicts
+    verify_file.py     `glm53 verify`: a completions file judged in constant memory
+"""
+
+from .rewards import reward
+from .verifier import SandboxPool, Verdict, verify, verify_many
+
+__all__ = ["SandboxPool", "Verdict", "reward", "verify", "verify_many"]

@@ -1,0 +1,6 @@
+"""The vision miniature. Read in this order:
+
+    digits.py   generated seven-segment digit images
+    tower.py    the faithful miniature tower, the direct-patch baseline, VisionLanguageModel
+    train.py    `glm53 vision`: training and evaluation of both towers, paired test, full-model pilot
+"""
