@@ -18,12 +18,14 @@ from pathlib import Path
 
 import torch
 
-from .io import AtomicDirectory, atomic_write_json, sha256_file
+from .io import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, sha256_file
 from .model.model import GLM53
 
 WEIGHTS_NAME = "model.safetensors"
 METADATA_NAME = "metadata.json"
 TRAINER_STATE_NAME = "trainer_state.pt"
+RUN_CONFIG_NAME = "run.json"  # a training run's settings, written when it starts
+RECEIPT_NAME = "training-receipt.json"  # written when it finishes
 
 
 def checkpoint_name(step: int) -> str:
@@ -88,14 +90,34 @@ def verify_checkpoint(path: str | os.PathLike) -> str:
     return sha
 
 
-def check_resume_settings(out: Path, now: dict, may_change: set[str], run_config: str = "run.json") -> None:
+def check_resume_settings(out: Path, now: dict, may_change: set[str]) -> None:
     """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
-    recorded = json.loads((Path(out) / run_config).read_text())
+    recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
     now = json.loads(json.dumps(now))
     diffs = [k for k in now if k not in may_change and recorded.get(k) != now[k]]
     if diffs:
         raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
                          "Resume with the original settings, or start a new --out")
+
+
+def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change: set[str]) -> None:
+    """Before anything is written: a new run needs an empty or absent folder; a resumed one an unfinished run
+    there whose settings equal these, except those in `may_change`."""
+    out = Path(out)
+    if not resume:
+        refuse_nonempty_dir(out, "Pass --resume to continue it, or choose another --out.")
+        return
+    if not (out / RUN_CONFIG_NAME).is_file():
+        raise FileNotFoundError(f"--resume: {out} holds no run to resume ({RUN_CONFIG_NAME} is missing)")
+    check_resume_settings(out, settings, may_change)
+    if (out / RECEIPT_NAME).exists():
+        raise FileExistsError(f"--resume: the run in {out} already finished ({RECEIPT_NAME} exists)")
+
+
+def start_run_folder(out: str | os.PathLike, settings: dict) -> None:
+    """Create the run folder and record the settings (once everything that could refuse to start has run)."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(Path(out) / RUN_CONFIG_NAME, settings)
 
 
 def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> tuple[Path, dict]:

@@ -8,6 +8,7 @@ import sys
 
 import torch
 
+from .io import refuse_existing, refuse_nonempty_dir
 from .model.config import ModelConfig
 
 
@@ -103,8 +104,7 @@ def cmd_bench(args) -> int:
     from .io import atomic_write_json
 
     out = Path(args.out or f"runs/bench/bench-{_time.strftime('%Y%m%d-%H%M%S')}.json")
-    if out.exists():
-        raise FileExistsError(f"{out} already exists; glm53 never overwrites results")
+    refuse_existing(out)
     result = run_bench(quick=args.quick, compile_model=args.compile,
                        log=(lambda *_: None) if args.json else print)
     atomic_write_json(out, result)
@@ -133,8 +133,7 @@ def cmd_eval(args) -> int:
     from .io import atomic_write_json, sha256_file
 
     out = Path(args.out)
-    if out.exists():
-        raise FileExistsError(f"{out} already exists; glm53 never overwrites results")
+    refuse_existing(out)
     tasks = _tasks_from(args)
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device)
@@ -214,8 +213,7 @@ def cmd_vision(args) -> int:
     from .vision.train import full_model_pilot, run_architectures
 
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites results")
+    refuse_nonempty_dir(out)
     device = resolve_device(args.device)
     receipt: dict = {"device": str(device)}
     if args.pilot:

@@ -11,10 +11,19 @@ import tempfile
 from pathlib import Path
 
 
-def _refuse_existing(path: Path) -> None:
-    if path.exists():
+def refuse_existing(path: str | os.PathLike) -> None:
+    """glm53 never overwrites a result: raise if `path` exists."""
+    if Path(path).exists():
         raise FileExistsError(f"{path} already exists; glm53 never overwrites results. "
                               "Choose another path or move the old one away.")
+
+
+def refuse_nonempty_dir(path: str | os.PathLike, hint: str = "") -> None:
+    """Raise if `path` is a non-empty folder (an empty one may be reused) or not a folder at all."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise FileExistsError(f"{path} already exists{' and is not empty' if path.is_dir() else ' as a file'}; "
+                              f"glm53 never overwrites results. {hint or 'Choose another --out.'}")
 
 
 @contextlib.contextmanager
@@ -22,7 +31,7 @@ def atomic_writer(path: str | os.PathLike, overwrite: bool = False):
     """A text file handle whose content appears at `path` only when the block ends without an error."""
     path = Path(path)
     if not overwrite:
-        _refuse_existing(path)
+        refuse_existing(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -63,7 +72,7 @@ class AtomicDirectory:
         self.final = Path(final)
 
     def __enter__(self) -> Path:
-        _refuse_existing(self.final)
+        refuse_existing(self.final)
         self.final.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.", suffix=".tmp", dir=self.final.parent))
         return self.tmp

@@ -11,7 +11,6 @@ states; so a run stopped at a checkpoint and resumed produces the same losses as
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,20 +19,19 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoint import check_resume_settings, checkpoint_name, restore_latest, rng_state, save_checkpoint
+from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
+                         save_checkpoint, start_run_folder)
 from .model.config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import evaluate
 from .io import atomic_write_json, truncate_jsonl
 from .model.model import GLM53
+from .schedule import SCHEDULES, scheduled_lr
 from .tasks import Task, frozen_tasks
 from .verify.verifier import isolation_report
 
-RUN_CONFIG_NAME = "run.json"
 LOG_NAME = "train_log.jsonl"
-RECEIPT_NAME = "training-receipt.json"
-LR_SCHEDULES = ("constant", "cosine")
 # Settings a resumed run may change without changing what the earlier steps computed.
 RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out"}
 
@@ -76,8 +74,8 @@ class PretrainConfig:
                             f"{self.model.max_sequence_length}")
         if self.lr <= 0:
             problems.append(f"lr must be positive, got {self.lr}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            problems.append(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if self.lr_schedule not in SCHEDULES:
+            problems.append(f"lr_schedule must be one of {SCHEDULES}, got {self.lr_schedule!r}")
         if not 0 <= self.warmup_steps <= self.steps:
             problems.append(f"warmup_steps must lie in [0, steps], got {self.warmup_steps}")
         if problems:
@@ -94,12 +92,7 @@ class PretrainConfig:
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
     """LR for 0-based update `step`: linear warmup, then constant or cosine down to min_lr_ratio * lr."""
-    if cfg.warmup_steps and step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    if cfg.lr_schedule == "constant":
-        return cfg.lr
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+    return scheduled_lr(cfg.lr, step, cfg.steps, cfg.warmup_steps, cfg.lr_schedule, cfg.min_lr_ratio)
 
 
 def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
@@ -138,25 +131,17 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     optimizer = make_optimizer(model, cfg)
     start_step, tokens_seen, curve, checkpoints = 0, 0, [], []
 
-    if cfg.resume:
-        if not (out / RUN_CONFIG_NAME).is_file():
-            raise FileNotFoundError(f"--resume: {out} holds no run to resume ({RUN_CONFIG_NAME} is missing)")
-        check_resume_settings(out, cfg.to_dict(), RESUMABLE_CHANGES)
+    check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
+    if not cfg.resume:
+        start_run_folder(out, cfg.to_dict())
+    else:
         if cfg.lr_schedule == "cosine" and json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
-        if (out / RECEIPT_NAME).exists():
-            raise FileExistsError(f"--resume: the run in {out} already finished ({RECEIPT_NAME} exists)")
         latest, state = restore_latest(out, model, optimizer, device)
         start_step, tokens_seen = state["step"], state["tokens_seen"]
         checkpoints = state["checkpoints"]
         curve = truncate_jsonl(out / LOG_NAME, lambda row: row["step"] <= start_step)
         log(f"resuming {out} from step {start_step} ({latest.name})")
-    else:
-        if out.exists() and any(out.iterdir()):
-            raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites a run. "
-                                  "Pass --resume to continue it, or choose another --out")
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / RUN_CONFIG_NAME, cfg.to_dict())
 
     counts = model.parameter_counts()
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "

@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoint import (WEIGHTS_NAME, check_resume_settings, checkpoint_name, load_model, read_metadata,
-                         restore_latest, rng_state, save_checkpoint, verify_checkpoint)
+from .checkpoint import (RECEIPT_NAME, WEIGHTS_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
+                         restore_latest, rng_state, save_checkpoint, start_run_folder, verify_checkpoint)
 from .data import IGNORE_INDEX, encode_documents
 from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import evaluate, task_stop_rule
@@ -44,6 +44,7 @@ TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 NORMALIZATIONS = ("sequence-mean", "token-sum")
 REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
 RESUMABLE_CHANGES = {"resume", "progress", "device"}
+LOG_NAME, ROLLOUTS_NAME, SCHEDULE_NAME = "rl_log.jsonl", "rollouts.jsonl", "schedule.json"
 
 
 @dataclass
@@ -178,15 +179,7 @@ def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Ten
 
 def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print) -> dict:
     out = Path(cfg.out)
-    if cfg.resume:
-        if not (out / "run.json").is_file():
-            raise FileNotFoundError(f"--resume: {out} holds no RL run to resume (run.json is missing)")
-        check_resume_settings(out, cfg.to_dict(), RESUMABLE_CHANGES)
-        if (out / "training-receipt.json").exists():
-            raise FileExistsError(f"--resume: the run in {out} already finished")
-    elif out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} already exists and is not empty; glm53 never overwrites a run. "
-                              "Pass --resume to continue it, or choose another --out")
+    check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     init_sha = verify_checkpoint(cfg.init) if (Path(cfg.init) / "metadata.json").is_file() else sha256_file(
@@ -204,9 +197,8 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
     if not cfg.resume:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / "run.json", cfg.to_dict())
-        atomic_write_json(out / "schedule.json", schedule_ids)
+        start_run_folder(out, cfg.to_dict())
+        atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
     tokenizer = ByteTokenizer()
     stop = task_stop_rule(tasks)
     log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
@@ -220,8 +212,8 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         done_groups, checkpoints = state["group"], state["checkpoints"]
         for record in checkpoints:  # each record was stored before its own weights' hash was known
             record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
-        truncate_jsonl(out / "rl_log.jsonl", lambda r: r["groups_done"] <= done_groups)
-        truncate_jsonl(out / "rollouts.jsonl", lambda r: r["group"] <= done_groups)
+        truncate_jsonl(out / LOG_NAME, lambda r: r["groups_done"] <= done_groups)
+        truncate_jsonl(out / ROLLOUTS_NAME, lambda r: r["group"] <= done_groups)
         log(f"resuming {out} after group {done_groups} ({latest.name})")
 
     def checkpoint(group: int) -> None:
@@ -291,9 +283,9 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, prompt_ids,
                            completion_ids, advantages, step))
         row["seconds"] = time.perf_counter() - t0
-        with open(out / "rl_log.jsonl", "a", encoding="utf-8") as f:
+        with open(out / LOG_NAME, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
-        with open(out / "rollouts.jsonl", "a", encoding="utf-8") as f:
+        with open(out / ROLLOUTS_NAME, "a", encoding="utf-8") as f:
             f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rollouts))
         bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(all_rewards)}",
                         skipped=zero_variance)
@@ -305,7 +297,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
             checkpoint(end)
     bar.close()
     elapsed = time.perf_counter() - started
-    steps_log, rollouts = read_jsonl(out / "rl_log.jsonl"), read_jsonl(out / "rollouts.jsonl")
+    steps_log, rollouts = read_jsonl(out / LOG_NAME), read_jsonl(out / ROLLOUTS_NAME)
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "schedule_sha256": schedule_sha,
                "trainable_parameters": sum(p.numel() for p in trainable), "precision": precision,
@@ -314,7 +306,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
                "checkpoints": checkpoints, "steps": steps_log, "rollouts": rollouts,
                "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,
                "zero_variance_groups": sum(r["zero_variance_groups"] for r in steps_log)}
-    atomic_write_json(out / "training-receipt.json", receipt)
+    atomic_write_json(out / RECEIPT_NAME, receipt)
     log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")
     return receipt
 

@@ -24,7 +24,7 @@ from .compare import compare
 from .model.config import ModelConfig
 from .device import resolve_device
 from .evaluate import evaluate
-from .io import atomic_write_json, sha256_file
+from .io import atomic_write_json, refuse_nonempty_dir, sha256_file
 from .pretrain import PretrainConfig, pretrain
 from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .rl import RLConfig, rl_train
@@ -51,8 +51,7 @@ def run_pipeline(out: str | Path, preset: str = "full", seed: int = 42, rl_seed:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     run = Path(out)
-    if run.exists() and any(run.iterdir()):
-        raise FileExistsError(f"{run} already exists and is not empty; glm53 never overwrites a run")
+    refuse_nonempty_dir(run)
     spec = {k: (dict(v) if isinstance(v, dict) else v) for k, v in PRESETS[preset].items()}
     for key, value in (overrides or {}).items():
         if isinstance(value, dict):

@@ -40,10 +40,6 @@ class Family:
     edge_inputs: tuple  # fixed hidden inputs (one argument each)
     random_input: Callable[[random.Random], object]
 
-    @property
-    def canonical_completion(self) -> str:
-        return self.body
-
 
 def _random_int(rng: random.Random) -> int:
     return rng.randint(-1000, 1000)

@@ -40,12 +40,7 @@ class ByteTokenizer:
     bos_id = BOS_ID
     eos_id = EOS_ID
     sep_id = SEP_ID
-    byte_offset = BYTE_OFFSET
     vocab_size = BYTE_VOCAB_SIZE
-    image_start_id = IMAGE_START_ID
-    image_placeholder_id = IMAGE_PLACEHOLDER_ID
-    image_end_id = IMAGE_END_ID
-    special_ids = (PAD_ID, BOS_ID, EOS_ID, SEP_ID)
     # Ids generation must never emit: padding, BOS, SEP and the image markers (EOS stays allowed).
     banned_generation_ids = (PAD_ID, BOS_ID, SEP_ID) + IMAGE_IDS
 

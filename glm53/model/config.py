@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
-LINEAR_ATTENTION_IMPLS = ("chunked", "cumulative")
-SPARSE_ATTENTION_IMPLS = ("masked", "gathered")
-MOE_IMPLS = ("grouped", "looped")
+# Every component with two mathematically equal forms names them the same way: "plain" (the readable
+# reference) and "fast" (the default). Checkpoints written before this naming still load.
+IMPLS = ("plain", "fast")
+LEGACY_IMPL_NAMES = {"cumulative": "plain", "chunked": "fast", "gathered": "plain", "masked": "fast",
+                     "looped": "plain", "grouped": "fast"}
+IMPL_FIELDS = ("linear_attention_impl", "sparse_attention_impl", "moe_impl")
 
 
 @dataclass
@@ -36,10 +39,10 @@ class ModelConfig:
     # The reference writes the block's output *including its input* back onto every stream, so the
     # residual is counted twice; False writes only the block's update. See hyper_connections.py.
     hc_double_residual: bool = False
-    linear_attention_impl: str = "chunked"
+    linear_attention_impl: str = "fast"
     linear_attention_chunk: int = 32
-    sparse_attention_impl: str = "masked"
-    moe_impl: str = "grouped"
+    sparse_attention_impl: str = "fast"
+    moe_impl: str = "fast"
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -60,11 +63,8 @@ class ModelConfig:
         need(self.sparse_every >= 1, "sparse_every must be >= 1")
         need(self.vocab_size >= 260, "vocab_size must be at least 260 (the byte vocabulary)")
         need(self.max_sequence_length >= 2, "max_sequence_length must be at least 2")
-        need(self.linear_attention_impl in LINEAR_ATTENTION_IMPLS,
-             f"linear_attention_impl must be one of {LINEAR_ATTENTION_IMPLS}, got {self.linear_attention_impl!r}")
-        need(self.sparse_attention_impl in SPARSE_ATTENTION_IMPLS,
-             f"sparse_attention_impl must be one of {SPARSE_ATTENTION_IMPLS}, got {self.sparse_attention_impl!r}")
-        need(self.moe_impl in MOE_IMPLS, f"moe_impl must be one of {MOE_IMPLS}, got {self.moe_impl!r}")
+        for name in IMPL_FIELDS:
+            need(getattr(self, name) in IMPLS, f"{name} must be one of {IMPLS}, got {getattr(self, name)!r}")
         need(self.linear_attention_chunk >= 1, "linear_attention_chunk must be >= 1")
 
     @property
@@ -84,7 +84,7 @@ class ModelConfig:
 
     def plain(self) -> "ModelConfig":
         """The same model with every plain reference form selected (for tests and benchmarks)."""
-        return replace(self, linear_attention_impl="cumulative", sparse_attention_impl="gathered", moe_impl="looped")
+        return replace(self, **{name: "plain" for name in IMPL_FIELDS})
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
@@ -92,4 +92,5 @@ class ModelConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"ModelConfig: unknown fields {unknown}; known fields are {sorted(known)}")
+        d = {k: LEGACY_IMPL_NAMES.get(v, v) if k in IMPL_FIELDS else v for k, v in d.items()}
         return cls(**d)

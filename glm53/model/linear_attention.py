@@ -3,9 +3,9 @@
     out_t = phi(q_t)^T S_t / max(phi(q_t) . z_t, eps),   S_t = sum_{s<=t} phi(k_s) v_s^T,   z_t = sum_{s<=t} phi(k_s)
 
 Three forms of the same function, fla-style, tested against each other:
-- `linear_attention_cumulative`: the plain reference; materializes S_t for every t ([B, T, H, d, d]).
+- `linear_attention_plain` (cumulative): the reference; materializes S_t for every t ([B, T, H, d, d]).
 - `linear_attention_recurrent`: one step at a time with an O(d^2) state; the ground truth for decoding.
-- `linear_attention_chunked`: the fast form; exact quadratic attention inside chunks of C tokens plus a
+- `linear_attention_fast` (chunked): exact quadratic attention inside chunks of C tokens plus a
   running state across chunks, never materializing a per-token d x d tensor.
 
 Simplifications vs GLM-5.3-Flash: the released model's linear layers use a gated delta rule (a decaying,
@@ -22,7 +22,7 @@ from einops import rearrange
 from torch import nn
 
 from .config import ModelConfig
-from .rope import apply_rope
+from .rope import project_qkv
 
 DENOMINATOR_EPS = 1e-6
 
@@ -31,7 +31,7 @@ def feature_map(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1.0
 
 
-def linear_attention_cumulative(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+def linear_attention_plain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                 eps: float = DENOMINATOR_EPS) -> torch.Tensor:
     """Plain reference. q, k (already feature-mapped) and v are [B, T, H, d]; returns [B, T, H, d]."""
     states = torch.einsum("bthd,bthe->bthde", k, v).cumsum(dim=1)
@@ -76,7 +76,7 @@ def linear_attention_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return (numerator / denominator).view(B, H, 1, -1).transpose(1, 2)
 
 
-def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
+def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
                              state: tuple[torch.Tensor, torch.Tensor] | None = None,
                              eps: float = DENOMINATOR_EPS, return_state: bool = False):
     """Chunked form, equal to the two above. Inputs [B, T, H, d]; any T (the tail chunk is zero-padded)."""
@@ -108,11 +108,6 @@ def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     out = rearrange(out, "b h n c d -> b (n c) h d")[:, :T]
     if not return_state:
         return out
-    if pad:
-        valid = torch.arange(chunk * qc.shape[2], device=q.device) < T
-        kc = kc * rearrange(valid, "(n c) -> n c", c=chunk)[None, None, :, :, None]
-        chunk_states = kc.transpose(-1, -2) @ vc
-        chunk_normalizers = kc.sum(dim=-2)
     final_S = chunk_states.sum(dim=2) + (state[0] if state is not None else 0)
     final_z = chunk_normalizers.sum(dim=2) + (state[1] if state is not None else 0)
     return out, (final_S, final_z)
@@ -133,12 +128,8 @@ class LinearAttention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
         """With a LayerCache, continue from its (S, z) state and leave the new state in it."""
         B, T, _ = x.shape
-        q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
-        # The attention core runs in fp32 even under bf16 autocast: its running sums and the normalizer
-        # lose too much in bf16, and it is a small share of the FLOPs.
-        q, k, v = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (q, k, v))
-        q = feature_map(apply_rope(q, cos, sin))
-        k = feature_map(apply_rope(k, cos, sin))
+        q, k, v = project_qkv(self.qkv, x, self.heads, cos, sin)
+        q, k = feature_map(q), feature_map(k)
         with torch.autocast(x.device.type, enabled=False):
             y = self._core(q, k, v, cache)
         return self.out(y.reshape(B, T, -1).to(x.dtype))
@@ -148,9 +139,9 @@ class LinearAttention(nn.Module):
             if q.shape[1] == 1:
                 y = linear_attention_step(q, k, v, cache.state)
             else:
-                y, cache.state = linear_attention_chunked(q, k, v, chunk=self.chunk, state=cache.state,
+                y, cache.state = linear_attention_fast(q, k, v, chunk=self.chunk, state=cache.state,
                                                           return_state=True)
             return y
-        if self.impl == "chunked":
-            return linear_attention_chunked(q, k, v, chunk=self.chunk)
-        return linear_attention_cumulative(q, k, v)
+        if self.impl == "fast":
+            return linear_attention_fast(q, k, v, chunk=self.chunk)
+        return linear_attention_plain(q, k, v)

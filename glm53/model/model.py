@@ -90,8 +90,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, 0.0, std)
             elif isinstance(module, MixtureOfExperts):
-                nn.init.normal_(module.expert_up, 0.0, std)
-                nn.init.normal_(module.expert_down, 0.0, std)
+                module.reset_routed_experts(std)
 
     @property
     def device(self) -> torch.device:

@@ -14,8 +14,8 @@ none. (The reference's balance term was a plain count with no gradient at all.)
 Simplifications vs GLM-5.3-Flash: the released model routes with sigmoid scores, a bias used only for
 selection (auxiliary-loss-free balancing), group-limited top-k and a routing scale, over hundreds of
 fine-grained experts with expert parallelism. Here: softmax top-k over 8 experts on one device, computed
-either with a plain loop over experts (`moe_impl="looped"`, the reference) or by grouping tokens by expert
-(`moe_impl="grouped"`, the default).
+either with a plain loop over experts (`moe_impl="plain"`, the reference) or by grouping tokens by expert
+(`moe_impl="fast"`, the default).
 """
 
 from __future__ import annotations
@@ -57,8 +57,12 @@ class MixtureOfExperts(nn.Module):
         self.expert_up = nn.Parameter(torch.empty(config.experts, 2 * config.expert_hidden, config.dim))
         self.expert_down = nn.Parameter(torch.empty(config.experts, config.dim, config.expert_hidden))
         self.shared = nn.ModuleList(SwiGLUExpert(config.dim, config.expert_hidden) for _ in range(config.shared_experts))
-        nn.init.normal_(self.expert_up, 0.0, config.init_std)
-        nn.init.normal_(self.expert_down, 0.0, config.init_std)
+        self.reset_routed_experts(config.init_std)
+
+    def reset_routed_experts(self, std: float) -> None:
+        """Normal(0, std), like every other matrix; stacked parameters are not nn.Linear, so named here."""
+        nn.init.normal_(self.expert_up, 0.0, std)
+        nn.init.normal_(self.expert_down, 0.0, std)
 
     def route(self, x: torch.Tensor):
         """x [N, D] -> (top_idx [N, k], top_weights [N, k], balance_loss scalar, usage [E])."""
@@ -79,11 +83,22 @@ class MixtureOfExperts(nn.Module):
         out = torch.zeros_like(flat)
         for expert in self.shared:
             out = out + expert(flat)
-        routed = self.routed_looped(flat, top_idx, top_weights) if self.impl == "looped" else \
-            self.routed_grouped(flat, top_idx, top_weights)
+        routed = self.routed_plain(flat, top_idx, top_weights) if self.impl == "plain" else \
+            self.routed_fast(flat, top_idx, top_weights)
         return (out + routed.to(out.dtype)).reshape(shape), balance_loss, usage
 
-    def routed_grouped(self, flat: torch.Tensor, top_idx: torch.Tensor, top_weights: torch.Tensor) -> torch.Tensor:
+    def routed_plain(self, flat: torch.Tensor, top_idx: torch.Tensor, top_weights: torch.Tensor) -> torch.Tensor:
+        """Plain reference: for each expert, find its tokens with torch.where and add its weighted output."""
+        out = torch.zeros_like(flat)
+        for e in range(self.experts):
+            token, slot = torch.where(top_idx == e)
+            if token.numel() == 0:
+                continue
+            y = swiglu(flat[token], self.expert_up[e], self.expert_down[e])
+            out = out.index_add(0, token, (y * top_weights[token, slot, None]).to(out.dtype))
+        return out
+
+    def routed_fast(self, flat: torch.Tensor, top_idx: torch.Tensor, top_weights: torch.Tensor) -> torch.Tensor:
         """Fast form: sort the (token, slot) pairs by expert once, run each expert on one contiguous slice,
         scale by the routing weights once and scatter back once. Under bf16 autocast each slice is padded to
         a multiple of 64 rows, because oneDNN builds a new bf16 kernel for every new matrix shape (slow on
@@ -108,14 +123,3 @@ class MixtureOfExperts(nn.Module):
             outputs.append(swiglu(segment, ups[e], downs[e])[:n])
         y = torch.cat(outputs) * top_weights.flatten()[order, None].to(outputs[0].dtype)
         return torch.zeros(flat.shape, dtype=y.dtype, device=flat.device).index_add(0, token_of, y)
-
-    def routed_looped(self, flat: torch.Tensor, top_idx: torch.Tensor, top_weights: torch.Tensor) -> torch.Tensor:
-        """Plain reference: for each expert, find its tokens with torch.where and add its weighted output."""
-        out = torch.zeros_like(flat)
-        for e in range(self.experts):
-            token, slot = torch.where(top_idx == e)
-            if token.numel() == 0:
-                continue
-            y = swiglu(flat[token], self.expert_up[e], self.expert_down[e])
-            out = out.index_add(0, token, (y * top_weights[token, slot, None]).to(out.dtype))
-        return out

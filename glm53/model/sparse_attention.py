@@ -4,9 +4,9 @@ Query position p sees key j when j <= p and (p - j < window or j % stride == 0).
 that is at most 32 local keys plus one anchor per 32 positions.
 
 Two forms, tested against each other:
-- `sparse_attention_gathered`: the plain reference; builds a per-row index table with Python loops and
+- `sparse_attention_plain`: the plain reference; builds a per-row index table with Python loops and
   gathers the selected keys and values ([B, H, T, W, d]).
-- `sparse_attention_masked`: the fast form; a boolean [T, T] mask built once per length and cached, fed to
+- `sparse_attention_fast`: the fast form; a boolean [T, T] mask built once per length and cached, fed to
   `scaled_dot_product_attention`.
 
 Simplification vs GLM-5.3-Flash: the released model selects keys with a learned top-k "lightning indexer"
@@ -24,14 +24,18 @@ from einops import rearrange
 from torch import nn
 
 from .config import ModelConfig
-from .rope import apply_rope
+from .rope import project_qkv
+
+
+def sparse_pattern(p: torch.Tensor, j: torch.Tensor, window: int, stride: int) -> torch.Tensor:
+    """The pattern itself, broadcast over query positions p and key positions j: causal, and local or anchor."""
+    return (j <= p) & ((p - j < window) | (j % stride == 0))
 
 
 def sparse_attention_mask(length: int, window: int, stride: int, device=None) -> torch.Tensor:
     """Boolean [length, length] mask, True where query row p may attend to key column j."""
-    p = torch.arange(length, device=device)[:, None]
-    j = torch.arange(length, device=device)[None, :]
-    return (j <= p) & ((p - j < window) | (j % stride == 0))
+    positions = torch.arange(length, device=device)
+    return sparse_pattern(positions[:, None], positions[None, :], window, stride)
 
 
 def sparse_attention_index(length: int, window: int, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,7 +54,7 @@ def sparse_attention_index(length: int, window: int, stride: int) -> tuple[torch
     return index, valid
 
 
-def sparse_attention_gathered(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int,
+def sparse_attention_plain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int,
                               stride: int) -> torch.Tensor:
     """Plain reference. q, k, v are [B, H, T, d]; returns [B, H, T, d]."""
     T, d = q.shape[2], q.shape[3]
@@ -64,7 +68,7 @@ def sparse_attention_gathered(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return torch.einsum("bhtw,bhtwd->bhtd", weights, v_sel)
 
 
-def sparse_attention_masked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def sparse_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Fast form. q [B, H, Tq, d]; k, v [B, H, Tk, d]; mask [Tq, Tk] bool. Returns [B, H, Tq, d]."""
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
@@ -92,19 +96,16 @@ class SparseAttention(nn.Module):
         """With a LayerCache and per-row positions [B, T], write k and v into the cache at those positions and
         attend over everything cached (the KV cache decoding path)."""
         B, T, _ = x.shape
-        q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
-        # The attention core runs in fp32 even under bf16 autocast: CPU SDPA measured twice as slow in bf16.
-        q, k, v = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (q, k, v))
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = project_qkv(self.qkv, x, self.heads, cos, sin)  # fp32: CPU SDPA measured twice as slow in bf16
         with torch.autocast(x.device.type, enabled=False):
             if cache is not None:
                 y = self._attend_cached(q, k, v, cache, positions)
             else:
                 q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-                if self.impl == "masked":
-                    y = sparse_attention_masked(q, k, v, self.mask(T, x.device))
+                if self.impl == "fast":
+                    y = sparse_attention_fast(q, k, v, self.mask(T, x.device))
                 else:
-                    y = sparse_attention_gathered(q, k, v, self.window, self.stride)
+                    y = sparse_attention_plain(q, k, v, self.window, self.stride)
         return self.out(rearrange(y, "b h t d -> b t (h d)").to(x.dtype))
 
     def _attend_cached(self, q, k, v, cache, positions: torch.Tensor) -> torch.Tensor:
@@ -112,9 +113,8 @@ class SparseAttention(nn.Module):
         rows = torch.arange(B, device=q.device)[:, None]
         cache.k[rows, :, positions] = k.to(cache.k.dtype)
         cache.v[rows, :, positions] = v.to(cache.v.dtype)
-        p = positions[:, :, None]
-        j = torch.arange(cache.k.shape[2], device=q.device)[None, None, :]
-        mask = (j <= p) & ((p - j < self.window) | (j % self.stride == 0))  # [B, T, max_length]
+        keys = torch.arange(cache.k.shape[2], device=q.device)
+        mask = sparse_pattern(positions[:, :, None], keys[None, None, :], self.window, self.stride)  # [B, T, max_len]
         length = int(positions.max()) + 1  # keys past every row's position are never attended: skip them
         return F.scaled_dot_product_attention(q.transpose(1, 2), cache.k[:, :, :length].to(q.dtype),
                                               cache.v[:, :, :length].to(q.dtype), attn_mask=mask[:, None, :, :length])

@@ -66,10 +66,6 @@ class Verdict:
     def passed(self) -> bool:
         return self.status == "passed"
 
-    @property
-    def valid(self) -> bool:
-        return self.status != "invalid"
-
     def to_json(self) -> dict:
         return asdict(self)
 

@@ -7,7 +7,6 @@ prompt position, on held-out renderings never used in training.
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
@@ -15,9 +14,10 @@ import torch.nn.functional as F
 
 from ..compare import mcnemar_exact
 from ..model.config import ModelConfig
-from .digits import held_out_set, training_batch
 from ..model.model import GLM53
+from ..schedule import linear_ramp, scheduled_lr
 from ..tokenizer import ByteTokenizer
+from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
 
 PROMPT = "Digit: "
@@ -94,8 +94,8 @@ def train_digits(model: VisionLanguageModel, steps: int, batch_size: int, seed: 
     model.train()
     for step in range(steps):
         for group in optimizer.param_groups:
-            ramp = min(1.0, (step + 1) / group["warmup"]) if group["warmup"] else 1.0
-            group["lr"] = ramp * group["scale"] * learning_rate(lr, step, steps, warmup_steps, schedule)
+            group["lr"] = linear_ramp(step, group["warmup"]) * group["scale"] * scheduled_lr(lr, step, steps,
+                                                                                          warmup_steps, schedule)
         images, labels = training_batch(step * label_step, batch_size, seed)
         images, labels = images.to(device), labels.to(device)
         logits, aux = model(images, prompt_ids(batch_size, device), return_aux=True)
@@ -110,16 +110,6 @@ def train_digits(model: VisionLanguageModel, steps: int, batch_size: int, seed: 
     after = evaluate_digits(model, eval_images, eval_labels)
     return {"before": before, "after": after, "train_seconds": seconds, "loss_curve": curve,
             "trainable_parameters": sum(p.numel() for p in params)}
-
-
-def learning_rate(lr: float, step: int, steps: int, warmup_steps: int, schedule: str) -> float:
-    """Linear warmup, then constant or cosine decay to zero at the last step."""
-    if warmup_steps and step < warmup_steps:
-        return lr * (step + 1) / warmup_steps
-    if schedule == "cosine":
-        progress = (step - warmup_steps) / max(1, steps - warmup_steps)
-        return lr * 0.5 * (1 + math.cos(math.pi * progress))
-    return lr
 
 
 def parameter_breakdown(model: VisionLanguageModel) -> dict:

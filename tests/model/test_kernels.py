@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from glm53.model.linear_attention import (feature_map, linear_attention_chunked, linear_attention_cumulative,
+from glm53.model.linear_attention import (feature_map, linear_attention_fast, linear_attention_plain,
                                     linear_attention_recurrent)
-from glm53.model.sparse_attention import (sparse_attention_gathered, sparse_attention_index, sparse_attention_mask,
-                                    sparse_attention_masked)
+from glm53.model.sparse_attention import (sparse_attention_plain, sparse_attention_index, sparse_attention_mask,
+                                    sparse_attention_fast)
 
 
 def _qkv(B, T, H, d, requires_grad=True):
@@ -17,11 +17,11 @@ def _qkv(B, T, H, d, requires_grad=True):
 
 @pytest.mark.parametrize("T", [1, 7, 32, 45, 64, 100])
 @pytest.mark.parametrize("chunk", [8, 32])
-def test_chunked_equals_cumulative_and_recurrent(T, chunk):
+def test_linear_attention_fast_equals_plain_and_recurrent(T, chunk):
     q, k, v = _qkv(2, T, 3, 8)
-    ref = linear_attention_cumulative(q, k, v)
+    ref = linear_attention_plain(q, k, v)
     rec, _ = linear_attention_recurrent(q, k, v)
-    fast = linear_attention_chunked(q, k, v, chunk=chunk)
+    fast = linear_attention_fast(q, k, v, chunk=chunk)
     torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(rec, ref, rtol=1e-10, atol=1e-10)
     g = torch.randn_like(ref)
@@ -32,11 +32,11 @@ def test_chunked_equals_cumulative_and_recurrent(T, chunk):
 
 
 @pytest.mark.parametrize("split", [1, 13, 32])
-def test_chunked_state_carries_across_calls(split):
+def test_linear_attention_fast_state_carries_across_calls(split):
     q, k, v = _qkv(1, 50, 2, 4, requires_grad=False)
-    whole, (S, z) = linear_attention_chunked(q, k, v, chunk=16, return_state=True)
-    first, state = linear_attention_chunked(q[:, :split], k[:, :split], v[:, :split], chunk=16, return_state=True)
-    second, (S2, z2) = linear_attention_chunked(q[:, split:], k[:, split:], v[:, split:], chunk=16, state=state,
+    whole, (S, z) = linear_attention_fast(q, k, v, chunk=16, return_state=True)
+    first, state = linear_attention_fast(q[:, :split], k[:, :split], v[:, :split], chunk=16, return_state=True)
+    second, (S2, z2) = linear_attention_fast(q[:, split:], k[:, split:], v[:, split:], chunk=16, state=state,
                                                 return_state=True)
     torch.testing.assert_close(torch.cat([first, second], dim=1), whole)
     _, (S_rec, z_rec) = linear_attention_recurrent(q, k, v)
@@ -58,10 +58,10 @@ def test_sparse_pattern_matches_definition():
 
 
 @pytest.mark.parametrize("T,window,stride", [(1, 8, 8), (40, 8, 8), (77, 32, 32), (128, 16, 24)])
-def test_masked_sparse_equals_gathered(T, window, stride):
+def test_sparse_attention_fast_equals_plain(T, window, stride):
     q, k, v = (torch.randn(2, 3, T, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    ref = sparse_attention_gathered(q, k, v, window, stride)
-    fast = sparse_attention_masked(q, k, v, sparse_attention_mask(T, window, stride))
+    ref = sparse_attention_plain(q, k, v, window, stride)
+    fast = sparse_attention_fast(q, k, v, sparse_attention_mask(T, window, stride))
     torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10)
     g = torch.randn_like(ref)
     for a, b in zip(torch.autograd.grad(fast, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
@@ -70,42 +70,42 @@ def test_masked_sparse_equals_gathered(T, window, stride):
 
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("tokens", [1, 5, 64])
-def test_grouped_moe_equals_looped_moe(tiny_config, top_k, tokens):
+def test_moe_fast_equals_plain(tiny_config, top_k, tokens):
     import dataclasses
 
     from glm53.model.moe import MixtureOfExperts
 
     cfg = dataclasses.replace(tiny_config, top_k=top_k)
-    grouped = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="grouped")).double()
-    looped = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="looped")).double()
-    for p in grouped.parameters():
+    fast = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="fast")).double()
+    plain = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="plain")).double()
+    for p in fast.parameters():
         torch.nn.init.normal_(p, 0, 0.3)
-    looped.load_state_dict(grouped.state_dict())
+    plain.load_state_dict(fast.state_dict())
     x = torch.randn(2, tokens, cfg.dim, dtype=torch.float64, requires_grad=True)
-    out_g, bal_g, use_g = grouped(x)
-    out_l, bal_l, use_l = looped(x)
+    out_g, bal_g, use_g = fast(x)
+    out_l, bal_l, use_l = plain(x)
     torch.testing.assert_close(out_g, out_l)
     torch.testing.assert_close(use_g, use_l)
     torch.testing.assert_close(bal_g, bal_l)
     g = torch.randn_like(out_g)
-    grads_g = torch.autograd.grad((out_g * g).sum() + bal_g, [x, *grouped.parameters()])
-    grads_l = torch.autograd.grad((out_l * g).sum() + bal_l, [x, *looped.parameters()])
+    grads_g = torch.autograd.grad((out_g * g).sum() + bal_g, [x, *fast.parameters()])
+    grads_l = torch.autograd.grad((out_l * g).sum() + bal_l, [x, *plain.parameters()])
     for a, b in zip(grads_g, grads_l):
         torch.testing.assert_close(a, b)
 
 
-def test_grouped_moe_pads_rows_under_bf16_autocast_without_changing_results(tiny_config):
+def test_moe_fast_pads_rows_under_bf16_autocast_without_changing_results(tiny_config):
     import dataclasses
 
     from glm53.model.moe import MixtureOfExperts
 
-    grouped = MixtureOfExperts(tiny_config)
-    looped = MixtureOfExperts(dataclasses.replace(tiny_config, moe_impl="looped"))
-    looped.load_state_dict(grouped.state_dict())
+    fast = MixtureOfExperts(tiny_config)
+    plain = MixtureOfExperts(dataclasses.replace(tiny_config, moe_impl="plain"))
+    plain.load_state_dict(fast.state_dict())
     x = torch.randn(3, 7, tiny_config.dim)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        a, _, _ = grouped(x)
-        b, _, _ = looped(x)
+        a, _, _ = fast(x)
+        b, _, _ = plain(x)
     torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-3)
 
 
