@@ -82,7 +82,9 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
 def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: list[str], group_size: int,
                      new_tokens: int, seed: int, repeats: int = 1) -> dict:
     from .engine import generate_groups
-    from .generate import generate_uncached
+    from .generate import Sampling, generate_uncached
+
+    sampling = Sampling(temperature=0.8, max_new_tokens=new_tokens, ignore_eos=True)
 
     model = _build(model_kwargs, plain, seed)
     sha = _weights_sha(model)
@@ -91,11 +93,9 @@ def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: l
         generator = torch.Generator().manual_seed(seed)
         t0 = time.perf_counter()
         if plain:
-            out = generate_uncached(model, prompts, group_size, new_tokens, temperature=0.8, generator=generator,
-                                    ignore_eos=True)
+            out = generate_uncached(model, prompts, group_size, sampling, generator=generator)
         else:
-            out = generate_groups(model, prompts, group_size, new_tokens, temperature=0.8, generator=generator,
-                                  ignore_eos=True, precision=precision)
+            out = generate_groups(model, prompts, group_size, sampling, generator=generator, precision=precision)
         times.append(time.perf_counter() - t0)
     timed = times if plain else times[1:]
     seconds = statistics.median(timed)

@@ -1,47 +1,51 @@
-"""The `glm53` command: thin argparse front ends over the library."""
+"""The `glm53` command: one small `add_<command>_parser` beside each command, flags generated from the config
+dataclasses (settings.py), so every setting has one name and one default from flag to receipt."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
-import torch
-
-from .io import refuse_existing, refuse_nonempty_dir
+from .device import DEVICE_CHOICES
+from .io import atomic_write_json, refuse_existing, refuse_nonempty_dir
 from .model.config import ModelConfig
+from .settings import add_config_arguments, config_from_args
+
+SPLITS = ("dev", "rl", "final", "confirm")
+
+
+def _device_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
+                   help="auto picks cuda, then mps, then cpu (default: auto)")
 
 
 def _int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 100,200,400, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,3, got {text!r}")
 
 
-def _model_config_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model (defaults: the reference 25.7M model)")
-    for name, default in ModelConfig().to_dict().items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(default, bool):
-            g.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=None, metavar="BOOL")
-        else:
-            g.add_argument(flag, type=type(default), default=None)
+# ---------------------------------------------------------------- info
 
-
-def _model_config_from(args) -> ModelConfig:
-    fields = ModelConfig().to_dict()
-    overrides = {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
-    return ModelConfig(**{**fields, **overrides})
+def add_info_parser(sub) -> None:
+    p = sub.add_parser("info", help="print config, parameter counts, layer pattern and device")
+    _device_flag(p)
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    add_config_arguments(p, ModelConfig, title="model (defaults: the reference 25.7M model)")
+    p.set_defaults(func=cmd_info)
 
 
 def cmd_info(args) -> int:
+    import torch
+
     from .device import resolve_device
     from .model.model import GLM53
 
-    cfg = _model_config_from(args)
-    model = GLM53(cfg)
-    counts = model.parameter_counts()
+    cfg = config_from_args(ModelConfig, args)
+    counts = GLM53(cfg).parameter_counts()
     info = {"config": cfg.to_dict(), "parameters": counts, "layer_pattern": cfg.layer_pattern,
             "device": str(resolve_device(args.device)), "torch": torch.__version__, "threads": torch.get_num_threads()}
     if args.json:
@@ -57,38 +61,82 @@ def cmd_info(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- pretrain
+
+def add_pretrain_parser(sub) -> None:
+    from .pretrain import PretrainConfig
+
+    p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
+    p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint "
+                                   "(default: dev split, one per family)")
+    add_config_arguments(p, PretrainConfig, title="pretraining")
+    p.set_defaults(func=cmd_pretrain)
+
+
 def cmd_pretrain(args) -> int:
     from .pretrain import PretrainConfig, pretrain
     from .tasks import read_tasks
 
-    cfg = PretrainConfig(out=args.out, steps=args.steps, checkpoints=tuple(args.checkpoints),
-                         batch_size=args.batch_size, sequence_length=args.sequence_length, lr=args.lr,
-                         weight_decay=args.weight_decay, grad_clip=args.grad_clip, balance_coef=args.balance_coef,
-                         lr_schedule=args.lr_schedule, warmup_steps=args.warmup_steps, seed=args.seed,
-                         device=args.device, precision=args.precision, compile=args.compile, resume=args.resume, progress=not args.no_progress,
-                         model=_model_config_from(args))
-    pretrain(cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
+    pretrain(config_from_args(PretrainConfig, args), dev_tasks=read_tasks(args.tasks) if args.tasks else None)
     return 0
 
 
+# ---------------------------------------------------------------- generate
+
+def add_generate_parser(sub) -> None:
+    from .generate import Sampling
+
+    p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--escapes", action="store_true", help=r"interpret \n, \t, \\ and \xNN in --prompt")
+    p.add_argument("--samples", type=int, default=1, help="completions (default: 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampling generator (default: 0)")
+    p.add_argument("--stop", choices=["function", "eos"], default="function",
+                   help="function: stop after the first complete statement; eos: only at EOS or the token cap")
+    p.add_argument("--no-cache", action="store_true", help="use the plain uncached reference generator")
+    _device_flag(p)
+    p.add_argument("--json", action="store_true")
+    add_config_arguments(p, Sampling, title="sampling")
+    p.set_defaults(func=cmd_generate)
+
+
+def unescape(text: str) -> str:
+    r"""Backslash escapes (\n, \t, \\, \xNN, \uNNNN) without touching other characters (café stays café)."""
+    import re
+
+    table = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
+
+    def one(m: re.Match) -> str:
+        body = m.group(1)
+        if body[0] in "xu":
+            return chr(int(body[1:], 16))
+        return table[body]
+
+    return re.sub(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[nrt\\'\"0])", one, text)
+
+
 def cmd_generate(args) -> int:
+    import torch
+
     from .checkpoint import load_model
     from .device import resolve_device
     from .engine import generate_groups
-    from .generate import function_body_complete, generate_uncached
+    from .generate import Sampling, function_body_complete, generate_uncached
 
+    if args.samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {args.samples}")
+    sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device)
     generator = torch.Generator(device=device).manual_seed(args.seed)
-    prompt = args.prompt.encode("utf-8").decode("unicode_escape") if args.escapes else args.prompt
+    prompt = unescape(args.prompt) if args.escapes else args.prompt
     stop = function_body_complete if args.stop == "function" else None
     generate = generate_uncached if args.no_cache else generate_groups
-    samples = generate(model, [prompt], group_size=args.samples, max_new_tokens=args.max_new_tokens,
-                       temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, generator=generator,
-                       stop=stop)[0]
+    samples = generate(model, [prompt], args.samples, sampling, generator=generator, stop=stop)[0]
     for i, out in enumerate(samples):
         if args.json:
-            print(json.dumps({"prompt": prompt, **out}))
+            print(json.dumps({"prompt": prompt, **out}, ensure_ascii=False))
         else:
             if args.samples > 1:
                 print(f"--- sample {i + 1}")
@@ -96,20 +144,75 @@ def cmd_generate(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- bench
+
+def add_bench_parser(sub) -> None:
+    p = sub.add_parser("bench", help="time the plain and the fast path on the same weights (a few minutes)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--out", help="JSON results file (default: runs/bench/bench-<time>.json)")
+    p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
+    p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
+    p.set_defaults(func=cmd_bench)
+
+
 def cmd_bench(args) -> int:
-    import time as _time
-    from pathlib import Path
+    import time
 
     from .bench import format_report, run_bench
-    from .io import atomic_write_json
 
-    out = Path(args.out or f"runs/bench/bench-{_time.strftime('%Y%m%d-%H%M%S')}.json")
+    out = Path(args.out or f"runs/bench/bench-{time.strftime('%Y%m%d-%H%M%S')}.json")
     refuse_existing(out)
-    result = run_bench(quick=args.quick, compile_model=args.compile,
-                       log=(lambda *_: None) if args.json else print)
+    result = run_bench(quick=args.quick, compile_model=args.compile, log=(lambda *_: None) if args.json else print)
     atomic_write_json(out, result)
     print(json.dumps(result, indent=2) if args.json else format_report(result) + f"\n\nwritten to {out}")
     return 0
+
+
+# ---------------------------------------------------------------- run
+
+def add_run_parser(sub) -> None:
+    from .run import RunConfig
+
+    p = sub.add_parser("run", help="the whole experiment: pretrain, RL, confirm, charts and REPORT.md",
+                       description="Every pretraining and RL setting is a flag: --pretrain.NAME and --rl.NAME "
+                                   "(defaults: the dataclass, then the preset, then what you give).")
+    add_config_arguments(p, RunConfig, title="run")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    from .run import PRESETS, RunConfig, run_pipeline
+
+    run_pipeline(config_from_args(RunConfig, args, base=PRESETS[args.preset or "full"]))
+    return 0
+
+
+# ---------------------------------------------------------------- rl
+
+def add_rl_parser(sub) -> None:
+    from .rl import RLConfig
+
+    p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
+    add_config_arguments(p, RLConfig, title="RL")
+    p.set_defaults(func=cmd_rl)
+
+
+def cmd_rl(args) -> int:
+    from .rl import RLConfig, rl_train
+    from .tasks import read_tasks
+
+    cfg = config_from_args(RLConfig, args)
+    rl_train(cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
+    return 0
+
+
+# ---------------------------------------------------------------- eval, compare, verify
+
+def _add_task_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", choices=SPLITS, help="a frozen split")
+    p.add_argument("--per-family", type=int, default=8, help="tasks per family of the split (default: 8)")
+    p.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
+    p.add_argument("--tasks", help="JSON Lines task file instead of a split")
 
 
 def _tasks_from(args):
@@ -124,37 +227,52 @@ def _tasks_from(args):
     return frozen_tasks(args.split, per_family=args.per_family, families=args.families)
 
 
-def cmd_eval(args) -> int:
-    from pathlib import Path
+def add_eval_parser(sub) -> None:
+    from .evaluate import EvalConfig
 
+    p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--out", required=True, help="receipt file (must not exist)")
+    _add_task_source(p)
+    _device_flag(p)
+    add_config_arguments(p, EvalConfig, title="evaluation (temperature default: 0 for one sample, 0.35 for several)")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args) -> int:
     from .checkpoint import WEIGHTS_NAME, load_model
     from .device import resolve_device
-    from .evaluate import evaluate, format_summary
-    from .io import atomic_write_json, sha256_file
+    from .evaluate import EvalConfig, evaluate, format_summary
+    from .io import sha256_file
 
-    out = Path(args.out)
-    refuse_existing(out)
+    if args.temperature is None and (args.samples or 1) > 1:
+        args.temperature = 0.35
+    cfg = config_from_args(EvalConfig, args)
+    refuse_existing(args.out)
     tasks = _tasks_from(args)
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device)
-    temperature = args.temperature if args.temperature is not None else (0.35 if args.samples > 1 else 0.0)
-    result = evaluate(model, tasks, samples=args.samples, temperature=temperature, seed=args.seed,
-                      max_new_tokens=args.max_new_tokens, precision=args.precision)
+    result = evaluate(model, tasks, cfg)
     result["checkpoint"] = str(args.checkpoint)
     result["checkpoint_sha256"] = sha256_file(Path(args.checkpoint) / WEIGHTS_NAME)
     result["source"] = {"tasks_file": args.tasks} if args.tasks else {
         "split": args.split, "per_family": args.per_family, "families": args.families}
-    atomic_write_json(out, result)
+    atomic_write_json(args.out, result)
     print(format_summary(result))
-    print(f"{result['elapsed_seconds']:.1f} s; receipt {out}")
+    print(f"{result['elapsed_seconds']:.1f} s; receipt {args.out}")
     return 0
 
 
-def cmd_compare(args) -> int:
-    from pathlib import Path
+def add_compare_parser(sub) -> None:
+    p = sub.add_parser("compare", help="paired comparison of eval receipts: McNemar, bootstrap, Holm")
+    p.add_argument("receipts", nargs="+", help="baseline receipt first, then one or more arms")
+    p.add_argument("--seed", type=int, default=20260827, help="bootstrap seed (default: 20260827)")
+    p.add_argument("--out", help="also write the comparison as JSON")
+    p.set_defaults(func=cmd_compare)
 
+
+def cmd_compare(args) -> int:
     from .compare import compare, format_comparison
-    from .io import atomic_write_json
 
     receipts = []
     for path in args.receipts:
@@ -163,6 +281,8 @@ def cmd_compare(args) -> int:
         receipts.append(json.loads(Path(path).read_text()))
     if len(receipts) < 2:
         raise ValueError("compare needs a baseline receipt and at least one more")
+    if args.out:
+        refuse_existing(args.out)
     result = compare(receipts[0], receipts[1:], names=list(args.receipts), seed=args.seed)
     print(format_comparison(result))
     if args.out:
@@ -170,72 +290,76 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def add_verify_parser(sub) -> None:
+    p = sub.add_parser("verify", help="run completions against their test cases in the sandbox",
+                       description="Input: JSON Lines, one {prompt, completion, entry_point, cases} a line (for example "
+                                   "`glm53 generate --json` output joined with a task file's entry_point and cases). "
+                                   "Output: each row plus its verdict. Streams: constant memory for any size.")
+    p.add_argument("--in", dest="input", required=True, help="JSON Lines with prompt, completion, entry_point, cases")
+    p.add_argument("--out", required=True, help="JSON Lines of rows with their verdicts (must not exist)")
+    p.add_argument("--timeout", type=float, default=2.0, help="seconds per program (default: 2.0)")
+    p.set_defaults(func=cmd_verify)
+
+
 def cmd_verify(args) -> int:
     from .verify.verify_file import verify_file
 
+    if args.timeout <= 0:
+        raise ValueError(f"--timeout must be > 0, got {args.timeout}")
     counts = verify_file(args.input, args.out, timeout_s=args.timeout)
     print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     return 0
 
 
-def cmd_rl(args) -> int:
-    from .rl import RLConfig, rl_train
-    from .tasks import read_tasks
+# ---------------------------------------------------------------- vision
 
-    cfg = RLConfig(init=args.init, out=args.out, groups=args.groups, group_size=args.group_size,
-                   families=args.families, tasks_per_family=args.tasks_per_family, temperature=args.temperature,
-                   max_new_tokens=args.max_new_tokens, lr=args.lr, train_scope=args.train_scope, reward=args.reward,
-                   invalid_penalty=args.invalid_penalty, exact_bonus=args.exact_bonus,
-                   checkpoints=tuple(args.checkpoints), seed=args.seed, groups_per_step=args.groups_per_step,
-                   normalization=args.normalization, kl_coef=args.kl_coef, replay_coef=args.replay_coef,
-                   replay_batch=args.replay_batch, device=args.device, precision=args.precision,
-                   sample_precision=args.sample_precision, progress=not args.no_progress, tasks_file=args.tasks,
-                   resume=args.resume)
-    rl_train(cfg, tasks=read_tasks(args.tasks) if args.tasks else None)
-    return 0
+def add_vision_parser(sub) -> None:
+    from .vision.train import DigitTraining
 
-
-def cmd_run(args) -> int:
-    from .run import run_pipeline
-
-    rl = {k: v for k, v in (("temperature", args.rl_temperature), ("tasks_per_family", args.rl_tasks_per_family))
-          if v is not None}
-    run_pipeline(args.out, preset=args.preset, seed=args.seed, rl_seed=args.rl_seed, device=args.device,
-                 rl_families=args.rl_families, overrides={"rl": rl} if rl else None, progress=not args.no_progress)
-    return 0
+    p = sub.add_parser("vision", help="train the miniature vision tower on generated digits")
+    p.add_argument("--architecture", choices=["faithful", "baseline", "both"], default="both",
+                   help="which tower (default: both, with a paired test)")
+    p.add_argument("--seeds", type=_int_list, help="comma-separated seeds (default: 42; with --pilot: 73)")
+    p.add_argument("--eval-examples", type=int, default=None, help="held-out digits (default: 200; pilot 100)")
+    p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained checkpoint instead")
+    p.add_argument("--out", required=True, help="folder for vision-receipt.json (must not exist or be empty)")
+    _device_flag(p)
+    add_config_arguments(p, DigitTraining, title="training of the miniature")
+    add_config_arguments(p, DigitTraining, prefix="pilot.", title="training of the full-model pilot "
+                         "(defaults: 40 updates of 10, lr 1e-3, tower ramp over half the updates, embedding 10x)")
+    p.set_defaults(func=cmd_vision)
 
 
 def cmd_vision(args) -> int:
-    from pathlib import Path
+    from dataclasses import replace
 
+    from .checkpoint import WEIGHTS_NAME
     from .device import resolve_device
-    from .io import atomic_write_json
-    from .vision.train import full_model_pilot, run_architectures
+    from .io import sha256_file
+    from .vision.train import PILOT_TRAINING, DigitTraining, full_model_pilot, run_architectures
 
     out = Path(args.out)
     refuse_nonempty_dir(out)
     device = resolve_device(args.device)
     receipt: dict = {"device": str(device)}
     if args.pilot:
-        from .checkpoint import WEIGHTS_NAME
-        from .io import sha256_file
-
-        seeds = args.seeds or [73]
-        runs = {str(seed): full_model_pilot(args.pilot, steps=args.pilot_steps, batch_size=args.pilot_batch_size,
-                                            eval_examples=args.pilot_eval_examples, seed=seed, lr=args.pilot_lr,
-                                            tower_warmup_steps=args.pilot_tower_warmup, device=device)
-                for seed in seeds}
+        training = config_from_args(DigitTraining, args, prefix="pilot.", base=vars(PILOT_TRAINING))
+        if getattr(args, "pilot.steps") is not None and getattr(args, "pilot.tower_warmup_steps") is None:
+            training = replace(training, tower_warmup_steps=training.steps // 2)  # the ramp spans half the updates
+        seeds, examples = args.seeds or [73], args.eval_examples or 100
+        if not Path(args.pilot).is_dir():
+            raise FileNotFoundError(f"--pilot {args.pilot} is not a checkpoint folder")
+        runs = {str(seed): full_model_pilot(args.pilot, seed, training, examples, device=device) for seed in seeds}
         after = [r["after"]["correct"] for r in runs.values()]
         mean = sum(after) / len(after)
         receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / WEIGHTS_NAME),
                             "runs": runs, "after_correct": after, "mean_after_correct": mean}
         if len(seeds) > 1:
-            print(f"full-model pilot over seeds {seeds}: {after}, mean {mean:.1f}/{args.pilot_eval_examples}")
+            print(f"full-model pilot over seeds {seeds}: {after}, mean {mean:.1f}/{examples}")
     else:
         arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
-        seeds = args.seeds or [args.seed]
-        receipt.update(run_architectures(arches, seeds, steps=args.steps, batch_size=args.batch_size,
-                                         eval_examples=args.eval_examples, lr=args.lr, device=device))
+        receipt.update(run_architectures(arches, args.seeds or [42], config_from_args(DigitTraining, args),
+                                         eval_examples=args.eval_examples or 200, device=device))
         if receipt["comparison"]:
             pooled = receipt["comparison"]["pooled"]
             print(f"faithful vs baseline, pooled over seeds: faithful-only {pooled['faithful_only']}, "
@@ -244,6 +368,19 @@ def cmd_vision(args) -> int:
     atomic_write_json(out / "vision-receipt.json", receipt)
     print(f"receipt {out / 'vision-receipt.json'}")
     return 0
+
+
+# ---------------------------------------------------------------- tasks
+
+def add_tasks_parser(sub) -> None:
+    p = sub.add_parser("tasks", help="task files")
+    tsub = p.add_subparsers(dest="tasks_command", required=True)
+    e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file")
+    e.add_argument("--split", required=True, choices=SPLITS)
+    e.add_argument("--per-family", type=int, default=8, help="tasks per family (default: 8)")
+    e.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
+    e.add_argument("--out", required=True)
+    e.set_defaults(func=cmd_tasks_export)
 
 
 def cmd_tasks_export(args) -> int:
@@ -255,158 +392,19 @@ def cmd_tasks_export(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- the command
+
+COMMANDS = (add_info_parser, add_pretrain_parser, add_generate_parser, add_bench_parser, add_run_parser,
+            add_rl_parser, add_eval_parser, add_compare_parser, add_verify_parser, add_vision_parser,
+            add_tasks_parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glm53", description="Train and study a tiny GLM-5.3-Flash-style model on a CPU.")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("info", help="print config, parameter counts, layer pattern and device")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--json", action="store_true")
-    _model_config_args(p)
-    p.set_defaults(func=cmd_info)
-
-    p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
-    p.add_argument("--out", required=True, help="run folder (must not exist, unless --resume)")
-    p.add_argument("--steps", type=int, default=400)
-    p.add_argument("--checkpoints", type=_int_list, default=[100, 200, 400])
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--sequence-length", type=int, default=128)
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--grad-clip", type=float, default=1.0)
-    p.add_argument("--balance-coef", type=float, default=0.01)
-    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
-    p.add_argument("--warmup-steps", type=int, default=0)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                   help="auto: bf16 autocast on hardware with native bf16 (measured faster), else fp32")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (a one-time compile of about a minute)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
-    p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint (default: dev split, one per family)")
-    p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
-    _model_config_args(p)
-    p.set_defaults(func=cmd_pretrain)
-
-    p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--escapes", action="store_true", help=r"interpret \n and similar escapes in --prompt")
-    p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--samples", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stop", choices=["function", "eos"], default="function",
-                   help="function: stop after the first complete statement; eos: only at EOS or the token cap")
-    p.add_argument("--no-cache", action="store_true", help="use the plain uncached reference generator")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_generate)
-
-    p = sub.add_parser("bench", help="time the plain and the fast path on the same weights (a few minutes)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--out", help="JSON results file (default runs/bench/bench-<time>.json)")
-    p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
-    p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
-    p.set_defaults(func=cmd_bench)
-
-    p = sub.add_parser("run", help="the whole experiment: pretrain, RL, confirm, charts and REPORT.md")
-    p.add_argument("--out", required=True, help="run folder (must not exist)")
-    p.add_argument("--preset", choices=["full", "quick"], default="full")
-    p.add_argument("--seed", type=int, default=42, help="pretraining seed")
-    p.add_argument("--rl-seed", type=int, default=31415)
-    p.add_argument("--rl-families", default="all", help="families RL trains on (reference: increment,double,even)")
-    p.add_argument("--rl-temperature", type=float, default=None, help="RL sampling temperature (preset: 0.8; reference 0.35)")
-    p.add_argument("--rl-tasks-per-family", type=int, default=None, help="rl-split tasks per family (preset: 12; reference 32)")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
-    p.add_argument("--init", required=True, help="checkpoint to start from")
-    p.add_argument("--out", required=True)
-    p.add_argument("--groups", type=int, default=96)
-    p.add_argument("--group-size", type=int, default=16)
-    p.add_argument("--families", default="increment,double,even")
-    p.add_argument("--tasks-per-family", type=int, default=32)
-    p.add_argument("--tasks", help="JSON Lines task file to train on instead of the rl split")
-    p.add_argument("--temperature", type=float, default=0.35)
-    p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--train-scope", choices=["all", "last-block", "last-block-head"], default="last-block-head")
-    p.add_argument("--reward", choices=["binary", "partial"], default="binary")
-    p.add_argument("--invalid-penalty", type=float, default=-0.1)
-    p.add_argument("--exact-bonus", type=float, default=0.0)
-    p.add_argument("--checkpoints", type=_int_list, default=[24, 48, 72, 96])
-    p.add_argument("--seed", type=int, default=31415)
-    p.add_argument("--groups-per-step", type=int, default=16, help="prompt groups per optimizer step")
-    p.add_argument("--normalization", choices=["sequence-mean", "token-sum"], default="sequence-mean")
-    p.add_argument("--kl-coef", type=float, default=0.0, help="KL penalty to the initial policy (0 = off)")
-    p.add_argument("--replay-coef", type=float, default=0.0, help="replay cross-entropy on pretraining examples (0 = off)")
-    p.add_argument("--replay-batch", type=int, default=16)
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto", help="for the update")
-    p.add_argument("--sample-precision", choices=["auto", "fp32", "bf16"], default="fp32", help="for sampling")
-    p.add_argument("--resume", action="store_true", help="continue the RL run in --out from its latest checkpoint")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=cmd_rl)
-
-    p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--split", choices=["dev", "rl", "final", "confirm"])
-    p.add_argument("--per-family", type=int, default=8)
-    p.add_argument("--families", default="all")
-    p.add_argument("--tasks", help="JSON Lines task file instead of a split")
-    p.add_argument("--samples", type=int, default=1, help="samples per task (1 = greedy pass@1)")
-    p.add_argument("--temperature", type=float, default=None, help="default 0 for one sample, 0.35 for several")
-    p.add_argument("--seed", type=int, default=8675309)
-    p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_eval)
-
-    p = sub.add_parser("compare", help="paired comparison of eval receipts: McNemar, bootstrap, Holm")
-    p.add_argument("receipts", nargs="+", help="baseline receipt first, then one or more arms")
-    p.add_argument("--seed", type=int, default=20260827)
-    p.add_argument("--out", help="also write the comparison as JSON")
-    p.set_defaults(func=cmd_compare)
-
-    p = sub.add_parser("verify", help="run completions against their test cases in the sandbox")
-    p.add_argument("--in", dest="input", required=True, help="JSON Lines with prompt, completion, entry_point, cases")
-    p.add_argument("--out", required=True)
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds per program")
-    p.set_defaults(func=cmd_verify)
-
-    p = sub.add_parser("vision", help="train the miniature vision tower on generated digits")
-    p.add_argument("--architecture", choices=["faithful", "baseline", "both"], default="both")
-    p.add_argument("--steps", type=int, default=120)
-    p.add_argument("--batch-size", type=int, default=40)
-    p.add_argument("--eval-examples", type=int, default=200)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--seeds", type=_int_list, help="comma-separated seeds (overrides --seed; with --pilot default 73), e.g. 1,2,3")
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained 25.7M checkpoint instead")
-    p.add_argument("--pilot-steps", type=int, default=40)
-    p.add_argument("--pilot-batch-size", type=int, default=10)
-    p.add_argument("--pilot-eval-examples", type=int, default=100)
-    p.add_argument("--pilot-lr", type=float, default=1e-3)
-    p.add_argument("--pilot-tower-warmup", type=int, default=None,
-                   help="updates over which the tower's learning rate ramps up (default: half of --pilot-steps)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_vision)
-
-    p = sub.add_parser("tasks", help="task files")
-    tsub = p.add_subparsers(dest="tasks_command", required=True)
-    e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file")
-    e.add_argument("--split", required=True, choices=["dev", "rl", "final", "confirm"])
-    e.add_argument("--per-family", type=int, default=8)
-    e.add_argument("--families", default="all", help="comma-separated family names, or all")
-    e.add_argument("--out", required=True)
-    e.set_defaults(func=cmd_tasks_export)
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 
@@ -414,8 +412,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileExistsError, FileNotFoundError) as err:
-        print(f"glm53 {args.command}: error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"\nglm53 {args.command}: interrupted. Checkpoints already written are complete; "
+              "rerun the same command with --resume where the command has it.", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - one line for the user; the traceback with --debug
+        if args.debug:
+            raise
+        known = isinstance(err, (ValueError, FileExistsError, FileNotFoundError))
+        print(f"glm53 {args.command}: error: {err if known else f'{type(err).__name__}: {err}'}"
+              + ("" if known else " (rerun with --debug for the traceback)"), file=sys.stderr)
         return 2
 
 

@@ -17,29 +17,28 @@ import torch
 
 from .model.cache import InferenceCache
 from .device import resolve_precision
-from .generate import StopRule, banned_ids, check_lengths, result_record, sample_next
+from .generate import Sampling, StopRule, banned_ids, check_lengths, result_record, sample_next
 from .model.model import GLM53
 from .tokenizer import ByteTokenizer
 
 
 @torch.no_grad()
-def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, max_new_tokens: int = 48,
-                    temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampling: Sampling = Sampling(),
                     generator: torch.Generator | None = None, stop: StopRule | None = None,
-                    precision: str = "fp32", ignore_eos: bool = False,
-                    tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
+                    precision: str = "fp32", tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
     """Same contract as `generate_uncached`: per prompt, `group_size` records
     {"completion", "token_ids", "hit_token_cap"}.
 
     precision: "fp32" (default; token-for-token equal to the plain generator), "bf16" (decode with a bf16 copy
     of the weights: faster, slightly different numbers) or "auto" (bf16 where the hardware has native bf16)."""
-    if group_size < 1 or max_new_tokens < 1:
-        raise ValueError("group_size and max_new_tokens must be >= 1")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    max_new_tokens = sampling.max_new_tokens
     tokenizer = tokenizer or ByteTokenizer()
     device = model.device
     encoded = [tokenizer.encode(p, bos=True) for p in prompts]
     max_length = check_lengths(model, encoded, max_new_tokens)
-    banned = torch.tensor(banned_ids(model, tokenizer, ignore_eos), device=device)
+    banned = torch.tensor(banned_ids(model, tokenizer, sampling.ignore_eos), device=device)
     precision = resolve_precision(precision, device)
     was_training = model.training
     if precision == "bf16":
@@ -58,7 +57,7 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, max_n
         for step in range(max_new_tokens):
             logits = logits.float()
             logits[:, banned] = float("-inf")
-            chosen = sample_next(logits, temperature, top_k, top_p, generator)
+            chosen = sample_next(logits, sampling, generator)
             keep = []
             for j, (r, t) in enumerate(zip(live.tolist(), chosen.tolist())):
                 tokens[r].append(t)

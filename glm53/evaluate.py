@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from math import comb
 
 import torch
 
-from .device import peak_memory_bytes
+from .device import PRECISIONS, peak_memory_bytes, resolve_precision
 from .engine import generate_groups
-from .generate import function_body_complete
+from .generate import Sampling, function_body_complete
 from .model.model import GLM53
 from .verify.rewards import binary_reward
 from .verify.static_check import is_valid
 from .tasks import Task
-from .verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, isolation_report, verify_many
+from .verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, isolation_report, verify_many
 
 MAX_ROWS_PER_BATCH = 256
 
@@ -44,19 +45,41 @@ def task_stop_rule(tasks: list[Task]):
     return stop
 
 
-def sample_tasks(model: GLM53, tasks: list[Task], samples: int = 1, temperature: float = 0.0,
-                 seed: int = 0, max_new_tokens: int = 48, precision: str = "fp32") -> list[list[dict]]:
-    """Completions for every task (`samples` each), batched through the cached engine."""
-    generator = torch.Generator(device=model.device).manual_seed(seed)
+@dataclass
+class EvalConfig:
+    """What `evaluate` does: how many samples per task and how they are drawn."""
+
+    samples: int = field(default=1, metadata={"help": "samples per task (1 = greedy pass@1)"})
+    sampling: Sampling = field(default_factory=Sampling, metadata={"flatten": True})
+    seed: int = field(default=8675309, metadata={"help": "seed of the sampling generator"})
+    precision: str = field(default="fp32", metadata={"help": "decoding precision", "choices": PRECISIONS})
+    timeout_s: float = field(default=DEFAULT_TIMEOUT_S, metadata={"help": "seconds per program in the sandbox"})
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"eval: samples must be >= 1, got {self.samples}")
+        if self.samples > 1 and self.sampling.temperature <= 0:
+            raise ValueError("eval: several samples per task need a temperature > 0 (greedy samples would be identical)")
+        if self.timeout_s <= 0:
+            raise ValueError(f"eval: timeout_s must be > 0, got {self.timeout_s}")
+
+
+def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
+                      generator: torch.Generator, precision: str = "fp32", max_rows: int | None = None,
+                      timeout_s: float = DEFAULT_TIMEOUT_S,
+                      pool: SandboxPool | None = None) -> list[list[tuple[dict, Verdict]]]:
+    """For each task, `group_size` completions from the cached engine (at most `max_rows` rows per engine
+    call), each judged against the task's hidden cases: [[(sample, verdict), ...] per task]."""
     stop = task_stop_rule(tasks)
-    per_batch = max(1, MAX_ROWS_PER_BATCH // samples)
-    out: list[list[dict]] = []
+    per_batch = len(tasks) if max_rows is None else max(1, max_rows // group_size)
+    completions: list[list[dict]] = []
     for start in range(0, len(tasks), per_batch):
         chunk = tasks[start : start + per_batch]
-        out.extend(generate_groups(model, [t.prompt for t in chunk], group_size=samples,
-                                   max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
-                                   stop=stop, precision=precision))
-    return out
+        completions.extend(generate_groups(model, [t.prompt for t in chunk], group_size, sampling,
+                                           generator=generator, stop=stop, precision=precision))
+    items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(tasks, completions) for s in group]
+    verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
+    return [[(s, next(verdicts)) for s in group] for group in completions]
 
 
 def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
@@ -77,23 +100,19 @@ def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
     return summary
 
 
-def evaluate(model: GLM53, tasks: list[Task], samples: int = 1, temperature: float = 0.0, seed: int = 0,
-             max_new_tokens: int = 48, timeout_s: float = DEFAULT_TIMEOUT_S, precision: str = "fp32",
+def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
              pool: SandboxPool | None = None) -> dict:
     """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", ...}."""
-    if samples < 1:
-        raise ValueError("samples must be >= 1")
-    if samples > 1 and temperature <= 0:
-        raise ValueError("several samples per task need a temperature > 0 (greedy samples would be identical)")
     started = time.perf_counter()
-    completions = sample_tasks(model, tasks, samples, temperature, seed, max_new_tokens, precision)
-    items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(tasks, completions) for s in group]
-    verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
+    samples = cfg.samples
+    precision = resolve_precision(cfg.precision, model.device)
+    generator = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    judged = sample_and_verify(model, tasks, samples, cfg.sampling, generator, precision, MAX_ROWS_PER_BATCH,
+                               cfg.timeout_s, pool)
     rows = []
-    for task, group in zip(tasks, completions):
+    for task, group in zip(tasks, judged):
         sample_rows = []
-        for s in group:
-            verdict = next(verdicts)
+        for s, verdict in group:
             sample_rows.append({"completion": s["completion"], "token_ids": s["token_ids"],
                                 "hit_token_cap": s["hit_token_cap"], "verdict": verdict.to_json(),
                                 "reward": binary_reward(verdict)})
@@ -108,8 +127,9 @@ def evaluate(model: GLM53, tasks: list[Task], samples: int = 1, temperature: flo
         "summary": _summary(rows, samples, ks),
         "by_family": {fam: _summary(fam_rows, samples, ks) for fam, fam_rows in by_family.items()},
         "tasks": rows,
-        "settings": {"samples": samples, "temperature": temperature, "seed": seed, "max_new_tokens": max_new_tokens,
-                     "timeout_s": timeout_s, "precision": precision, "greedy": samples == 1 and temperature <= 0},
+        "settings": {"samples": samples, "temperature": cfg.sampling.temperature, "seed": cfg.seed,
+                     "max_new_tokens": cfg.sampling.max_new_tokens, "timeout_s": cfg.timeout_s, "precision": precision,
+                     "greedy": samples == 1 and cfg.sampling.temperature <= 0},
         "sandbox": isolation_report(pool),
         "elapsed_seconds": time.perf_counter() - started,
         "peak_memory_bytes": peak_memory_bytes(model.device),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -16,6 +17,33 @@ from .model.model import GLM53
 from .tokenizer import ByteTokenizer
 
 StopRule = Callable[[str, str], bool]  # (prompt, completion so far) -> stop now?
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How tokens are drawn, for both generators and evaluation. temperature 0 is greedy."""
+
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature; 0 = greedy"})
+    top_k: int | None = field(default=None, metadata={"help": "keep only the k most likely tokens"})
+    top_p: float | None = field(default=None, metadata={"help": "keep the smallest set of tokens with this mass"})
+    max_new_tokens: int = field(default=48, metadata={"help": "token cap per completion"})
+    ignore_eos: bool = field(default=False, metadata={"help": "ban EOS so every row runs to the cap (benchmarks)"})
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
+            problems.append(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            problems.append(f"top_k must be >= 1 or unset, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            problems.append(f"top_p must lie in (0, 1] or be unset, got {self.top_p}")
+        if self.max_new_tokens < 1:
+            problems.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if problems:
+            raise ValueError("sampling: " + "; ".join(problems))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def function_body_complete(prompt: str, completion: str) -> bool:
@@ -30,9 +58,9 @@ def function_body_complete(prompt: str, completion: str) -> bool:
     return True
 
 
-def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None,
-                generator: torch.Generator | None) -> torch.Tensor:
+def sample_next(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> torch.Tensor:
     """logits [N, V] (banned ids already -inf) -> token ids [N]. temperature 0 means greedy."""
+    temperature, top_k, top_p = sampling.temperature, sampling.top_k, sampling.top_p
     if temperature <= 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
@@ -68,19 +96,19 @@ def result_record(tokenizer: ByteTokenizer, token_ids: list[int], stopped: bool,
 
 
 @torch.no_grad()
-def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, max_new_tokens: int = 48,
-                      temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, sampling: Sampling = Sampling(),
                       generator: torch.Generator | None = None, stop: StopRule | None = None,
-                      ignore_eos: bool = False, tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
+                      tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
     """For each prompt, `group_size` completions: [[{"completion", "token_ids", "hit_token_cap"}, ...], ...].
 
     A row stops at EOS (kept in token_ids, cut from the text) or when `stop(prompt, completion)` is true;
-    `ignore_eos=True` bans EOS instead, so every row runs to max_new_tokens (for benchmarks). The
+    `sampling.ignore_eos` bans EOS instead, so every row runs to the token cap (for benchmarks). The
     G rows of one prompt run as a batch that is recomputed in full at every step; finished rows ride along
     until all are done, as in the reference.
     """
     tokenizer = tokenizer or ByteTokenizer()
-    banned = banned_ids(model, tokenizer, ignore_eos)
+    max_new_tokens = sampling.max_new_tokens
+    banned = banned_ids(model, tokenizer, sampling.ignore_eos)
     was_training = model.training
     model.eval()
     results = []
@@ -94,7 +122,7 @@ def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, max
             for _ in range(max_new_tokens):
                 logits = model(sequence)[:, -1].float()
                 logits[:, banned] = float("-inf")
-                tokens = sample_next(logits, temperature, top_k, top_p, generator)
+                tokens = sample_next(logits, sampling, generator)
                 sequence = torch.cat([sequence, tokens[:, None]], dim=1)
                 for r, t in enumerate(tokens.tolist()):
                     if done[r]:

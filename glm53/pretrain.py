@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -23,11 +23,13 @@ from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_r
                          save_checkpoint, start_run_folder)
 from .model.config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
-from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
-from .evaluate import evaluate
+from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
+from .evaluate import EvalConfig, evaluate
+from .generate import Sampling
 from .io import atomic_write_json, truncate_jsonl
 from .model.model import GLM53
 from .schedule import SCHEDULES, scheduled_lr
+from .settings import setting
 from .tasks import Task, frozen_tasks
 from .verify.verifier import isolation_report
 
@@ -38,27 +40,27 @@ RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "ou
 
 @dataclass
 class PretrainConfig:
-    out: str
-    steps: int = 400
-    checkpoints: tuple[int, ...] = (100, 200, 400)
-    batch_size: int = 32
-    sequence_length: int = 128
-    lr: float = 3e-4
-    betas: tuple[float, float] = (0.9, 0.95)
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    balance_coef: float = 0.01
-    lr_schedule: str = "constant"
-    warmup_steps: int = 0
-    min_lr_ratio: float = 0.1
-    seed: int = 42
-    device: str = "auto"
-    precision: str = "auto"  # auto: bf16 autocast where the hardware has native bf16, else fp32
-    compile: bool = False
-    resume: bool = False
-    progress: bool = True
-    dev_max_new_tokens: int = 48
-    model: ModelConfig = field(default_factory=ModelConfig)
+    out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
+    steps: int = setting(400, "optimizer steps")
+    checkpoints: tuple[int, ...] = setting((100, 200, 400), "steps to save a checkpoint at (the last step always is)")
+    batch_size: int = setting(32, "rows per step")
+    sequence_length: int = setting(128, "tokens per row")
+    lr: float = setting(3e-4, "peak learning rate (AdamW)")
+    betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
+    weight_decay: float = setting(0.1, "AdamW weight decay on matrices")
+    grad_clip: float = setting(1.0, "gradient-norm clip")
+    balance_coef: float = setting(0.01, "weight of the router balance loss")
+    lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
+    warmup_steps: int = setting(0, "linear warmup steps")
+    min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr")
+    seed: int = setting(42, "seed of the initialization and the data stream")
+    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
+    precision: str = setting("auto", "auto: bf16 autocast on hardware with native bf16, else fp32", choices=PRECISIONS)
+    compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
+    resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
+    progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
+    dev_max_new_tokens: int = setting(48, "token cap of the dev completions sampled at each checkpoint")
+    model: ModelConfig = setting(default_factory=ModelConfig, flatten=True)
 
     def __post_init__(self) -> None:
         self.checkpoints = tuple(sorted(set(int(c) for c in self.checkpoints)))
@@ -114,7 +116,7 @@ def default_dev_tasks() -> list[Task]:
 
 def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> list[dict]:
     """Greedy completion of each dev prompt, verified against its hidden cases."""
-    result = evaluate(model, tasks, max_new_tokens=max_new_tokens)
+    result = evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=max_new_tokens), seed=0))
     return [{"task_id": r["task_id"], "family": r["family"], "completion": r["samples"][0]["completion"],
              "status": r["samples"][0]["verdict"]["status"], "hit_token_cap": r["samples"][0]["hit_token_cap"]}
             for r in result["tasks"]]
@@ -122,6 +124,8 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> lis
 
 def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print) -> dict:
     """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder."""
+    if not cfg.out:
+        raise ValueError("pretrain: out must name the run folder (--out)")
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)

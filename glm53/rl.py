@@ -30,15 +30,16 @@ from tqdm.auto import tqdm
 from .checkpoint import (RECEIPT_NAME, WEIGHTS_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
                          restore_latest, rng_state, save_checkpoint, start_run_folder, verify_checkpoint)
 from .data import IGNORE_INDEX, encode_documents
-from .device import autocast, peak_memory_bytes, resolve_device, resolve_precision
-from .evaluate import evaluate, task_stop_rule
-from .engine import generate_groups
+from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
+from .evaluate import EvalConfig, evaluate, sample_and_verify
+from .generate import Sampling
 from .io import atomic_write_json, read_jsonl, sha256_file, truncate_jsonl
 from .model.model import GLM53
 from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
+from .settings import setting
 from .tokenizer import ByteTokenizer
-from .verify.verifier import isolation_report, verify_many
+from .verify.verifier import isolation_report
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 NORMALIZATIONS = ("sequence-mean", "token-sum")
@@ -49,37 +50,38 @@ LOG_NAME, ROLLOUTS_NAME, SCHEDULE_NAME = "rl_log.jsonl", "rollouts.jsonl", "sche
 
 @dataclass
 class RLConfig:
-    init: str
-    out: str
-    groups: int = 96
-    group_size: int = 16
-    families: str = "increment,double,even"
-    tasks_per_family: int = 32
-    temperature: float = 0.35
-    max_new_tokens: int = 48
-    lr: float = 5e-5
-    train_scope: str = "last-block-head"
-    reward: str = "binary"
-    invalid_penalty: float = -0.1
-    exact_bonus: float = 0.0
-    checkpoints: tuple[int, ...] = (24, 48, 72, 96)
-    seed: int = 31415
-    groups_per_step: int = 16
-    normalization: str = "sequence-mean"
-    kl_coef: float = 0.0
-    replay_coef: float = 0.0
-    replay_batch: int = 16
-    grad_clip: float = 1.0
-    dev_per_family: int = 4
-    dev_samples: int = 8
-    dev_temperature: float = 0.35
-    dev_seed: int = 8675309
-    device: str = "auto"
-    precision: str = "auto"
-    sample_precision: str = "fp32"
-    progress: bool = True
-    tasks_file: str | None = None
-    resume: bool = False
+    init: str = setting("", "checkpoint to start from", required=True)
+    out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
+    groups: int = setting(96, "prompt groups in the whole run")
+    group_size: int = setting(16, "completions sampled per prompt")
+    families: str = setting("increment,double,even", "task families to train on (comma-separated, or all)")
+    tasks_per_family: int = setting(32, "rl-split tasks per family")
+    temperature: float = setting(0.35, "sampling temperature of the rollouts")
+    max_new_tokens: int = setting(48, "token cap per completion")
+    lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)")
+    train_scope: str = setting("last-block-head", "which parameters train", choices=TRAIN_SCOPES)
+    reward: str = setting("binary", "reward from the verdict", choices=REWARD_MODES)
+    invalid_penalty: float = setting(-0.1, "reward of a statically invalid program")
+    exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes")
+    checkpoints: tuple[int, ...] = setting((24, 48, 72, 96), "groups done at which to save and score on dev")
+    seed: int = setting(31415, "seed of the task schedule and the sampling")
+    groups_per_step: int = setting(16, "prompt groups per optimizer step")
+    normalization: str = setting("sequence-mean", "log-prob of a completion: mean or sum over its tokens",
+                                 choices=NORMALIZATIONS)
+    kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)")
+    replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
+    replay_batch: int = setting(16, "replay examples per step")
+    grad_clip: float = setting(1.0, "gradient-norm clip")
+    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint")
+    dev_samples: int = setting(8, "samples per dev task")
+    dev_temperature: float = setting(0.35, "temperature of the dev samples")
+    dev_seed: int = setting(8675309, "seed of the dev sampling")
+    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
+    precision: str = setting("auto", "precision of the update", choices=PRECISIONS)
+    sample_precision: str = setting("fp32", "precision of the rollouts", choices=PRECISIONS)
+    progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
+    tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
+    resume: bool = setting(False, "continue the RL run in --out from its latest checkpoint")
 
     def __post_init__(self) -> None:
         self.checkpoints = tuple(sorted(set(int(c) for c in self.checkpoints)))
@@ -179,6 +181,8 @@ def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Ten
 
 def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print) -> dict:
     out = Path(cfg.out)
+    if not cfg.out or not cfg.init:
+        raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
     check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
@@ -200,7 +204,8 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         start_run_folder(out, cfg.to_dict())
         atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
     tokenizer = ByteTokenizer()
-    stop = task_stop_rule(tasks)
+    sampling = Sampling(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+    sample_precision = resolve_precision(cfg.sample_precision, device)
     log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
         f"{cfg.groups} groups of {cfg.group_size} over "
         f"{len(tasks)} tasks, device {device} ({precision})")
@@ -217,8 +222,9 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         log(f"resuming {out} after group {done_groups} ({latest.name})")
 
     def checkpoint(group: int) -> None:
-        dev = evaluate(model, dev_tasks, samples=cfg.dev_samples, temperature=cfg.dev_temperature, seed=cfg.dev_seed,
-                       max_new_tokens=cfg.max_new_tokens) if dev_tasks else None
+        dev_cfg = EvalConfig(samples=cfg.dev_samples, seed=cfg.dev_seed,
+                             sampling=Sampling(temperature=cfg.dev_temperature, max_new_tokens=cfg.max_new_tokens))
+        dev = evaluate(model, dev_tasks, dev_cfg) if dev_tasks else None
         dev_summary = dev["summary"] if dev else None
         meta = {"stage": "pre_rl" if group == 0 else "executable_reward_rl", "group": group, "seed": cfg.seed,
                 "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "dev": dev_summary}
@@ -245,17 +251,12 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         t0 = time.perf_counter()
         step_tasks = schedule[first:end]
         generator = torch.Generator(device=device).manual_seed(cfg.seed + 17 * (first + 1))
-        samples = generate_groups(model, [t.prompt for t in step_tasks], group_size=cfg.group_size,
-                                  max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, generator=generator,
-                                  stop=stop, precision=cfg.sample_precision)
-        items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(step_tasks, samples)
-                 for s in group]
-        verdicts = iter(verify_many(items))
+        judged = sample_and_verify(model, step_tasks, cfg.group_size, sampling, generator, sample_precision)
         prompt_ids, completion_ids, advantages, rollouts = [], [], [], []
         zero_variance, all_rewards, exact, valid, lengths, caps = 0, [], 0, 0, [], 0
-        for g, (task, group) in enumerate(zip(step_tasks, samples)):
+        for g, (task, pairs) in enumerate(zip(step_tasks, judged)):
             task_prompt_ids = tokenizer.encode(task.prompt, bos=True)
-            group_verdicts = [next(verdicts) for _ in group]
+            group, group_verdicts = [s for s, _ in pairs], [v for _, v in pairs]
             rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for v in group_verdicts]
             adv = leave_one_out_advantages(rewards)
             spread = max(rewards) - min(rewards)

@@ -17,64 +17,91 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .checkpoint import WEIGHTS_NAME, checkpoint_name, load_model
 from .compare import compare
-from .model.config import ModelConfig
-from .device import resolve_device
+from .device import DEVICE_CHOICES, resolve_device
 from .evaluate import evaluate
 from .io import atomic_write_json, refuse_nonempty_dir, sha256_file
 from .pretrain import PretrainConfig, pretrain
 from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .rl import RLConfig, rl_train
+from .settings import setting
 from .tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 
 PRESETS = {
     "full": {"pretrain": dict(steps=400, checkpoints=(100, 200, 400), batch_size=32, sequence_length=128, lr=1e-3,
                               warmup_steps=20),
              "rl_start": 100,
-             "rl": dict(groups=96, group_size=16, tasks_per_family=12, checkpoints=(24, 48, 72, 96), temperature=0.8),
+             "rl": dict(groups=96, group_size=16, tasks_per_family=12, checkpoints=(24, 48, 72, 96), temperature=0.8,
+                        families="all"),
              "confirm_per_family": 8},
     "quick": {"pretrain": dict(steps=60, checkpoints=(30, 60), batch_size=16, sequence_length=128, lr=1e-3,
                                warmup_steps=10),
               "rl_start": 60,
               "rl": dict(groups=16, group_size=8, tasks_per_family=2, checkpoints=(8, 16), dev_per_family=1,
-                         dev_samples=4, temperature=0.8),
+                         dev_samples=4, temperature=0.8, families="all"),
               "confirm_per_family": 4},
 }
+RUN_OWNED = ("out", "device", "progress", "resume")  # nested settings the run sets for both stages
 
 
-def run_pipeline(out: str | Path, preset: str = "full", seed: int = 42, rl_seed: int = 31415, device: str = "auto",
-                 model: ModelConfig | None = None, rl_families: str = "all",
-                 overrides: dict | None = None, progress: bool = True, log=print) -> dict:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    run = Path(out)
+@dataclass
+class RunConfig:
+    """`glm53 run`: the pretraining and RL configs (every setting reachable as --pretrain.X and --rl.X) plus
+    what joins them. Values come from the dataclass defaults, then the preset, then the command line."""
+
+    out: str = setting("", "run folder (must not exist)", required=True)
+    preset: str = setting("full", "full: the main job (~8 min); quick: a small version", choices=tuple(PRESETS))
+    rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from")
+    confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end")
+    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
+    progress: bool = setting(True, "show progress bars (--no-progress: plain log lines)")
+    pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=RUN_OWNED)
+    rl: RLConfig = setting(default_factory=RLConfig, skip=RUN_OWNED + ("init", "tasks_file"))
+
+    def __post_init__(self) -> None:
+        if self.rl_start not in self.pretrain.checkpoints:
+            raise ValueError(f"run: rl_start {self.rl_start} is not among the pretraining checkpoints "
+                             f"{list(self.pretrain.checkpoints)}")
+        run = Path(self.out)
+        shared = {"device": self.device, "progress": self.progress, "resume": False}
+        self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), **shared)
+        self.rl = replace(self.rl, init=str(run / "pretrain" / checkpoint_name(self.rl_start)), out=str(run / "rl"),
+                          **shared)
+
+    @classmethod
+    def from_preset(cls, out: str, preset: str = "full", **overrides) -> "RunConfig":
+        """A preset with overrides in its own shape, e.g. pretrain=dict(steps=3), rl_start=3."""
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        spec = {k: dict(v) if isinstance(v, dict) else v for k, v in PRESETS[preset].items()}
+        for key, value in overrides.items():
+            spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+        return cls(out=out, preset=preset, pretrain=PretrainConfig(**spec.pop("pretrain")),
+                   rl=RLConfig(**spec.pop("rl")), **spec)
+
+    def to_dict(self) -> dict:
+        return {**{k: getattr(self, k) for k in ("out", "preset", "rl_start", "confirm_per_family", "device")},
+                "pretrain": self.pretrain.to_dict(), "rl": self.rl.to_dict()}
+
+
+def run_pipeline(cfg: RunConfig, log=print) -> dict:
+    run = Path(cfg.out)
     refuse_nonempty_dir(run)
-    spec = {k: (dict(v) if isinstance(v, dict) else v) for k, v in PRESETS[preset].items()}
-    for key, value in (overrides or {}).items():
-        if isinstance(value, dict):
-            spec[key].update(value)
-        else:
-            spec[key] = value
     run.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     started = time.perf_counter()
 
     t0 = time.perf_counter()
-    pcfg = PretrainConfig(out=str(run / "pretrain"), seed=seed, device=device, progress=progress,
-                          model=model or ModelConfig(), **spec["pretrain"])
-    pretrain_receipt = pretrain(pcfg, log=log)
+    pretrain_receipt = pretrain(cfg.pretrain, log=log)
     seconds["pretrain"] = time.perf_counter() - t0
 
-    start = run / "pretrain" / checkpoint_name(spec["rl_start"])
-    if not start.is_dir():
-        raise ValueError(f"RL start step {spec['rl_start']} is not among the pretraining checkpoints")
+    start = Path(cfg.rl.init)
     t0 = time.perf_counter()
-    rcfg = RLConfig(init=str(start), out=str(run / "rl"), families=rl_families, seed=rl_seed, device=device,
-                    progress=progress, **spec["rl"])
-    rl_receipt = rl_train(rcfg, log=log)
+    rl_receipt = rl_train(cfg.rl, log=log)
     seconds["rl"] = time.perf_counter() - t0
 
     scored = [c for c in rl_receipt["checkpoints"] if c["group"] > 0 and c["dev"]]
@@ -84,9 +111,9 @@ def run_pipeline(out: str | Path, preset: str = "full", seed: int = 42, rl_seed:
     t0 = time.perf_counter()
     (run / "eval").mkdir()
     tasks_file = run / "eval" / "confirm-tasks.jsonl"
-    write_tasks(frozen_tasks("confirm", spec["confirm_per_family"]), tasks_file)
+    write_tasks(frozen_tasks("confirm", cfg.confirm_per_family), tasks_file)
     tasks = read_tasks(tasks_file)
-    dev_device = resolve_device(device)
+    dev_device = resolve_device(cfg.device)
     before = evaluate(load_model(start, dev_device), tasks)
     after_model = load_model(run / "rl" / best["path"], dev_device)
     after = evaluate(after_model, tasks)
@@ -101,8 +128,8 @@ def run_pipeline(out: str | Path, preset: str = "full", seed: int = 42, rl_seed:
     seconds["evaluation"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    families = parse_families(rl_families)
-    info = {"seed": seed, "rl_seed": rl_seed, "preset": preset, "device": str(dev_device),
+    families = parse_families(cfg.rl.families)
+    info = {"seed": cfg.pretrain.seed, "rl_seed": cfg.rl.seed, "preset": cfg.preset, "device": str(dev_device),
             "rl_families": list(families), "selected_rl_group": best["group"],
             "tasks_file_check": {"file": "eval/confirm-tasks.jsonl", "tasks": again["summary"]["tasks"],
                                  "solved": again["summary"]["tasks_solved_any"], "identical": identical}}
@@ -113,7 +140,7 @@ def run_pipeline(out: str | Path, preset: str = "full", seed: int = 42, rl_seed:
     write_report(run, info, before, after, comparison, charts)
     sub = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in families)  # noqa: E731
     ref = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in REFERENCE_RL_FAMILIES)  # noqa: E731
-    receipt = {**info, "spec": json.loads(json.dumps(spec)),
+    receipt = {**info, "config": json.loads(json.dumps(cfg.to_dict())),
                "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
                "checkpoint_sha256": {"rl_start": sha256_file(start / WEIGHTS_NAME), "after": best["weights_sha256"]},
                "confirm": {"before_all": before["summary"]["tasks_solved_any"],

@@ -14,17 +14,17 @@ python3 - "$W" <<'PY'
 import sys, time, torch
 from glm53.checkpoint import load_model
 from glm53.engine import generate_groups
-from glm53.generate import generate_uncached
+from glm53.generate import Sampling, generate_uncached
 from glm53.tasks import frozen_tasks
 m = load_model(f"{sys.argv[1]}/p/checkpoint-0060", "cuda")
 prompts = [t.prompt for t in frozen_tasks("confirm", 1)]
-a = generate_groups(m, prompts, 2, 24)
-b = generate_uncached(m, prompts, 2, 24)
+a = generate_groups(m, prompts, 2, Sampling(max_new_tokens=24))
+b = generate_uncached(m, prompts, 2, Sampling(max_new_tokens=24))
 print("cuda cached greedy == uncached greedy:", a == b)
 for prec in ("fp32", "bf16"):
-    generate_groups(m, prompts * 2, 16, 48, temperature=0.8, generator=torch.Generator("cuda").manual_seed(0), ignore_eos=True, precision=prec)
+    generate_groups(m, prompts * 2, 16, Sampling(temperature=0.8, max_new_tokens=48, ignore_eos=True), generator=torch.Generator("cuda").manual_seed(0), precision=prec)
     torch.cuda.synchronize(); t = time.perf_counter()
-    generate_groups(m, prompts * 2, 16, 48, temperature=0.8, generator=torch.Generator("cuda").manual_seed(0), ignore_eos=True, precision=prec)
+    generate_groups(m, prompts * 2, 16, Sampling(temperature=0.8, max_new_tokens=48, ignore_eos=True), generator=torch.Generator("cuda").manual_seed(0), precision=prec)
     torch.cuda.synchronize(); s = time.perf_counter() - t
     print(f"cuda {prec}: 16 groups x 16 x 48 tokens in {s:.2f} s ({256 * 48 / s:.0f} tokens/s)")
 PY

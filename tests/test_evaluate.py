@@ -4,7 +4,8 @@ import pytest
 
 from glm53 import GLM53
 from glm53.compare import compare, holm, mcnemar_exact
-from glm53.evaluate import evaluate, pass_at_k, task_stop_rule
+from glm53.evaluate import EvalConfig, evaluate, pass_at_k, task_stop_rule
+from glm53.generate import Sampling
 from glm53.tasks import frozen_tasks
 
 
@@ -30,19 +31,19 @@ def test_evaluate_receipt_records_everything(tiny_config):
 
     model = GLM53(dataclasses.replace(tiny_config, max_sequence_length=128))
     tasks = frozen_tasks("dev", 1, "increment,reverse")
-    greedy = evaluate(model, tasks, max_new_tokens=8)
+    greedy = evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=8)))
     assert greedy["settings"]["greedy"] and greedy["summary"]["rollouts"] == 2
     for row in greedy["tasks"]:
         assert {"task_id", "family", "prompt", "entry_point", "samples", "passed"} <= set(row)
         sample = row["samples"][0]
         assert sample["verdict"]["status"] in ("passed", "failed", "invalid", "timeout", "memory", "crashed")
     assert set(greedy["by_family"]) == {"increment", "reverse"}
-    assert evaluate(model, tasks, max_new_tokens=8)["tasks"] == greedy["tasks"]
-    sampled = evaluate(model, tasks, samples=4, temperature=1.0, seed=3, max_new_tokens=8)
+    assert evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=8)))["tasks"] == greedy["tasks"]
+    sampled = evaluate(model, tasks, EvalConfig(samples=4, seed=3, sampling=Sampling(temperature=1.0, max_new_tokens=8)))
     assert set(sampled["summary"]["pass_at_k"]) == {"1", "2", "4"}
     assert sampled["summary"]["rollouts"] == 8
     with pytest.raises(ValueError, match="temperature"):
-        evaluate(model, tasks, samples=4, temperature=0.0)
+        evaluate(model, tasks, EvalConfig(samples=4))
 
 
 def _receipt(outcomes: dict[str, list[int]]) -> dict:

@@ -3,7 +3,7 @@
 import json
 
 from glm53 import ModelConfig
-from glm53.run import run_pipeline
+from glm53.run import RunConfig, run_pipeline
 
 from .conftest import TINY
 
@@ -14,8 +14,10 @@ OVERRIDES = {"pretrain": dict(steps=3, checkpoints=(3,), batch_size=2, warmup_st
 
 
 def _run(out):
-    return run_pipeline(out, preset="quick", seed=5, device="cpu", model=ModelConfig(**{**TINY, "max_sequence_length": 160}),
-                        overrides=OVERRIDES, progress=False, log=lambda *_: None)
+    model = ModelConfig(**{**TINY, "max_sequence_length": 160})
+    overrides = {**OVERRIDES, "pretrain": {**OVERRIDES["pretrain"], "seed": 5, "model": model}}
+    cfg = RunConfig.from_preset(str(out), "quick", device="cpu", progress=False, **overrides)
+    return run_pipeline(cfg, log=lambda *_: None)
 
 
 def _strip_timings(obj):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
+from ..settings import setting
+
 # Every component with two mathematically equal forms names them the same way: "plain" (the readable
 # reference) and "fast" (the default). Checkpoints written before this naming still load.
 IMPLS = ("plain", "fast")
@@ -20,29 +22,29 @@ class ModelConfig:
     never change the weights, so a checkpoint loads under either.
     """
 
-    vocab_size: int = 260
-    dim: int = 192
-    layers: int = 12
-    heads: int = 6
-    expert_hidden: int = 384
-    experts: int = 8
-    top_k: int = 2
-    shared_experts: int = 1
-    streams: int = 4
-    sparse_window: int = 32
-    sparse_stride: int = 32
-    max_sequence_length: int = 192
-    sparse_every: int = 4  # layer i is sparse when (i + 1) % sparse_every == 0: L L L S
-    rope_base: float = 10000.0
-    norm_eps: float = 1e-6
-    init_std: float = 0.02
+    vocab_size: int = setting(260, "output vocabulary (the 260 byte-level ids)")
+    dim: int = setting(192, "model width")
+    layers: int = setting(12, "number of blocks")
+    heads: int = setting(6, "attention heads (head_dim = dim / heads)")
+    expert_hidden: int = setting(384, "hidden width of each SwiGLU expert")
+    experts: int = setting(8, "routed experts per MoE layer")
+    top_k: int = setting(2, "routed experts each token uses")
+    shared_experts: int = setting(1, "always-on experts per MoE layer")
+    streams: int = setting(4, "residual streams (hyper-connections)")
+    sparse_window: int = setting(32, "sparse attention: local keys each query sees")
+    sparse_stride: int = setting(32, "sparse attention: every stride-th key is an anchor")
+    max_sequence_length: int = setting(192, "context length")
+    sparse_every: int = setting(4, "layer i is sparse when (i + 1) % sparse_every == 0: L L L S")
+    rope_base: float = setting(10000.0, "RoPE frequency base")
+    norm_eps: float = setting(1e-6, "RMSNorm epsilon")
+    init_std: float = setting(0.02, "std of the Normal init of every matrix")
     # The reference writes the block's output *including its input* back onto every stream, so the
     # residual is counted twice; False writes only the block's update. See hyper_connections.py.
-    hc_double_residual: bool = False
-    linear_attention_impl: str = "fast"
-    linear_attention_chunk: int = 32
-    sparse_attention_impl: str = "fast"
-    moe_impl: str = "fast"
+    hc_double_residual: bool = setting(False, "write input + update back to the streams, as the reference did")
+    linear_attention_impl: str = setting("fast", "linear attention form", choices=IMPLS)
+    linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention")
+    sparse_attention_impl: str = setting("fast", "sparse attention form", choices=IMPLS)
+    moe_impl: str = setting("fast", "mixture-of-experts form", choices=IMPLS)
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:

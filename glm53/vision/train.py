@@ -8,6 +8,7 @@ prompt position, on held-out renderings never used in training.
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +16,8 @@ import torch.nn.functional as F
 from ..compare import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from ..schedule import linear_ramp, scheduled_lr
+from ..schedule import SCHEDULES, linear_ramp, scheduled_lr
+from ..settings import setting
 from ..tokenizer import ByteTokenizer
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
@@ -68,26 +70,61 @@ def evaluate_digits(model: VisionLanguageModel, images: torch.Tensor, labels: to
             "per_example": correct_t.int().tolist()}
 
 
-def train_digits(model: VisionLanguageModel, steps: int, batch_size: int, seed: int, lr: float,
-                 eval_images: torch.Tensor, eval_labels: torch.Tensor, parameters=None,
-                 balance_coef: float = 0.01, weight_decay: float = 0.01, label_step: int = 1,
-                 warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0,
-                 grad_clip: float = 1.0, tower_warmup_steps: int = 0, embedding_lr_scale: float = 1.0,
-                 embedding_eps: float = 1e-8) -> dict:
-    """AdamW on the answer-only loss (plus the MoE balance loss), in three groups: the language model's
-    embedding, the rest of the language model, the tower. `tower_warmup_steps` ramps only the tower's learning
-    rate linearly from lr/N to lr. `embedding_eps` is the embedding's Adam epsilon: a large one lets rows with
-    a strong gradient move fast while rows with a tiny one (every token the softmax barely considers) stay put."""
+@dataclass(frozen=True)
+class DigitTraining:
+    """How the digit task trains: AdamW on the answer-only loss (plus the MoE balance loss), in three groups:
+    the language model's embedding, the rest of the language model, the tower. `tower_warmup_steps` ramps only
+    the tower's learning rate linearly from lr/N to lr. `embedding_eps` is the embedding's Adam epsilon: a
+    large one lets rows with a strong gradient move fast while rows with a tiny one (every token the softmax
+    barely considers) stay put."""
+
+    steps: int = setting(120, "updates")
+    batch_size: int = setting(40, "images per update")
+    lr: float = setting(2e-3, "learning rate")
+    weight_decay: float = setting(0.01, "AdamW weight decay")
+    balance_coef: float = setting(0.01, "weight of the router balance loss")
+    label_step: int = setting(1, "update t draws training batch t * label_step")
+    warmup_steps: int = setting(0, "linear warmup of every group")
+    schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
+    tower_lr_scale: float = setting(1.0, "tower learning rate / lr")
+    tower_warmup_steps: int = setting(0, "updates over which the tower's learning rate ramps up")
+    embedding_lr_scale: float = setting(1.0, "embedding learning rate / lr")
+    embedding_eps: float = setting(1e-8, "the embedding's Adam epsilon")
+    grad_clip: float = setting(1.0, "gradient-norm clip")
+
+    def __post_init__(self) -> None:
+        problems = [f"{name} must be >= 1, got {getattr(self, name)}" for name in ("steps", "batch_size", "label_step")
+                    if getattr(self, name) < 1]
+        problems += [f"{name} must be > 0, got {getattr(self, name)}" for name in ("lr", "grad_clip", "embedding_eps")
+                     if getattr(self, name) <= 0]
+        if problems:
+            raise ValueError("vision training: " + "; ".join(problems))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# The full-model pilot (see full_model_pilot): 40 updates of 10, the tower ramped over the first half, the
+# embedding at 10x with a large Adam epsilon.
+PILOT_TRAINING = DigitTraining(steps=40, batch_size=10, lr=1e-3, label_step=3, tower_warmup_steps=20,
+                               embedding_lr_scale=10.0, embedding_eps=1e-3)
+
+
+def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int, eval_images: torch.Tensor,
+                 eval_labels: torch.Tensor, parameters=None) -> dict:
+    """Train on the digit stream of `seed` as `training` says; held-out accuracy before and after."""
+    t = training
+    steps, batch_size, lr = t.steps, t.batch_size, t.lr
     device = next(model.parameters()).device
     params = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
     tower = {id(p) for p in model.tower.parameters()}
     embedding = {id(p) for p in model.language_model.embedding.parameters()}
     groups = [{"params": [p for p in params if id(p) not in tower | embedding], "scale": 1.0, "warmup": 0},
-              {"params": [p for p in params if id(p) in embedding], "scale": embedding_lr_scale, "warmup": 0,
-               "eps": embedding_eps},
-              {"params": [p for p in params if id(p) in tower], "scale": tower_lr_scale,
-               "warmup": tower_warmup_steps}]
-    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, weight_decay=weight_decay)
+              {"params": [p for p in params if id(p) in embedding], "scale": t.embedding_lr_scale, "warmup": 0,
+               "eps": t.embedding_eps},
+              {"params": [p for p in params if id(p) in tower], "scale": t.tower_lr_scale,
+               "warmup": t.tower_warmup_steps}]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, weight_decay=t.weight_decay)
     before = evaluate_digits(model, eval_images, eval_labels)
     started = time.perf_counter()
     curve = []
@@ -95,15 +132,15 @@ def train_digits(model: VisionLanguageModel, steps: int, batch_size: int, seed: 
     for step in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = linear_ramp(step, group["warmup"]) * group["scale"] * scheduled_lr(lr, step, steps,
-                                                                                          warmup_steps, schedule)
-        images, labels = training_batch(step * label_step, batch_size, seed)
+                                                                                          t.warmup_steps, t.schedule)
+        images, labels = training_batch(step * t.label_step, batch_size, seed)
         images, labels = images.to(device), labels.to(device)
         logits, aux = model(images, prompt_ids(batch_size, device), return_aux=True)
         loss = F.cross_entropy(logits[:, -1].float(), answer_ids(labels))
-        total = loss + balance_coef * aux.balance_loss
+        total = loss + t.balance_coef * aux.balance_loss
         optimizer.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        torch.nn.utils.clip_grad_norm_(params, t.grad_clip)
         optimizer.step()
         curve.append(float(loss.detach()))
     seconds = time.perf_counter() - started
@@ -118,17 +155,15 @@ def parameter_breakdown(model: VisionLanguageModel) -> dict:
             "total": sum(p.numel() for p in model.parameters())}
 
 
-def run_architectures(architectures: list[str], seeds: list[int], steps: int = 120, batch_size: int = 40,
-                      eval_examples: int = 200, lr: float = 2e-3, vision: VisionConfig | None = None,
-                      warmup_steps: int = 0, schedule: str = "constant", tower_lr_scale: float = 1.0,
+def run_architectures(architectures: list[str], seeds: list[int], training: DigitTraining = DigitTraining(),
+                      eval_examples: int = 200, vision: VisionConfig | None = None,
                       device: str | torch.device = "cpu", log=print) -> dict:
     runs = {}
     for seed in seeds:
         eval_images, eval_labels = held_out_set(eval_examples, seed)
         for arch in architectures:
             model = build(arch, seed, vision).to(device)
-            result = train_digits(model, steps, batch_size, seed, lr, eval_images, eval_labels,
-                                  warmup_steps=warmup_steps, schedule=schedule, tower_lr_scale=tower_lr_scale)
+            result = train_digits(model, training, seed, eval_images, eval_labels)
             result["parameters"] = parameter_breakdown(model)
             runs[f"{arch}/seed{seed}"] = {"architecture": arch, "seed": seed, **result}
             log(f"  {arch:9s} seed {seed}: {result['before']['correct']}/{eval_examples} -> "
@@ -149,19 +184,16 @@ def run_architectures(architectures: list[str], seeds: list[int], steps: int = 1
         comparison = {"per_seed": per_seed, "pooled": {"faithful_only": pooled_g, "baseline_only": pooled_l,
                                                        "mcnemar_p": mcnemar_exact(pooled_g, pooled_l)}}
     return {"runs": runs, "comparison": comparison,
-            "settings": {"steps": steps, "batch_size": batch_size, "eval_examples": eval_examples, "lr": lr,
-                         "seeds": seeds}}
+            "settings": {**training.to_dict(), "eval_examples": eval_examples, "seeds": seeds}}
 
 
-def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eval_examples: int = 100, seed: int = 73,
-                     lr: float = 1e-3, tower_warmup_steps: int | None = None, embedding_lr_scale: float = 10.0,
-                     embedding_eps: float = 1e-3, vision: VisionConfig | None = None, device: str = "cpu",
+def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = PILOT_TRAINING,
+                     eval_examples: int = 100, vision: VisionConfig | None = None, device: str = "cpu",
                      log=print) -> dict:
     """Attach the faithful tower to a pretrained 25.7M checkpoint; train the tower, the last block, the final
     norm and the embedding (extended with rows for the three image ids).
 
-    The tower's learning rate ramps up over the first half of the updates (`tower_warmup_steps`, default
-    steps // 2). Why: the pretrained model starts ~8.6 nats away from answering with any digit, and for the
+    The tower's learning rate ramps up over the first half of the updates (PILOT_TRAINING.tower_warmup_steps). Why: the pretrained model starts ~8.6 nats away from answering with any digit, and for the
     first ~15 updates the loss is mostly about that prior, which the image cannot explain; at full rate the
     fresh tower is pushed around by that signal. With the tower at full rate from step 0, higher tower rates
     were worse (x2: 40/100 mean over seeds 73-77), and lower rates learned too little.
@@ -171,8 +203,6 @@ def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eva
     so the whole input table drifts together (by more than its own scale within 40 updates); the large epsilon
     keeps those rows still while the digit rows, whose gradients are ~1000x larger, move fast, and the digit
     prior is learned sooner. Over seeds 89-120: mean 82.9 vs 78.0, lowest seed 61 vs 31 (paired t-test p = 0.14)."""
-    if tower_warmup_steps is None:
-        tower_warmup_steps = steps // 2
     from ..checkpoint import load_model
 
     base = load_model(checkpoint, device)
@@ -191,12 +221,8 @@ def full_model_pilot(checkpoint: str, steps: int = 40, batch_size: int = 10, eva
         for p in module.parameters():
             p.requires_grad_(True)
     eval_images, eval_labels = held_out_set(eval_examples, seed)
-    result = train_digits(model, steps, batch_size, seed, lr, eval_images, eval_labels, label_step=3,
-                          tower_warmup_steps=tower_warmup_steps, embedding_lr_scale=embedding_lr_scale,
-                          embedding_eps=embedding_eps)
-    result["settings"] = {"checkpoint": checkpoint, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
-                          "tower_warmup_steps": tower_warmup_steps, "embedding_lr_scale": embedding_lr_scale,
-                          "embedding_eps": embedding_eps, "eval_examples": eval_examples}
+    result = train_digits(model, training, seed, eval_images, eval_labels)
+    result["settings"] = {"checkpoint": checkpoint, "seed": seed, "eval_examples": eval_examples, **training.to_dict()}
     result["parameters"] = parameter_breakdown(model)
     log(f"  full-model pilot: {result['before']['correct']}/{eval_examples} -> {result['after']['correct']}/"
         f"{eval_examples}, {result['trainable_parameters']:,} trainable, {result['train_seconds']:.1f} s")

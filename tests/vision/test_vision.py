@@ -7,7 +7,8 @@ from glm53.vision.digits import held_out_set, render_digits, training_batch
 from glm53.tokenizer import IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
 from glm53.vision.tower import (DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel,
                           image_prompt_ids)
-from glm53.vision.train import MINI_LM, answer_ids, build, prompt_ids, train_digits
+from glm53.vision.train import (MINI_LM, DigitTraining, answer_ids, build, evaluate_digits, prompt_ids,
+                               train_digits)
 
 
 def test_token_layout():
@@ -56,8 +57,7 @@ def test_two_example_overfit():
     torch.manual_seed(0)
     model = build("faithful", seed=0)
     images, labels = render_digits([3, 7], seed=5), torch.tensor([3, 7])
-    result = train_digits(model, steps=0, batch_size=2, seed=0, lr=1e-3, eval_images=images, eval_labels=labels)
-    start = result["before"]["loss"]
+    start = evaluate_digits(model, images, labels)["loss"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(80):
         loss = F.cross_entropy(model(images, prompt_ids(2, "cpu"))[:, -1], answer_ids(labels))
@@ -93,8 +93,8 @@ def test_tower_warmup_scales_only_the_towers_first_steps():
         model = build("faithful", seed=0)
         tower0 = [p.detach().clone() for p in model.tower.parameters()]
         lm0 = [p.detach().clone() for p in model.language_model.parameters()]
-        train_digits(model, steps=1, batch_size=10, seed=0, lr=1e-3, eval_images=images, eval_labels=labels,
-                     tower_warmup_steps=warmup)
+        train_digits(model, DigitTraining(steps=1, batch_size=10, lr=1e-3, tower_warmup_steps=warmup), 0,
+                     images, labels)
         moved[warmup] = (sum((p - q).abs().sum() for p, q in zip(model.tower.parameters(), tower0)),
                          [p.detach() - q for p, q in zip(model.language_model.parameters(), lm0)])
     assert moved[0][0] > 0
@@ -116,6 +116,7 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     import json
 
     from glm53.cli import main
+    from glm53.compare import mcnemar_exact
     from glm53.io import sha256_file
 
     out = tmp_path / "mini"
@@ -123,7 +124,9 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
                  "--eval-examples", "10", "--out", str(out)]) == 0
     receipt = json.loads((out / "vision-receipt.json").read_text())
     assert set(receipt["runs"]) == {"faithful/seed1", "baseline/seed1", "faithful/seed2", "baseline/seed2"}
-    assert len(receipt["comparison"]["per_seed"]) == 2 and 0 <= receipt["comparison"]["pooled"]["mcnemar_p"] <= 1
+    per_seed, pooled = receipt["comparison"]["per_seed"], receipt["comparison"]["pooled"]
+    assert len(per_seed) == 2 and pooled["faithful_only"] == sum(s["faithful_only"] for s in per_seed)
+    assert pooled["mcnemar_p"] == mcnemar_exact(pooled["faithful_only"], pooled["baseline_only"])
     assert main(["vision", "--architecture", "faithful", "--steps", "1", "--out", str(out)]) == 2
     assert "never overwrites" in capsys.readouterr().err
 
@@ -131,8 +134,8 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     small = {**MINI_LM, "dim": 48, "heads": 4, "layers": 2}
     GLM53(ModelConfig(**{**small, "vocab_size": 260})).save_pretrained(str(checkpoint))
     pilot = tmp_path / "pilot"
-    assert main(["vision", "--pilot", str(checkpoint), "--seeds", "5,6", "--pilot-steps", "2",
-                 "--pilot-eval-examples", "10", "--out", str(pilot)]) == 0
+    assert main(["vision", "--pilot", str(checkpoint), "--seeds", "5,6", "--pilot.steps", "2",
+                 "--eval-examples", "10", "--out", str(pilot)]) == 0
     receipt = json.loads((pilot / "vision-receipt.json").read_text())["pilot"]
     assert receipt["checkpoint_sha256"] == sha256_file(checkpoint / "model.safetensors")
     assert set(receipt["runs"]) == {"5", "6"} and len(receipt["after_correct"]) == 2
@@ -153,8 +156,8 @@ def test_large_embedding_eps_keeps_unrelated_rows_still():
     for eps in (1e-8, 1e-2):
         model = build("faithful", seed=0)
         before = model.language_model.embedding.weight.detach().clone()
-        train_digits(model, steps=1, batch_size=10, seed=0, lr=1e-3, eval_images=images, eval_labels=labels,
-                     weight_decay=0.0, embedding_eps=eps)
+        train_digits(model, DigitTraining(steps=1, batch_size=10, lr=1e-3, weight_decay=0.0, embedding_eps=eps), 0,
+                     images, labels)
         moved[eps] = (model.language_model.embedding.weight.detach() - before).abs().mean(dim=1)
     unrelated = moved[1e-8].new_ones(263, dtype=torch.bool)
     unrelated[answer_ids(torch.arange(10))] = False

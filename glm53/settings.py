@@ -1,0 +1,126 @@
+"""Command-line flags generated from config dataclasses, so a setting keeps one name and one default from the
+flag to the code and the receipt.
+
+Each field becomes `--name-with-dashes` (help text and choices from the field's metadata, the default shown
+in --help). A field holding another config dataclass adds that config's flags under `--field.` (for example
+`glm53 run --rl.temperature 0.5`), or without a prefix when its metadata says `flatten`. Every flag's
+argparse default is None, so `config_from_args` can tell what was given: values come from the dataclass
+default, then a preset's overrides, then the command line.
+
+Metadata keys: help, choices, required (the command needs it although the dataclass has a default),
+cli=False (no flag: set by the program).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any
+
+
+def setting(default: Any = dataclasses.MISSING, help: str = "", *, choices=None, required: bool = False,
+            cli: bool = True, default_factory: Any = dataclasses.MISSING, flatten: bool = False,
+            skip: tuple[str, ...] = ()):
+    """A dataclass field with its command-line description (`skip`: fields of a nested config given no flag)."""
+    metadata = {"help": help, "required": required, "cli": cli, "flatten": flatten, "skip": tuple(skip)}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _base_type(hint):
+    """(type, is_optional) with `X | None` unwrapped."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0], True
+    return hint, False
+
+
+def _list_parser(item_type, hint):
+    def parse(text: str):
+        try:
+            values = tuple(item_type(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {item_type.__name__}s such as "
+                                             f"{'100,200,400' if item_type is int else '0.9,0.95'}, got {text!r}")
+        fixed = typing.get_args(hint)
+        if fixed and fixed[-1] is not Ellipsis and len(values) != len(fixed):
+            raise argparse.ArgumentTypeError(f"expected {len(fixed)} comma-separated values, got {text!r}")
+        return values
+    return parse
+
+
+def _describe(value) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _flag_type(hint):
+    base, _ = _base_type(hint)
+    if typing.get_origin(base) is tuple:
+        return _list_parser(typing.get_args(base)[0], base), "LIST"
+    if base in (int, float, str):
+        return base, base.__name__.upper()
+    raise TypeError(f"no command-line form for type {hint!r}")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "", title: str | None = None,
+                         skip: tuple[str, ...] = ()) -> None:
+    """Add a flag for every field of dataclass `cls` (and of the configs nested in it)."""
+    hints = typing.get_type_hints(cls)
+    group = parser.add_argument_group(title or (prefix.rstrip(".") or cls.__name__) + " settings")
+    for f in dataclasses.fields(cls):
+        hint, meta = hints[f.name], f.metadata
+        if f.name in skip or meta.get("cli") is False:
+            continue
+        if dataclasses.is_dataclass(hint):
+            nested = prefix if meta.get("flatten") else f"{prefix}{f.name}."
+            add_config_arguments(parser, hint, nested, skip=tuple(meta.get("skip", ())))
+            continue
+        flag = "--" + prefix + f.name.replace("_", "-")
+        default = _default(f)
+        required = default is dataclasses.MISSING or bool(meta.get("required"))
+        text = meta.get("help", "")
+        if not required:
+            text = f"{text} (default: {_describe(default)})".strip()
+        kwargs: dict[str, Any] = {"dest": prefix + f.name, "default": None, "help": text}
+        if _base_type(hint)[0] is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"], kwargs["metavar"] = _flag_type(hint)
+            if "choices" in meta:
+                kwargs["choices"], kwargs["metavar"] = meta["choices"], None
+        if required:
+            kwargs["required"] = True
+        group.add_argument(flag, **kwargs)
+
+
+def config_from_args(cls, args: argparse.Namespace, prefix: str = "", base: dict | None = None, **fixed):
+    """Build `cls` from its defaults, then `base` (a preset's overrides, nested as dicts), then the flags given
+    on the command line, then `fixed` (values the program sets)."""
+    base = dict(base or {})
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if f.name in fixed:
+            values[f.name] = fixed[f.name]
+        elif dataclasses.is_dataclass(hint):
+            nested = prefix if f.metadata.get("flatten") else f"{prefix}{f.name}."
+            values[f.name] = config_from_args(hint, args, nested, base.get(f.name))
+        elif getattr(args, prefix + f.name, None) is not None:
+            values[f.name] = getattr(args, prefix + f.name)
+        elif f.name in base:
+            values[f.name] = base[f.name]
+    return cls(**values)
