@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from .io import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, sha256_file
+from .model.config import ModelConfig
 from .model.model import GLM53
 
 WEIGHTS_NAME = "model.safetensors"
@@ -93,6 +94,8 @@ def verify_checkpoint(path: str | os.PathLike) -> str:
 def check_resume_settings(out: Path, now: dict, may_change: set[str]) -> None:
     """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
     recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
+    if isinstance(recorded.get("model"), dict):  # runs started before the plain/fast kernel names
+        recorded["model"] = ModelConfig.from_dict(recorded["model"]).to_dict()
     now = json.loads(json.dumps(now))
     diffs = [k for k in now if k not in may_change and recorded.get(k) != now[k]]
     if diffs:

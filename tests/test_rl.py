@@ -9,7 +9,7 @@ from glm53.rl import (RLConfig, completion_batch, leave_one_out_advantages, rl_t
                       step_boundaries, task_schedule)
 from glm53.tasks import frozen_tasks
 
-from .conftest import TINY
+from .tiny import TINY
 
 SMALL = ModelConfig(**{**TINY, "max_sequence_length": 160})
 
@@ -77,7 +77,9 @@ def test_rl_run_records_every_rollout_and_is_reproducible(start_checkpoint, tmp_
             assert not any(r["used"] for r in group)
     assert a["zero_variance_groups"] == sum(1 for g in range(1, 5)
                                             if len({r["reward"] for r in a["rollouts"] if r["group"] == g}) == 1)
-    assert json.loads((tmp_path / "a" / "schedule.json").read_text())
+    rl_tasks = frozen_tasks("rl", a["settings"]["tasks_per_family"], a["settings"]["families"])
+    assert json.loads((tmp_path / "a" / "schedule.json").read_text()) == \
+        [t.task_id for t in task_schedule(rl_tasks, 4, a["settings"]["seed"])]
     assert (tmp_path / "a" / "rl_log.jsonl").read_text().count("\n") == 2
 
 
@@ -87,6 +89,28 @@ def test_rl_options_kl_replay_token_sum(start_checkpoint, tmp_path):
                  log=lambda *_: None)
     step = r["steps"][0]
     assert step["updated"] and step["replay_loss"] > 0
+    assert r["settings"]["kl_coef"] == 0.1 and r["settings"]["normalization"] == "token-sum"
+    # the KL term and the normalisation themselves: test_update_with_kl_penalty_starts_at_zero_kl and
+    # test_policy_loss_normalisation_matches_a_hand_computation
+
+
+@pytest.mark.parametrize("normalization", ["sequence-mean", "token-sum"])
+def test_policy_loss_normalisation_matches_a_hand_computation(tiny_config, normalization):
+    from glm53.rl import _update
+
+    model = GLM53(tiny_config)
+    prompts, completions, advantages = [[1, 10, 11], [1, 12]], [[20, 21, 22], [23, 2]], [0.5, -0.25]
+    inputs, targets, mask = completion_batch(prompts, completions, "cpu")
+    with torch.no_grad():
+        logp = model(inputs).log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
+    sums = [float(logp[i][mask[i]].sum()) for i in range(2)]
+    per_row = [s / len(c) for s, c in zip(sums, completions)] if normalization == "sequence-mean" else sums
+    expected = -sum(a * x for a, x in zip(advantages, per_row)) / 2
+    trainable = set_train_scope(model, "all")
+    cfg = RLConfig(init="x", out="y", normalization=normalization)
+    figures = _update(model, None, torch.optim.AdamW(trainable, lr=1e-3), trainable, cfg, "fp32",
+                      torch.device("cpu"), prompts, completions, advantages, step=0)
+    assert figures["policy_loss"] == pytest.approx(expected, rel=1e-5)
 
 
 def test_update_with_kl_penalty_starts_at_zero_kl(tiny_config):

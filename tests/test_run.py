@@ -5,7 +5,7 @@ import json
 from glm53 import ModelConfig
 from glm53.run import RunConfig, run_pipeline
 
-from .conftest import TINY
+from .tiny import TINY
 
 OVERRIDES = {"pretrain": dict(steps=3, checkpoints=(3,), batch_size=2, warmup_steps=1), "rl_start": 3,
              "rl": dict(groups=2, group_size=2, tasks_per_family=1, checkpoints=(2,), dev_per_family=1, dev_samples=2,

@@ -71,10 +71,16 @@ def test_save_load_round_trip_gives_equal_logits(tiny_config, tmp_path):
     loaded = GLM53.from_pretrained(tmp_path, strict=True)
     assert loaded.config == tiny_config
     assert torch.equal(model(ids), loaded(ids))
-    # the head is the embedding itself: tying survives the round trip
-    assert loaded.embedding.weight.data_ptr() == loaded.embedding.weight.data_ptr()
+    # the head is the embedding itself, also after the round trip: a change to one embedding row moves the
+    # logit of that token and no other at a position whose final hidden state is unchanged
+    assert [name for name, _ in loaded.named_parameters() if "embedding" in name] == ["embedding.weight"]
+    hidden = loaded.final_norm(torch.randn(1, 1, tiny_config.dim))
+    before = torch.nn.functional.linear(hidden, loaded.embedding.weight)
     with torch.no_grad():
         loaded.embedding.weight[5].add_(1.0)
+    after = torch.nn.functional.linear(hidden, loaded.embedding.weight)
+    changed = (after - before).abs()[0, 0] > 0
+    assert changed.nonzero().flatten().tolist() == [5]
     assert not torch.equal(model(ids), loaded(ids))
 
 
@@ -88,6 +94,28 @@ def test_single_stream_is_a_plain_residual_network(tiny_config):
         x = x + update
     expected = torch.nn.functional.linear(model.final_norm(x), model.embedding.weight)
     torch.testing.assert_close(model(ids), expected)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_hyper_connection_writes_the_update_or_input_plus_update(tiny_config, double):
+    from glm53.model.hyper_connections import HyperConnection
+
+    layer = lambda x: (2 * x + 1, "aux")  # noqa: E731 - a stand-in block with a known update
+    hc = HyperConnection(3, layer, double_residual=double)
+    streams = torch.randn(2, 5, 3, 4)
+    out, aux = hc(streams)
+    read, write = hc.input_logits.softmax(0), hc.output_logits.softmax(0)
+    mixed = (streams * read[:, None]).sum(dim=2)
+    written = (mixed + 2 * mixed + 1) if double else (2 * mixed + 1)
+    torch.testing.assert_close(out, streams + write[:, None] * written[:, :, None, :])
+    assert aux == "aux"
+
+
+def test_checkpoints_with_the_old_kernel_names_still_load(tiny_config):
+    old = {**tiny_config.to_dict(), "linear_attention_impl": "cumulative", "sparse_attention_impl": "masked",
+           "moe_impl": "grouped"}
+    cfg = ModelConfig.from_dict(old)
+    assert (cfg.linear_attention_impl, cfg.sparse_attention_impl, cfg.moe_impl) == ("plain", "fast", "fast")
 
 
 def test_bad_inputs_get_clear_errors(tiny_config):

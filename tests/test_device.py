@@ -1,0 +1,34 @@
+"""Device and precision resolution."""
+
+import pytest
+import torch
+
+from glm53 import device as device_module
+from glm53.device import resolve_device, resolve_precision
+
+
+def test_explicit_precisions_pass_through():
+    assert resolve_precision("fp32", torch.device("cpu")) == "fp32"
+    assert resolve_precision("bf16", torch.device("cpu")) == "bf16"
+
+
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_auto_precision_on_cpu_follows_native_bf16(monkeypatch, native, expected):
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
+    assert resolve_precision("auto", torch.device("cpu")) == expected
+
+
+def test_auto_precision_elsewhere_is_fp32():
+    assert resolve_precision("auto", torch.device("meta")) == "fp32"
+
+
+def test_bad_names_are_refused():
+    with pytest.raises(ValueError, match="unknown precision"):
+        resolve_precision("fp16", torch.device("cpu"))
+    with pytest.raises(ValueError, match="unknown device"):
+        resolve_device("tpu")
+
+
+def test_auto_device_is_a_real_device():
+    assert resolve_device("auto").type in ("cuda", "mps", "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
