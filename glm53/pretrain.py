@@ -122,6 +122,27 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> lis
             for r in result["tasks"]]
 
 
+def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str) -> dict:
+    """One optimizer step on the batch of 0-based `step`; returns its log row (without timings)."""
+    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed)
+    inputs, labels = inputs.to(device), labels.to(device)
+    lr = learning_rate(cfg, step)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with autocast(device, precision):
+        logits, aux = forward(inputs, return_aux=True)
+        lm_loss = language_loss(logits, labels)
+        loss = lm_loss + cfg.balance_coef * aux.balance_loss
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"step {step + 1}: loss is {loss.item()}; lower --lr or check the data")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    return {"step": step + 1, "loss": lm_loss.item(), "balance_loss": aux.balance_loss.item(),
+            "grad_norm": float(grad_norm), "lr": lr, "tokens": int((labels != IGNORE_INDEX).sum())}
+
+
 def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print) -> dict:
     """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder."""
     if not cfg.out:
@@ -180,27 +201,11 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     model.train()
     for step in range(start_step, cfg.steps):
         t0 = time.perf_counter()
-        inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed)
-        inputs, labels = inputs.to(device), labels.to(device)
-        lr = learning_rate(cfg, step)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        with autocast(device, precision):
-            logits, aux = forward(inputs, return_aux=True)
-            lm_loss = language_loss(logits, labels)
-            loss = lm_loss + cfg.balance_coef * aux.balance_loss
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"step {step + 1}: loss is {loss.item()}; lower --lr or check the data")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        tokens = int((labels != IGNORE_INDEX).sum())
-        tokens_seen += tokens
-        seconds = time.perf_counter() - t0
-        row = {"step": step + 1, "loss": lm_loss.item(), "balance_loss": aux.balance_loss.item(),
-               "grad_norm": float(grad_norm), "lr": lr, "tokens": tokens, "tokens_seen": tokens_seen,
-               "seconds": seconds, "tokens_per_second": inputs.numel() / seconds}
+        row = train_step(cfg, step, model, forward, optimizer, device, precision)
+        tokens_seen += row["tokens"]
+        row["tokens_seen"] = tokens_seen
+        row["seconds"] = time.perf_counter() - t0
+        row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
         curve.append(row)
         with open(out / LOG_NAME, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")

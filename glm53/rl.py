@@ -252,47 +252,26 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         step_tasks = schedule[first:end]
         generator = torch.Generator(device=device).manual_seed(cfg.seed + 17 * (first + 1))
         judged = sample_and_verify(model, step_tasks, cfg.group_size, sampling, generator, sample_precision)
-        prompt_ids, completion_ids, advantages, rollouts = [], [], [], []
-        zero_variance, all_rewards, exact, valid, lengths, caps = 0, [], 0, 0, [], 0
-        for g, (task, pairs) in enumerate(zip(step_tasks, judged)):
-            task_prompt_ids = tokenizer.encode(task.prompt, bos=True)
-            group, group_verdicts = [s for s, _ in pairs], [v for _, v in pairs]
-            rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for v in group_verdicts]
-            adv = leave_one_out_advantages(rewards)
-            spread = max(rewards) - min(rewards)
-            used = spread > 1e-8
-            zero_variance += not used
-            all_rewards.extend(rewards)
-            for s, v, r, a in zip(group, group_verdicts, rewards, adv):
-                exact += v.status == "passed"
-                valid += v.status != "invalid"
-                lengths.append(len(s["token_ids"]))
-                caps += s["hit_token_cap"]
-                rollouts.append({"group": first + g + 1, "task_id": task.task_id, "completion": s["completion"],
-                                 "token_ids": s["token_ids"], "hit_token_cap": s["hit_token_cap"],
-                                 "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0,
-                                 "used": used})
-                if used:
-                    prompt_ids.append(task_prompt_ids)
-                    completion_ids.append(s["token_ids"])
-                    advantages.append(a)
-        row = {"step": step + 1, "groups_done": end, "reward_mean": sum(all_rewards) / len(all_rewards),
-               "reward_std": float(torch.tensor(all_rewards).std()) if len(all_rewards) > 1 else 0.0,
+        rollouts, batch = score_groups(cfg, step_tasks, judged, first, tokenizer)
+        rewards = [r["reward"] for r in rollouts]
+        zero_variance = len(step_tasks) - len({r["group"] for r in rollouts if r["used"]})
+        exact = sum(r["verdict"]["status"] == "passed" for r in rollouts)
+        row = {"step": step + 1, "groups_done": end, "reward_mean": sum(rewards) / len(rewards),
+               "reward_std": float(torch.tensor(rewards).std()) if len(rewards) > 1 else 0.0,
                "zero_variance_fraction": zero_variance / len(step_tasks), "zero_variance_groups": zero_variance,
-               "exact_rollouts": exact, "valid_rollouts": valid, "rollouts": len(all_rewards),
-               "completion_length": sum(lengths) / len(lengths), "token_cap_hits": caps}
-        row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, prompt_ids,
-                           completion_ids, advantages, step))
+               "exact_rollouts": exact, "valid_rollouts": sum(r["verdict"]["status"] != "invalid" for r in rollouts),
+               "rollouts": len(rewards), "completion_length": sum(len(r["token_ids"]) for r in rollouts) / len(rollouts),
+               "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts)}
+        row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, *batch, step))
         row["seconds"] = time.perf_counter() - t0
         with open(out / LOG_NAME, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         with open(out / ROLLOUTS_NAME, "a", encoding="utf-8") as f:
             f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rollouts))
-        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(all_rewards)}",
-                        skipped=zero_variance)
+        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rewards)}", skipped=zero_variance)
         bar.update(end - first)
         if not cfg.progress:
-            log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(all_rewards)} "
+            log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rewards)} "
                 f"zero-var {zero_variance}/{len(step_tasks)} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
         if end in cfg.checkpoints:
             checkpoint(end)
@@ -310,6 +289,25 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     atomic_write_json(out / RECEIPT_NAME, receipt)
     log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")
     return receipt
+
+
+def score_groups(cfg: RLConfig, tasks: list[Task], judged: list, first: int, tokenizer: ByteTokenizer):
+    """Rewards and leave-one-out advantages for each group of (sample, verdict) pairs. Returns the rollout records
+    and the update's batch (prompt ids, completion ids, advantages) of the groups with signal."""
+    rollouts, prompt_ids, completion_ids, advantages = [], [], [], []
+    for g, (task, pairs) in enumerate(zip(tasks, judged)):
+        rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs]
+        used = max(rewards) - min(rewards) > 1e-8  # all-equal rewards carry no signal
+        task_prompt_ids = tokenizer.encode(task.prompt, bos=True)
+        for (s, v), r, a in zip(pairs, rewards, leave_one_out_advantages(rewards)):
+            rollouts.append({"group": first + g + 1, "task_id": task.task_id, "completion": s["completion"],
+                             "token_ids": s["token_ids"], "hit_token_cap": s["hit_token_cap"],
+                             "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0, "used": used})
+            if used:
+                prompt_ids.append(task_prompt_ids)
+                completion_ids.append(s["token_ids"])
+                advantages.append(a)
+    return rollouts, (prompt_ids, completion_ids, advantages)
 
 
 def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, prompt_ids,

@@ -1,8 +1,9 @@
 """The architecture, one concept a file. Read in this order:
 
     config.py             ModelConfig: every size and switch, defaults = the reference 25.7M model
-    rope.py               rotary position embedding, and the q/k/v projection both attentions share
+    rope.py               rotary position embedding
     norm.py               RMSNorm
+    attention.py          what both attentions share: qkv projection with RoPE, output projection
     linear_attention.py   elu+1 linear attention: plain (cumulative), recurrent, fast (chunked)
     sparse_attention.py   sliding window + strided anchors: plain (gathered), fast (masked SDPA)
     moe.py                router, balance loss, SwiGLU experts: plain (looped), fast (grouped)

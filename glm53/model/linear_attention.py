@@ -19,10 +19,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from einops import rearrange
-from torch import nn
 
 from .config import ModelConfig
-from .rope import project_qkv
+from .attention import AttentionProjections
 
 DENOMINATOR_EPS = 1e-6
 
@@ -113,22 +112,18 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
     return out, (final_S, final_z)
 
 
-class LinearAttention(nn.Module):
+class LinearAttention(AttentionProjections):
     """qkv projection -> RoPE on q, k -> phi -> causal linear attention -> output projection (no biases)."""
 
     def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.heads = config.heads
-        self.head_dim = config.head_dim
+        super().__init__(config)
         self.impl = config.linear_attention_impl
         self.chunk = config.linear_attention_chunk
-        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
-        self.out = nn.Linear(config.dim, config.dim, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
         """With a LayerCache, continue from its (S, z) state and leave the new state in it."""
         B, T, _ = x.shape
-        q, k, v = project_qkv(self.qkv, x, self.heads, cos, sin)
+        q, k, v = self.project(x, cos, sin)
         q, k = feature_map(q), feature_map(k)
         with torch.autocast(x.device.type, enabled=False):
             y = self._core(q, k, v, cache)

@@ -7,7 +7,6 @@ and positions are absolute indices 0..T-1 (plus an offset when decoding with a c
 from __future__ import annotations
 
 import torch
-from einops import rearrange
 from torch import nn
 
 
@@ -36,15 +35,6 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"position {int(positions.max())} is beyond the RoPE table ({self.cos.shape[0]} positions); "
                              "raise max_sequence_length in ModelConfig")
         return self.cos[positions], self.sin[positions]
-
-
-def project_qkv(projection: nn.Linear, x: torch.Tensor, heads: int, cos: torch.Tensor, sin: torch.Tensor):
-    """The prologue both attentions share: x [B, T, D] -> q, k, v [B, T, H, d], in fp32 even under bf16
-    autocast (the attention cores' sums and softmax lose too much in bf16, and are a small share of the FLOPs),
-    with RoPE applied to q and k."""
-    q, k, v = rearrange(projection(x), "b t (three h d) -> three b t h d", three=3, h=heads)
-    q, k, v = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (q, k, v))
-    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -21,10 +21,9 @@ import math
 import torch
 import torch.nn.functional as F
 from einops import rearrange
-from torch import nn
 
 from .config import ModelConfig
-from .rope import project_qkv
+from .attention import AttentionProjections
 
 
 def sparse_pattern(p: torch.Tensor, j: torch.Tensor, window: int, stride: int) -> torch.Tensor:
@@ -73,17 +72,14 @@ def sparse_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-class SparseAttention(nn.Module):
+class SparseAttention(AttentionProjections):
     """qkv projection -> RoPE on q, k -> sparse-pattern softmax attention -> output projection (no biases)."""
 
     def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.heads = config.heads
+        super().__init__(config)
         self.window = config.sparse_window
         self.stride = config.sparse_stride
         self.impl = config.sparse_attention_impl
-        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
-        self.out = nn.Linear(config.dim, config.dim, bias=False)
         self._masks: dict[tuple[int, str], torch.Tensor] = {}
 
     def mask(self, length: int, device: torch.device) -> torch.Tensor:
@@ -96,7 +92,7 @@ class SparseAttention(nn.Module):
         """With a LayerCache and per-row positions [B, T], write k and v into the cache at those positions and
         attend over everything cached (the KV cache decoding path)."""
         B, T, _ = x.shape
-        q, k, v = project_qkv(self.qkv, x, self.heads, cos, sin)  # fp32: CPU SDPA measured twice as slow in bf16
+        q, k, v = self.project(x, cos, sin)
         with torch.autocast(x.device.type, enabled=False):
             if cache is not None:
                 y = self._attend_cached(q, k, v, cache, positions)
