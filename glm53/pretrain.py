@@ -29,11 +29,12 @@ from .generate import Sampling
 from .io import atomic_write_json, truncate_jsonl
 from .model.model import GLM53
 from .schedule import SCHEDULES, scheduled_lr
-from .settings import setting
+from .settings import Checks, default_checkpoints, setting
 from .tasks import Task, frozen_tasks
 from .verify.verifier import isolation_report
 
 LOG_NAME = "train_log.jsonl"
+DEFAULT_CHECKPOINTS = (100, 200, 400)
 # Settings a resumed run may change without changing what the earlier steps computed.
 RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out"}
 
@@ -42,7 +43,8 @@ RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "ou
 class PretrainConfig:
     out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
     steps: int = setting(400, "optimizer steps")
-    checkpoints: tuple[int, ...] = setting((100, 200, 400), "steps to save a checkpoint at (the last step always is)")
+    checkpoints: tuple[int, ...] | None = setting(None, "steps to save a checkpoint at (the last step always is)",
+                                                  shown="100,200,400, those within --steps")
     batch_size: int = setting(32, "rows per step")
     sequence_length: int = setting(128, "tokens per row")
     lr: float = setting(3e-4, "peak learning rate (AdamW)")
@@ -63,25 +65,26 @@ class PretrainConfig:
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True)
 
     def __post_init__(self) -> None:
-        self.checkpoints = tuple(sorted(set(int(c) for c in self.checkpoints)))
-        problems = []
-        if self.steps < 1:
-            problems.append(f"steps must be >= 1, got {self.steps}")
-        if any(c < 1 or c > self.steps for c in self.checkpoints):
-            problems.append(f"checkpoints {list(self.checkpoints)} must lie in [1, steps={self.steps}]")
-        if self.batch_size < 1 or self.sequence_length < 2:
-            problems.append("batch_size must be >= 1 and sequence_length >= 2")
-        if self.sequence_length > self.model.max_sequence_length:
-            problems.append(f"sequence_length {self.sequence_length} exceeds the model's max_sequence_length "
-                            f"{self.model.max_sequence_length}")
-        if self.lr <= 0:
-            problems.append(f"lr must be positive, got {self.lr}")
-        if self.lr_schedule not in SCHEDULES:
-            problems.append(f"lr_schedule must be one of {SCHEDULES}, got {self.lr_schedule!r}")
-        if not 0 <= self.warmup_steps <= self.steps:
-            problems.append(f"warmup_steps must lie in [0, steps], got {self.warmup_steps}")
-        if problems:
-            raise ValueError("pretrain: " + "; ".join(problems))
+        self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.steps)
+        check = Checks("pretrain")
+        check.at_least("steps", self.steps, 1)
+        check.require(all(1 <= c <= self.steps for c in self.checkpoints),
+                      f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --steps {self.steps}]")
+        check.at_least("batch_size", self.batch_size, 1)
+        check.within("sequence_length", self.sequence_length, 2, self.model.max_sequence_length)
+        check.positive("lr", self.lr)
+        check.require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+                      f"--betas must be two numbers in [0, 1), got {self.betas}")
+        check.at_least("weight_decay", self.weight_decay, 0)
+        check.positive("grad_clip", self.grad_clip)
+        check.at_least("balance_coef", self.balance_coef, 0)
+        check.one_of("lr_schedule", self.lr_schedule, SCHEDULES)
+        check.within("warmup_steps", self.warmup_steps, 0, self.steps)
+        check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
+        check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
+        check.one_of("device", self.device, DEVICE_CHOICES)
+        check.one_of("precision", self.precision, PRECISIONS)
+        check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
 

@@ -37,7 +37,7 @@ from .io import atomic_write_json, read_jsonl, sha256_file, truncate_jsonl
 from .model.model import GLM53
 from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
-from .settings import setting
+from .settings import Checks, default_checkpoints, setting
 from .tokenizer import ByteTokenizer
 from .verify.verifier import isolation_report
 
@@ -45,6 +45,7 @@ TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 NORMALIZATIONS = ("sequence-mean", "token-sum")
 REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
 RESUMABLE_CHANGES = {"resume", "progress", "device"}
+DEFAULT_CHECKPOINTS = (24, 48, 72, 96)
 LOG_NAME, ROLLOUTS_NAME, SCHEDULE_NAME = "rl_log.jsonl", "rollouts.jsonl", "schedule.json"
 
 
@@ -63,7 +64,8 @@ class RLConfig:
     reward: str = setting("binary", "reward from the verdict", choices=REWARD_MODES)
     invalid_penalty: float = setting(-0.1, "reward of a statically invalid program")
     exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes")
-    checkpoints: tuple[int, ...] = setting((24, 48, 72, 96), "groups done at which to save and score on dev")
+    checkpoints: tuple[int, ...] | None = setting(None, "groups done at which to save and score on dev",
+                                                  shown="24,48,72,96, those within --groups")
     seed: int = setting(31415, "seed of the task schedule and the sampling")
     groups_per_step: int = setting(16, "prompt groups per optimizer step")
     normalization: str = setting("sequence-mean", "log-prob of a completion: mean or sum over its tokens",
@@ -84,24 +86,34 @@ class RLConfig:
     resume: bool = setting(False, "continue the RL run in --out from its latest checkpoint")
 
     def __post_init__(self) -> None:
-        self.checkpoints = tuple(sorted(set(int(c) for c in self.checkpoints)))
-        problems = []
-        if self.groups < 1:
-            problems.append("groups must be >= 1")
-        if self.group_size < 2:
-            problems.append("group_size must be >= 2 (leave-one-out needs another sample)")
-        if any(c < 1 or c > self.groups for c in self.checkpoints):
-            problems.append(f"checkpoints {list(self.checkpoints)} must lie in [1, groups={self.groups}]")
-        if self.train_scope not in TRAIN_SCOPES:
-            problems.append(f"train_scope must be one of {TRAIN_SCOPES}")
-        if self.reward not in REWARD_MODES:
-            problems.append(f"reward must be one of {REWARD_MODES}")
-        if self.normalization not in NORMALIZATIONS:
-            problems.append(f"normalization must be one of {NORMALIZATIONS}")
-        if self.groups_per_step < 1:
-            problems.append("groups_per_step must be >= 1")
-        if problems:
-            raise ValueError("rl: " + "; ".join(problems))
+        self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
+        check = Checks("rl")
+        check.at_least("groups", self.groups, 1)
+        check.require(self.group_size >= 2, f"--group-size must be >= 2 (leave-one-out needs another sample), "
+                                            f"got {self.group_size}")
+        check.require(all(1 <= c <= self.groups for c in self.checkpoints),
+                      f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --groups {self.groups}]")
+        check.at_least("tasks_per_family", self.tasks_per_family, 1)
+        check.require(self.temperature > 0, f"--temperature must be > 0: at 0 every sample of a group is the same "
+                                            f"program, so no group has a reward signal (got {self.temperature})")
+        check.at_least("max_new_tokens", self.max_new_tokens, 1)
+        check.positive("lr", self.lr)
+        check.one_of("train_scope", self.train_scope, TRAIN_SCOPES)
+        check.one_of("reward", self.reward, REWARD_MODES)
+        check.one_of("normalization", self.normalization, NORMALIZATIONS)
+        check.at_least("groups_per_step", self.groups_per_step, 1)
+        check.at_least("kl_coef", self.kl_coef, 0)
+        check.at_least("replay_coef", self.replay_coef, 0)
+        check.at_least("replay_batch", self.replay_batch, 1)
+        check.positive("grad_clip", self.grad_clip)
+        check.at_least("dev_per_family", self.dev_per_family, 0)
+        check.at_least("dev_samples", self.dev_samples, 1)
+        check.require(self.dev_samples == 1 or self.dev_temperature > 0,
+                      "--dev-temperature must be > 0 when --dev-samples > 1")
+        check.one_of("device", self.device, DEVICE_CHOICES)
+        check.one_of("precision", self.precision, PRECISIONS)
+        check.one_of("sample_precision", self.sample_precision, PRECISIONS)
+        check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)
 

@@ -63,6 +63,8 @@ class RunConfig:
     rl: RLConfig = setting(default_factory=RLConfig, skip=RUN_OWNED + ("init", "tasks_file"))
 
     def __post_init__(self) -> None:
+        if self.confirm_per_family < 1:
+            raise ValueError(f"run: --confirm-per-family must be >= 1, got {self.confirm_per_family}")
         if self.rl_start not in self.pretrain.checkpoints:
             raise ValueError(f"run: rl_start {self.rl_start} is not among the pretraining checkpoints "
                              f"{list(self.pretrain.checkpoints)}")

@@ -22,9 +22,11 @@ from typing import Any
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", *, choices=None, required: bool = False,
             cli: bool = True, default_factory: Any = dataclasses.MISSING, flatten: bool = False,
-            skip: tuple[str, ...] = ()):
-    """A dataclass field with its command-line description (`skip`: fields of a nested config given no flag)."""
-    metadata = {"help": help, "required": required, "cli": cli, "flatten": flatten, "skip": tuple(skip)}
+            skip: tuple[str, ...] = (), shown: str | None = None):
+    """A dataclass field with its command-line description (`skip`: fields of a nested config given no flag;
+    `shown`: the default as --help should describe it, when the value itself is resolved later)."""
+    metadata = {"help": help, "required": required, "cli": cli, "flatten": flatten, "skip": tuple(skip),
+                "shown": shown}
     if choices is not None:
         metadata["choices"] = tuple(choices)
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
@@ -93,7 +95,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
         required = default is dataclasses.MISSING or bool(meta.get("required"))
         text = meta.get("help", "")
         if not required:
-            text = f"{text} (default: {_describe(default)})".strip()
+            text = f"{text} (default: {meta.get('shown') or _describe(default)})".strip()
         kwargs: dict[str, Any] = {"dest": prefix + f.name, "default": None, "help": text}
         if _base_type(hint)[0] is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
@@ -104,6 +106,46 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
         if required:
             kwargs["required"] = True
         group.add_argument(flag, **kwargs)
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+class Checks:
+    """Collects what is wrong with a config, each problem naming its flag and the allowed values, and raises
+    them together as one ValueError (before anything is written)."""
+
+    def __init__(self, where: str):
+        self.where, self.problems = where, []
+
+    def require(self, ok: bool, problem: str) -> None:
+        if not ok:
+            self.problems.append(problem)
+
+    def at_least(self, name: str, value, low) -> None:
+        self.require(value >= low, f"{flag_name(name)} must be >= {low}, got {value}")
+
+    def positive(self, name: str, value) -> None:
+        self.require(value > 0, f"{flag_name(name)} must be > 0, got {value}")
+
+    def within(self, name: str, value, low, high) -> None:
+        self.require(low <= value <= high, f"{flag_name(name)} must lie in [{low}, {high}], got {value}")
+
+    def one_of(self, name: str, value, choices) -> None:
+        self.require(value in choices, f"{flag_name(name)} must be one of {', '.join(map(str, choices))}, got {value!r}")
+
+    def done(self) -> None:
+        if self.problems:
+            raise ValueError(f"{self.where}: " + "; ".join(self.problems))
+
+
+def default_checkpoints(value, candidates: tuple[int, ...], last: int) -> tuple[int, ...]:
+    """Checkpoints as given (sorted, unique), or the default ones that fit a run of `last` steps; the last
+    step is always added by the caller."""
+    if value is None:
+        return tuple(c for c in candidates if c <= last)
+    return tuple(sorted(set(int(c) for c in value)))
 
 
 def config_from_args(cls, args: argparse.Namespace, prefix: str = "", base: dict | None = None, **fixed):

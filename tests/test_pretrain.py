@@ -101,5 +101,5 @@ def test_same_seed_same_losses(tmp_path):
 def test_bad_settings_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="checkpoints"):
         tiny_run(tmp_path / "x", steps=4, checkpoints=(5,))
-    with pytest.raises(ValueError, match="sequence_length"):
+    with pytest.raises(ValueError, match="--sequence-length"):
         tiny_run(tmp_path / "x", sequence_length=500)

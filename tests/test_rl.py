@@ -132,9 +132,9 @@ def test_update_with_kl_penalty_starts_at_zero_kl(tiny_config):
 
 
 def test_rl_refuses_bad_settings(tmp_path):
-    with pytest.raises(ValueError, match="group_size"):
+    with pytest.raises(ValueError, match="--group-size"):
         RLConfig(init="x", out=str(tmp_path), group_size=1)
-    with pytest.raises(ValueError, match="train_scope"):
+    with pytest.raises(ValueError, match="--train-scope"):
         RLConfig(init="x", out=str(tmp_path), train_scope="head")
 
 
