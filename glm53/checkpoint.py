@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -18,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .io import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, sha256_file
+from .io import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
 from .model.config import ModelConfig
 from .model.model import GLM53
 
@@ -61,13 +59,39 @@ def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, train
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> GLM53:
-    """Load a checkpoint's model (strict: every weight must be present and match)."""
+    """Load a checkpoint's model: the weights' sha256 checked against metadata.json (when the checkpoint has
+    one), the config checked, every weight present and of the right shape. Any problem is a ValueError that
+    names the file."""
     path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    with contextlib.redirect_stdout(io.StringIO()):  # the mixin prints a line on every local load
-        model = GLM53.from_pretrained(str(path), strict=True, map_location=str(device))
+    if (path / METADATA_NAME).is_file():
+        verify_checkpoint(path)
+    try:
+        config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{path / 'config.json'} is not a valid model config: {err}") from None
+    try:
+        from safetensors.torch import load_file
+
+        weights = load_file(str(path / WEIGHTS_NAME), device=str(device))
+    except Exception as err:  # noqa: BLE001 - safetensors raises several types for a damaged file
+        raise ValueError(f"{path / WEIGHTS_NAME} cannot be read ({type(err).__name__}: {err}); "
+                         "the file is damaged or not a safetensors file") from None
+    model = GLM53(config)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    misshapen = sorted(k for k in set(expected) & set(weights) if expected[k].shape != weights[k].shape)
+    if missing or unexpected or misshapen:
+        parts = [f"{len(keys)} {what} (e.g. {keys[0]})" for what, keys in
+                 (("missing", missing), ("unexpected", unexpected), ("of another shape", misshapen)) if keys]
+        raise ValueError(f"{path / 'config.json'} does not match the weights in {path / WEIGHTS_NAME}: "
+                         + ", ".join(parts) + " tensors")
+    model.load_state_dict(weights, strict=True)
     return model.to(device)
 
 
@@ -79,15 +103,26 @@ def load_trainer_state(path: str | os.PathLike) -> dict:
     file = Path(path) / TRAINER_STATE_NAME
     if not file.is_file():
         raise FileNotFoundError(f"{file} is missing: this checkpoint cannot be resumed")
-    return torch.load(file, weights_only=False)
+    try:
+        state = torch.load(file, weights_only=False)
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file fails in many ways
+        raise ValueError(f"{file} cannot be read ({type(err).__name__}); the trainer state is damaged. "
+                         "Delete this checkpoint folder to resume from the one before it") from None
+    if not isinstance(state, dict) or "optimizer" not in state or "rng" not in state:
+        raise ValueError(f"{file} is not a glm53 trainer state; delete this checkpoint folder to resume from the one before it")
+    return state
 
 
 def verify_checkpoint(path: str | os.PathLike) -> str:
     """Recompute the weights' sha256 and compare with metadata; returns it or raises."""
     sha = sha256_file(Path(path) / WEIGHTS_NAME)
-    recorded = read_metadata(path).get("weights_sha256")
+    try:
+        recorded = read_metadata(path).get("weights_sha256")
+    except (ValueError, AttributeError) as err:
+        raise ValueError(f"{Path(path) / METADATA_NAME} is not valid JSON metadata ({err})") from None
     if recorded != sha:
-        raise ValueError(f"{path}: weights sha256 {sha} does not match metadata ({recorded}); the checkpoint is damaged")
+        raise ValueError(f"{Path(path) / WEIGHTS_NAME}: sha256 {sha[:16]}... does not match the {recorded and recorded[:16]}... "
+                         f"recorded in {METADATA_NAME}; the checkpoint is damaged")
     return sha
 
 
@@ -103,11 +138,21 @@ def check_resume_settings(out: Path, now: dict, may_change: set[str]) -> None:
                          "Resume with the original settings, or start a new --out")
 
 
+def started(out: str | os.PathLike) -> bool:
+    """Whether a run folder holds more than the settings of a start that never reached its first checkpoint."""
+    out = Path(out)
+    if not out.exists():
+        return False
+    return not out.is_dir() or any(not is_housekeeping(p.name) and p.name != RUN_CONFIG_NAME for p in out.iterdir())
+
+
 def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change: set[str]) -> None:
     """Before anything is written: a new run needs an empty or absent folder; a resumed one an unfinished run
     there whose settings equal these, except those in `may_change`."""
     out = Path(out)
     if not resume:
+        if not started(out):  # a start that failed before its first checkpoint may simply be retried
+            return
         refuse_nonempty_dir(out, "Pass --resume to continue it, or choose another --out.")
         return
     if not (out / RUN_CONFIG_NAME).is_file():
@@ -135,6 +180,7 @@ def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> t
     verify_checkpoint(latest)
     state = load_trainer_state(latest)
     load_weights(model, str(latest / WEIGHTS_NAME), strict=True, device=str(device))
+    state["resumed_from"] = {"path": latest.name, "weights_sha256": read_metadata(latest)["weights_sha256"]}
     optimizer.load_state_dict(state["optimizer"])
     set_rng_state(state["rng"])
     return latest, state

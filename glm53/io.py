@@ -18,10 +18,52 @@ def refuse_existing(path: str | os.PathLike) -> None:
                               "Choose another path or move the old one away.")
 
 
+LOCK_NAME = ".glm53.lock"
+
+
+def is_housekeeping(name: str) -> bool:
+    """The lock file and the temporary files and folders of atomic writes (hidden, ending in .tmp)."""
+    return name == LOCK_NAME or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[str]:
+    """Delete what interrupted atomic writes left in `folder` (call it holding the folder's lock)."""
+    removed = []
+    for entry in Path(folder).iterdir() if Path(folder).is_dir() else ():
+        if entry.name != LOCK_NAME and is_housekeeping(entry.name):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            removed.append(entry.name)
+    return removed
+
+
+@contextlib.contextmanager
+def run_lock(folder: str | os.PathLike):
+    """One writer per run folder: an exclusive lock on `folder/.glm53.lock`, held for the block (the kernel
+    releases it if the process dies)."""
+    import fcntl
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(f"{folder} exists as a file; --out must name a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise FileExistsError(f"{folder} is in use by another glm53 process; wait for it to finish, "
+                              "or choose another --out") from None
+    try:
+        yield folder
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
 def refuse_nonempty_dir(path: str | os.PathLike, hint: str = "") -> None:
-    """Raise if `path` is a non-empty folder (an empty one may be reused) or not a folder at all."""
+    """Raise if `path` holds anything but housekeeping files (an empty folder may be reused), or is a file."""
     path = Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    if path.exists() and (not path.is_dir() or any(not is_housekeeping(p.name) for p in path.iterdir())):
         raise FileExistsError(f"{path} already exists{' and is not empty' if path.is_dir() else ' as a file'}; "
                               f"glm53 never overwrites results. {hint or 'Choose another --out.'}")
 
@@ -34,6 +76,7 @@ def atomic_writer(path: str | os.PathLike, overwrite: bool = False):
         refuse_existing(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are shared like any other
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             yield f
@@ -49,6 +92,12 @@ def atomic_writer(path: str | os.PathLike, overwrite: bool = False):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = False) -> None:
@@ -75,6 +124,7 @@ class AtomicDirectory:
         refuse_existing(self.final)
         self.final.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.", suffix=".tmp", dir=self.final.parent))
+        os.chmod(self.tmp, 0o777 & ~_umask())
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -26,7 +26,7 @@ from .data import IGNORE_INDEX, pretraining_batch
 from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import EvalConfig, evaluate
 from .generate import Sampling
-from .io import atomic_write_json, truncate_jsonl
+from .io import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
 from .model.model import GLM53
 from .schedule import SCHEDULES, scheduled_lr
 from .settings import Checks, default_checkpoints, setting
@@ -147,9 +147,16 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
 
 
 def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print) -> dict:
-    """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder."""
+    """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder. One
+    process at a time may write a run folder; what an interrupted atomic write left behind is removed first."""
     if not cfg.out:
         raise ValueError("pretrain: out must name the run folder (--out)")
+    with run_lock(cfg.out):
+        remove_stale_temporaries(cfg.out)
+        return _pretrain(cfg, dev_tasks, log)
+
+
+def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
@@ -157,7 +164,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model).to(device)
     optimizer = make_optimizer(model, cfg)
-    start_step, tokens_seen, curve, checkpoints = 0, 0, [], []
+    start_step, tokens_seen, curve, checkpoints, resumed_from = 0, 0, [], [], None
 
     check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
     if not cfg.resume:
@@ -166,7 +173,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         if cfg.lr_schedule == "cosine" and json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
         latest, state = restore_latest(out, model, optimizer, device)
-        start_step, tokens_seen = state["step"], state["tokens_seen"]
+        start_step, tokens_seen, resumed_from = state["step"], state["tokens_seen"], state["resumed_from"]
         checkpoints = state["checkpoints"]
         curve = truncate_jsonl(out / LOG_NAME, lambda row: row["step"] <= start_step)
         log(f"resuming {out} from step {start_step} ({latest.name})")
@@ -227,6 +234,7 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
         "steps": cfg.steps, "tokens_seen": tokens_seen, "device": str(device), "precision": precision,
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": start_step if cfg.resume else None,
+        "resumed_from": resumed_from,
         # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)
         "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
         / max(sum(r["seconds"] for r in trained), 1e-9),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib
 
-from .io import read_jsonl
+from .io import atomic_write_text, read_jsonl
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -133,5 +133,5 @@ def write_report(run: Path, info: dict, before: dict, after: dict, comparison: d
               "- evaluation: `eval/before-confirm.json`, `eval/after-confirm.json`, comparison `eval/comparison.json`",
               "- this run: `run-receipt.json`", ""]
     text = "\n".join(lines)
-    (run / "REPORT.md").write_text(text, encoding="utf-8")
+    atomic_write_text(run / "REPORT.md", text, overwrite=True)  # a resumed run writes it again, whole
     return text

@@ -33,7 +33,7 @@ from .data import IGNORE_INDEX, encode_documents
 from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import EvalConfig, evaluate, sample_and_verify
 from .generate import Sampling
-from .io import atomic_write_json, read_jsonl, sha256_file, truncate_jsonl
+from .io import atomic_write_json, read_jsonl, remove_stale_temporaries, run_lock, sha256_file, truncate_jsonl
 from .model.model import GLM53
 from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
@@ -192,9 +192,17 @@ def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Ten
 
 
 def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print) -> dict:
-    out = Path(cfg.out)
+    """Run (or resume) RL; returns the receipt dict that is also written to the run folder. One process at a
+    time may write a run folder; what an interrupted atomic write left behind is removed first."""
     if not cfg.out or not cfg.init:
         raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
+    with run_lock(cfg.out):
+        remove_stale_temporaries(cfg.out)
+        return _rl_train(cfg, tasks, dev_tasks, log)
+
+
+def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log) -> dict:
+    out = Path(cfg.out)
     check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
@@ -223,10 +231,10 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         f"{len(tasks)} tasks, device {device} ({precision})")
 
     checkpoints: list[dict] = []
-    done_groups = 0
+    done_groups, resumed_from = 0, None
     if cfg.resume:
         latest, state = restore_latest(out, model, optimizer, device)
-        done_groups, checkpoints = state["group"], state["checkpoints"]
+        done_groups, checkpoints, resumed_from = state["group"], state["checkpoints"], state["resumed_from"]
         for record in checkpoints:  # each record was stored before its own weights' hash was known
             record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
         truncate_jsonl(out / LOG_NAME, lambda r: r["groups_done"] <= done_groups)
@@ -294,7 +302,8 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
                "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "schedule_sha256": schedule_sha,
                "trainable_parameters": sum(p.numel() for p in trainable), "precision": precision,
                "device": str(device), "sandbox": isolation_report(), "elapsed_seconds_this_invocation": elapsed,
-               "resumed_after_group": done_groups if cfg.resume else None, "peak_memory_bytes": peak_memory_bytes(device),
+               "resumed_after_group": done_groups if cfg.resume else None,
+               "resumed_from": resumed_from, "peak_memory_bytes": peak_memory_bytes(device),
                "checkpoints": checkpoints, "steps": steps_log, "rollouts": rollouts,
                "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,
                "zero_variance_groups": sum(r["zero_variance_groups"] for r in steps_log)}

@@ -20,11 +20,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .checkpoint import WEIGHTS_NAME, checkpoint_name, load_model
+from .checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, WEIGHTS_NAME, check_run_folder, checkpoint_name, load_model,
+                         start_run_folder)
 from .compare import compare
 from .device import DEVICE_CHOICES, resolve_device
 from .evaluate import evaluate
-from .io import atomic_write_json, refuse_nonempty_dir, sha256_file
+from .io import (AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock,
+                 sha256_file)
 from .pretrain import PretrainConfig, pretrain
 from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .rl import RLConfig, rl_train
@@ -46,6 +48,8 @@ PRESETS = {
               "confirm_per_family": 4},
 }
 RUN_OWNED = ("out", "device", "progress", "resume")  # nested settings the run sets for both stages
+RESUMABLE_CHANGES = ("device", "progress", "resume")
+RUN_RECEIPT_NAME = "run-receipt.json"
 
 
 @dataclass
@@ -59,6 +63,7 @@ class RunConfig:
     confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end")
     device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
     progress: bool = setting(True, "show progress bars (--no-progress: plain log lines)")
+    resume: bool = setting(False, "continue a stopped run in --out where it stopped")
     pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=RUN_OWNED)
     rl: RLConfig = setting(default_factory=RLConfig, skip=RUN_OWNED + ("init", "tasks_file"))
 
@@ -69,7 +74,7 @@ class RunConfig:
             raise ValueError(f"run: rl_start {self.rl_start} is not among the pretraining checkpoints "
                              f"{list(self.pretrain.checkpoints)}")
         run = Path(self.out)
-        shared = {"device": self.device, "progress": self.progress, "resume": False}
+        shared = {"device": self.device, "progress": self.progress, "resume": False}  # stages resume one by one
         self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), **shared)
         self.rl = replace(self.rl, init=str(run / "pretrain" / checkpoint_name(self.rl_start)), out=str(run / "rl"),
                           **shared)
@@ -86,24 +91,53 @@ class RunConfig:
                    rl=RLConfig(**spec.pop("rl")), **spec)
 
     def to_dict(self) -> dict:
-        return {**{k: getattr(self, k) for k in ("out", "preset", "rl_start", "confirm_per_family", "device")},
-                "pretrain": self.pretrain.to_dict(), "rl": self.rl.to_dict()}
+        own = ("out", "preset", "rl_start", "confirm_per_family", "device", "progress", "resume")
+        nested = {"pretrain": self.pretrain.to_dict(), "rl": self.rl.to_dict()}
+        for stage in nested.values():  # the stages' own copies of run-level settings
+            for key in RESUMABLE_CHANGES:
+                stage.pop(key, None)
+        return {**{k: getattr(self, k) for k in own}, **nested}
+
+
+def _stage(train, stage_cfg, resume: bool, log) -> dict:
+    """Run a training stage, or with `resume` finish it: a finished stage's receipt is read back, a stopped one
+    continues from its latest checkpoint, one that never reached a checkpoint starts again."""
+    out = Path(stage_cfg.out)
+    if resume and (out / RECEIPT_NAME).is_file():
+        log(f"resume: {out} already finished")
+        return json.loads((out / RECEIPT_NAME).read_text())
+    resumable = resume and any((p / TRAINER_STATE_NAME).is_file() for p in out.glob("checkpoint-*"))
+    return train(replace(stage_cfg, resume=resumable), log=log)
 
 
 def run_pipeline(cfg: RunConfig, log=print) -> dict:
+    """The main job. With cfg.resume, a stopped run continues where it stopped and ends as an uninterrupted
+    run would have (the same checkpoints, evaluations and report)."""
     run = Path(cfg.out)
-    refuse_nonempty_dir(run)
-    run.mkdir(parents=True, exist_ok=True)
+    with run_lock(run):
+        settings = {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_CHANGES}
+        if cfg.resume:
+            check_run_folder(run, settings, True, set())
+            if (run / RUN_RECEIPT_NAME).exists():
+                raise FileExistsError(f"--resume: the run in {run} already finished ({RUN_RECEIPT_NAME} exists)")
+        else:
+            refuse_nonempty_dir(run, "Pass --resume to continue a stopped run, or choose another --out.")
+            start_run_folder(run, settings)
+        remove_stale_temporaries(run)
+        return _run_stages(cfg, run, log)
+
+
+def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
 
     t0 = time.perf_counter()
-    pretrain_receipt = pretrain(cfg.pretrain, log=log)
+    pretrain_receipt = _stage(pretrain, cfg.pretrain, cfg.resume, log)
     seconds["pretrain"] = time.perf_counter() - t0
 
     start = Path(cfg.rl.init)
     t0 = time.perf_counter()
-    rl_receipt = rl_train(cfg.rl, log=log)
+    rl_receipt = _stage(rl_train, cfg.rl, cfg.resume, log)
     seconds["rl"] = time.perf_counter() - t0
 
     scored = [c for c in rl_receipt["checkpoints"] if c["group"] > 0 and c["dev"]]
@@ -111,22 +145,24 @@ def run_pipeline(cfg: RunConfig, log=print) -> dict:
     log(f"selected RL checkpoint: group {best['group']} (dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
 
     t0 = time.perf_counter()
-    (run / "eval").mkdir()
-    tasks_file = run / "eval" / "confirm-tasks.jsonl"
-    write_tasks(frozen_tasks("confirm", cfg.confirm_per_family), tasks_file)
-    tasks = read_tasks(tasks_file)
     dev_device = resolve_device(cfg.device)
-    before = evaluate(load_model(start, dev_device), tasks)
     after_model = load_model(run / "rl" / best["path"], dev_device)
-    after = evaluate(after_model, tasks)
+    if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back
+        with AtomicDirectory(run / "eval") as tmp:  # the evaluation appears whole or not at all
+            write_tasks(frozen_tasks("confirm", cfg.confirm_per_family), tmp / "confirm-tasks.jsonl")
+            tasks = read_tasks(tmp / "confirm-tasks.jsonl")
+            before = evaluate(load_model(start, dev_device), tasks)
+            after = evaluate(after_model, tasks)
+            for name, result, ckpt in (("before", before, start), ("after", after, run / "rl" / best["path"])):
+                result["checkpoint"] = str(ckpt)
+                atomic_write_json(tmp / f"{name}-confirm.json", result)
+            atomic_write_json(tmp / "comparison.json", compare(before, [after], names=["rl-start", "after-rl"]))
+    tasks_file = run / "eval" / "confirm-tasks.jsonl"
+    before, after, comparison = (json.loads((run / "eval" / f"{name}.json").read_text())
+                                 for name in ("before-confirm", "after-confirm", "comparison"))
     again = evaluate(after_model, read_tasks(tasks_file))
     identical = [r["samples"][0]["completion"] for r in again["tasks"]] == \
         [r["samples"][0]["completion"] for r in after["tasks"]]
-    for name, result, ckpt in (("before", before, start), ("after", after, run / "rl" / best["path"])):
-        result["checkpoint"] = str(ckpt)
-        atomic_write_json(run / "eval" / f"{name}-confirm.json", result)
-    comparison = compare(before, [after], names=["rl-start", "after-rl"])
-    atomic_write_json(run / "eval" / "comparison.json", comparison)
     seconds["evaluation"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -152,7 +188,7 @@ def run_pipeline(cfg: RunConfig, log=print) -> dict:
                            "before_reference_families": ref(before), "after_reference_families": ref(after),
                            "mcnemar_p": comparison["comparisons"][0]["overall"]["mcnemar_p"]},
                "charts": charts, "sandbox": after["sandbox"]}
-    atomic_write_json(run / "run-receipt.json", receipt)
+    atomic_write_json(run / RUN_RECEIPT_NAME, receipt)
     c = receipt["confirm"]
     log(f"confirm greedy: increment/double/even {c['before_reference_families']} -> {c['after_reference_families']} "
         f"of 24, RL families {c['before_rl_families']} -> {c['after_rl_families']} of {c['rl_family_tasks']}, "

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from glm53 import ModelConfig
 from glm53.run import RunConfig, run_pipeline
 
@@ -43,3 +45,64 @@ def test_same_seed_same_run(tmp_path):
     report = (tmp_path / "a" / "REPORT.md").read_text()
     assert "McNemar" in report and "charts/before_after_by_family.png" in report
     assert len(a["charts"]) == 4 and all((tmp_path / "a" / c).is_file() for c in a["charts"])
+
+
+RESUMABLE = {"pretrain": dict(steps=3, checkpoints=(1, 3), batch_size=2, warmup_steps=1), "rl_start": 3,
+             "rl": dict(groups=2, group_size=2, tasks_per_family=1, checkpoints=(1, 2), groups_per_step=1,
+                        dev_per_family=1, dev_samples=2, max_new_tokens=6), "confirm_per_family": 1}
+
+
+def _resumable(out, resume=False):
+    model = ModelConfig(**{**TINY, "max_sequence_length": 160})
+    overrides = {**RESUMABLE, "pretrain": {**RESUMABLE["pretrain"], "seed": 5, "model": model}}
+    return RunConfig.from_preset(str(out), "quick", device="cpu", progress=False, resume=resume, **overrides)
+
+
+def _interrupt_on_call(module, name, call, monkeypatch):
+    real, calls = getattr(module, name), []
+
+    def wrapper(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+
+
+def _finished_state(out):
+    receipt = json.loads((out / "run-receipt.json").read_text())
+    evals = {name: _strip_timings(json.loads((out / "eval" / name).read_text()))
+             for name in ("before-confirm.json", "after-confirm.json", "comparison.json")}
+    hashes = sorted((p.parent.relative_to(out).as_posix(), json.loads(p.read_text())["weights_sha256"])
+                    for p in out.glob("*/checkpoint-*/metadata.json"))
+    rollouts = json.loads((out / "rl" / "training-receipt.json").read_text())["rollouts"]
+    return receipt["checkpoint_sha256"], receipt["confirm"], evals, hashes, rollouts
+
+
+@pytest.mark.parametrize("stage", ["pretraining", "rl", "evaluation"])
+def test_run_resume_after_an_interruption_ends_as_an_uninterrupted_run(tmp_path, monkeypatch, stage):
+    import glm53.pretrain
+    import glm53.rl
+    import glm53.run
+
+    whole = tmp_path / "whole"
+    run_pipeline(_resumable(whole), log=lambda *_: None)
+    target = {"pretraining": (glm53.pretrain, "train_step", 3), "rl": (glm53.rl, "sample_and_verify", 2),
+              "evaluation": (glm53.run, "evaluate", 2)}[stage]
+    part = tmp_path / "part"
+    with monkeypatch.context() as patch:
+        _interrupt_on_call(*target, patch)
+        with pytest.raises(KeyboardInterrupt):
+            run_pipeline(_resumable(part), log=lambda *_: None)
+    assert not (part / "run-receipt.json").exists()
+    with pytest.raises(FileExistsError, match="--resume"):
+        run_pipeline(_resumable(part), log=lambda *_: None)
+    run_pipeline(_resumable(part, resume=True), log=lambda *_: None)
+    assert _finished_state(part) == _finished_state(whole)
+    if stage != "evaluation":  # the stage went on from its checkpoint rather than starting over
+        folder = {"pretraining": "pretrain", "rl": "rl"}[stage]
+        receipt = json.loads((part / folder / "training-receipt.json").read_text())
+        assert receipt["resumed_from"]["path"] == "checkpoint-0001"
+    with pytest.raises(FileExistsError, match="already finished"):
+        run_pipeline(_resumable(part, resume=True), log=lambda *_: None)
