@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -408,13 +409,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RESUMABLE_COMMANDS = ("pretrain", "rl", "run")
+
+
+def interrupted_message(args, argv: list[str]) -> str:
+    """What Ctrl-C leaves: the newest complete checkpoint, and the command that continues from it."""
+    out = Path(args.out) if getattr(args, "out", None) else None
+    saved = sorted((c for pattern in ("checkpoint-*", "*/checkpoint-*") for c in (out.glob(pattern) if out else ())
+                    if (c / "metadata.json").is_file()), key=lambda c: (c / "metadata.json").stat().st_mtime)
+    if args.command not in RESUMABLE_COMMANDS:
+        return f"glm53 {args.command}: interrupted; outputs are written whole, so nothing partial was left."
+    what = f"the newest complete checkpoint is {saved[-1]}" if saved else "no checkpoint was complete yet"
+    again = " ".join(shlex.quote(a) for a in ["glm53", *argv] if a != "--resume")
+    return f"glm53 {args.command}: interrupted; {what}. Continue with: {again} --resume"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:
-        print(f"\nglm53 {args.command}: interrupted. Checkpoints already written are complete; "
-              "rerun the same command with --resume where the command has it.", file=sys.stderr)
+        print("\n" + interrupted_message(args, argv), file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - one line for the user; the traceback with --debug
         if args.debug:

@@ -17,6 +17,21 @@ from scipy import stats
 BOOTSTRAP_RESAMPLES = 10_000
 
 
+def check_receipt(receipt, name: str) -> None:
+    """An eval receipt (`glm53 eval --out`), or a ValueError that says what the file is not."""
+    rows = receipt.get("tasks") if isinstance(receipt, dict) else None
+    ok = isinstance(rows, list) and isinstance(receipt.get("settings"), dict) and all(
+        isinstance(r, dict) and {"task_id", "family", "samples", "passed"} <= set(r) and r["samples"] for r in rows)
+    if not ok:
+        raise ValueError(f"{name} is not an eval receipt (it needs 'settings' and 'tasks' with task_id, family, "
+                         "samples and passed per task); write one with `glm53 eval --out`")
+
+
+def sampling_of(receipt: dict) -> str:
+    s = receipt["settings"]
+    return "greedy" if s.get("greedy") else f"{s.get('samples')} samples at temperature {s.get('temperature')}"
+
+
 def task_scores(receipt: dict) -> dict[str, tuple[str, float, bool]]:
     """task_id -> (family, fraction of samples passed, solved by any sample)."""
     out = {}
@@ -65,7 +80,15 @@ def _paired(a: dict, b: dict, ids: list[str], seed: int) -> dict:
 
 
 def compare(baseline: dict, arms: list[dict], names: list[str] | None = None, seed: int = 20260827) -> dict:
-    """names: the baseline's name first, then one per arm."""
+    """names: the baseline's name first, then one per arm. Receipts must be eval receipts made the same way
+    (greedy against greedy, or the same number of samples at the same temperature)."""
+    names = names or ["baseline"] + [f"arm{n + 1}" for n in range(len(arms))]
+    for receipt, name in zip([baseline, *arms], names):
+        check_receipt(receipt, name)
+    kinds = {name: sampling_of(r) for r, name in zip([baseline, *arms], names)}
+    if len(set(kinds.values())) > 1:
+        raise ValueError("receipts were sampled differently (" + "; ".join(f"{k}: {v}" for k, v in kinds.items())
+                         + "); compare receipts made the same way")
     a = task_scores(baseline)
     comparisons = []
     for n, receipt in enumerate(arms):

@@ -45,12 +45,18 @@ def test_tasks_export_then_pretrain_and_generate(tmp_path, capsys):
     receipt, receipt2 = tmp_path / "eval.json", tmp_path / "eval2.json"
     assert main(["eval", "--checkpoint", str(run / "checkpoint-0002"), "--tasks", str(tasks_file),
                  "--max-new-tokens", "6", "--device", "cpu", "--out", str(receipt)]) == 0
-    assert main(["eval", "--checkpoint", str(run / "checkpoint-0000"), "--tasks", str(tasks_file), "--samples", "2",
+    assert main(["eval", "--checkpoint", str(run / "checkpoint-0000"), "--tasks", str(tasks_file),
                  "--max-new-tokens", "6", "--device", "cpu", "--out", str(receipt2)]) == 0
+    sampled = tmp_path / "sampled.json"
+    assert main(["eval", "--checkpoint", str(run / "checkpoint-0000"), "--tasks", str(tasks_file), "--samples", "2",
+                 "--max-new-tokens", "6", "--device", "cpu", "--out", str(sampled)]) == 0
     data = json.loads(receipt.read_text())
     assert len(data["checkpoint_sha256"]) == 64 and len(data["tasks"]) == 4
+    assert json.loads(sampled.read_text())["settings"]["temperature"] == 0.35  # the several-samples default
     assert main(["compare", str(receipt), str(receipt2)]) == 0
     assert "McNemar" in capsys.readouterr().out
+    assert main(["compare", str(receipt), str(sampled)]) == 2
+    assert "sampled differently" in capsys.readouterr().err
     completions = tmp_path / "completions.jsonl"
     completions.write_text("".join(json.dumps({"prompt": t.prompt, "completion": c, "entry_point": t.entry_point,
                                                "cases": [[list(a), e] for a, e in t.cases]}) + "\n"

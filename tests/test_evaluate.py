@@ -46,8 +46,8 @@ def test_evaluate_receipt_records_everything(tiny_config):
         evaluate(model, tasks, EvalConfig(samples=4))
 
 
-def _receipt(outcomes: dict[str, list[int]]) -> dict:
-    return {"tasks": [{"task_id": tid, "family": tid.split("-")[1], "passed": sum(s),
+def _receipt(outcomes: dict[str, list[int]], settings: dict | None = None) -> dict:
+    return {"settings": settings or {"greedy": True, "samples": 1, "temperature": 0.0}, "tasks": [{"task_id": tid, "family": tid.split("-")[1], "passed": sum(s),
                        "samples": [{"verdict": {"status": "passed" if x else "failed"}} for x in s]}
                       for tid, s in outcomes.items()]}
 
@@ -68,6 +68,15 @@ def test_compare_counts_gains_losses_and_tests_them():
     holm_ps = [x["overall"]["holm_p"] for x in result["comparisons"]]
     assert holm_ps[0] == pytest.approx(2 * ob["mcnemar_p"]) and holm_ps[1] == 1.0
     assert result["comparisons"][0]["by_family"]["double"]["gains"] == 7
+
+
+def test_compare_refuses_what_it_cannot_pair():
+    greedy = _receipt({"confirm-double-000": [1]})
+    sampled = _receipt({"confirm-double-000": [1, 0]}, {"greedy": False, "samples": 2, "temperature": 0.35})
+    with pytest.raises(ValueError, match="sampled differently"):
+        compare(greedy, [sampled])
+    with pytest.raises(ValueError, match="not an eval receipt"):
+        compare(greedy, [{"summary": {}}])
 
 
 def test_mcnemar_and_holm_edge_cases():

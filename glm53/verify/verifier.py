@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .isolation import LAYERS, isolation_level
-from .sandbox_worker import LineReader, encode, same_value  # noqa: F401 - same_value is part of this API
+from .sandbox_worker import CASE_OVERHEAD_S, LineReader, encode, same_value  # noqa: F401 - same_value is part of this API
 from .static_check import ALLOWED_CALLS, StaticCheckError, check_source
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
@@ -90,7 +90,7 @@ class _Worker:
         try:
             self.proc.stdin.write(json.dumps(job).encode() + b"\n")
             # the worker enforces the job's deadline; this outer one only catches a stuck worker
-            line = self.reader.readline(time.monotonic() + job["timeout_s"] + 10)
+            line = self.reader.readline(time.monotonic() + job["timeout_s"] + CASE_OVERHEAD_S * len(job["cases"]) + 10)
             reply = json.loads(line) if line else None
         except (OSError, TimeoutError, ValueError):
             return None

@@ -219,3 +219,9 @@ def test_glm53_verify_streams_a_file_in_constant_memory(tmp_path):
     assert rows[5000]["verdict"]["status"] == "passed" and rows[5001]["verdict"]["status"] == "invalid"
     assert (tmp_path / "in-100000.jsonl").stat().st_size > 10 * peaks[100_000]
     assert peaks[100_000] < 2 * peaks[2_000] + (1 << 20), peaks
+
+
+def test_a_correct_program_passes_a_task_with_200000_cases(pool):
+    cases = [((i,), i + 1) for i in range(200_000)]
+    verdict = verify("def f(x):\n    return x + 1\n", "f", cases, pool=pool)
+    assert verdict.status == "passed" and verdict.passed_cases == 200_000
