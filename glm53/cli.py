@@ -219,6 +219,8 @@ def _add_task_source(p: argparse.ArgumentParser) -> None:
 def _tasks_from(args):
     from .tasks import frozen_tasks, read_tasks
 
+    if args.per_family < 1:
+        raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
     if args.tasks:
         if args.split:
             raise ValueError("give either --tasks or --split, not both")
@@ -279,7 +281,10 @@ def cmd_compare(args) -> int:
     for path in args.receipts:
         if not Path(path).is_file():
             raise FileNotFoundError(f"receipt {path} does not exist; write one with `glm53 eval`")
-        receipts.append(json.loads(Path(path).read_text()))
+        try:
+            receipts.append(json.loads(Path(path).read_text()))
+        except ValueError as err:
+            raise ValueError(f"{path} is not JSON ({err}); give eval receipts written by `glm53 eval --out`") from None
     if len(receipts) < 2:
         raise ValueError("compare needs a baseline receipt and at least one more")
     if args.out:
@@ -387,6 +392,8 @@ def add_tasks_parser(sub) -> None:
 def cmd_tasks_export(args) -> int:
     from .tasks import frozen_tasks, write_tasks
 
+    if args.per_family < 1:
+        raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
     tasks = frozen_tasks(args.split, per_family=args.per_family, families=args.families)
     write_tasks(tasks, args.out)
     print(f"wrote {len(tasks)} tasks of split {args.split} to {args.out}")

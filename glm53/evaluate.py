@@ -17,6 +17,7 @@ import torch
 from .device import PRECISIONS, peak_memory_bytes, resolve_precision
 from .engine import generate_groups
 from .generate import Sampling, function_body_complete
+from .settings import Checks
 from .model.model import GLM53
 from .verify.rewards import binary_reward
 from .verify.static_check import is_valid
@@ -56,12 +57,12 @@ class EvalConfig:
     timeout_s: float = field(default=DEFAULT_TIMEOUT_S, metadata={"help": "seconds per program in the sandbox"})
 
     def __post_init__(self) -> None:
-        if self.samples < 1:
-            raise ValueError(f"eval: samples must be >= 1, got {self.samples}")
-        if self.samples > 1 and self.sampling.temperature <= 0:
-            raise ValueError("eval: several samples per task need a temperature > 0 (greedy samples would be identical)")
-        if self.timeout_s <= 0:
-            raise ValueError(f"eval: timeout_s must be > 0, got {self.timeout_s}")
+        check = Checks("eval")
+        check.at_least("samples", self.samples, 1)
+        check.require(self.samples == 1 or self.sampling.temperature > 0,
+                      "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
+        check.positive("timeout_s", self.timeout_s)
+        check.done()
 
 
 def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,

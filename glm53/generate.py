@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from .model.model import GLM53
+from .settings import Checks
 from .tokenizer import ByteTokenizer
 
 StopRule = Callable[[str, str], bool]  # (prompt, completion so far) -> stop now?
@@ -30,17 +31,12 @@ class Sampling:
     ignore_eos: bool = field(default=False, metadata={"help": "ban EOS so every row runs to the cap (benchmarks)"})
 
     def __post_init__(self) -> None:
-        problems = []
-        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
-            problems.append(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        if self.top_k is not None and self.top_k < 1:
-            problems.append(f"top_k must be >= 1 or unset, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            problems.append(f"top_p must lie in (0, 1] or be unset, got {self.top_p}")
-        if self.max_new_tokens < 1:
-            problems.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if problems:
-            raise ValueError("sampling: " + "; ".join(problems))
+        check = Checks("sampling")
+        check.require(self.temperature >= 0, f"--temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        check.require(self.top_k is None or self.top_k >= 1, f"--top-k must be >= 1 or unset, got {self.top_k}")
+        check.require(self.top_p is None or 0 < self.top_p <= 1, f"--top-p must lie in (0, 1] or be unset, got {self.top_p}")
+        check.at_least("max_new_tokens", self.max_new_tokens, 1)
+        check.done()
 
     def to_dict(self) -> dict:
         return asdict(self)

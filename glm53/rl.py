@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .checkpoint import (RECEIPT_NAME, WEIGHTS_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
-                         restore_latest, rng_state, save_checkpoint, start_run_folder, verify_checkpoint)
+                         restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .data import IGNORE_INDEX, encode_documents
 from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import EvalConfig, evaluate, sample_and_verify
@@ -206,9 +206,8 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
     check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
-    init_sha = verify_checkpoint(cfg.init) if (Path(cfg.init) / "metadata.json").is_file() else sha256_file(
-        Path(cfg.init) / WEIGHTS_NAME)
-    model = load_model(cfg.init, device)
+    model = load_model(cfg.init, device)  # checks the weights against their recorded hash
+    init_sha = sha256_file(Path(cfg.init) / WEIGHTS_NAME)
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)

@@ -30,7 +30,7 @@ from .io import (AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove
 from .pretrain import PretrainConfig, pretrain
 from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .rl import RLConfig, rl_train
-from .settings import setting
+from .settings import Checks, setting
 from .tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 
 PRESETS = {
@@ -68,11 +68,12 @@ class RunConfig:
     rl: RLConfig = setting(default_factory=RLConfig, skip=RUN_OWNED + ("init", "tasks_file"))
 
     def __post_init__(self) -> None:
-        if self.confirm_per_family < 1:
-            raise ValueError(f"run: --confirm-per-family must be >= 1, got {self.confirm_per_family}")
-        if self.rl_start not in self.pretrain.checkpoints:
-            raise ValueError(f"run: rl_start {self.rl_start} is not among the pretraining checkpoints "
-                             f"{list(self.pretrain.checkpoints)}")
+        check = Checks("run")
+        check.at_least("confirm_per_family", self.confirm_per_family, 1)
+        check.require(self.rl_start in self.pretrain.checkpoints,
+                      f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "
+                      f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints)")
+        check.done()
         run = Path(self.out)
         shared = {"device": self.device, "progress": self.progress, "resume": False}  # stages resume one by one
         self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), **shared)

@@ -17,7 +17,7 @@ from ..compare import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
 from ..schedule import SCHEDULES, linear_ramp, scheduled_lr
-from ..settings import setting
+from ..settings import Checks, setting
 from ..tokenizer import ByteTokenizer
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
@@ -93,12 +93,13 @@ class DigitTraining:
     grad_clip: float = setting(1.0, "gradient-norm clip")
 
     def __post_init__(self) -> None:
-        problems = [f"{name} must be >= 1, got {getattr(self, name)}" for name in ("steps", "batch_size", "label_step")
-                    if getattr(self, name) < 1]
-        problems += [f"{name} must be > 0, got {getattr(self, name)}" for name in ("lr", "grad_clip", "embedding_eps")
-                     if getattr(self, name) <= 0]
-        if problems:
-            raise ValueError("vision training: " + "; ".join(problems))
+        check = Checks("vision training")
+        for name in ("steps", "batch_size", "label_step"):
+            check.at_least(name, getattr(self, name), 1)
+        for name in ("lr", "grad_clip", "embedding_eps"):
+            check.positive(name, getattr(self, name))
+        check.one_of("schedule", self.schedule, SCHEDULES)
+        check.done()
 
     def to_dict(self) -> dict:
         return asdict(self)
