@@ -74,3 +74,25 @@ def test_tasks_export_then_pretrain_and_generate(tmp_path, capsys):
 def test_bad_arguments_are_clear_errors(capsys, tmp_path):
     assert main(["generate", "--checkpoint", str(tmp_path / "nope"), "--prompt", "x", "--device", "cpu"]) == 2
     assert "not a glm53 checkpoint" in capsys.readouterr().err
+
+
+def test_escapes_keep_non_ascii_text():
+    from glm53.cli import unescape
+
+    assert unescape(r"café\n\tx\\y\x41\u00e9") == "café\n\tx\\yAé"
+
+
+def test_ctrl_c_names_the_checkpoint_and_the_resume_command(tmp_path):
+    import argparse
+
+    from glm53.cli import interrupted_message
+
+    run = tmp_path / "run"
+    (run / "checkpoint-0100").mkdir(parents=True)
+    (run / "checkpoint-0100" / "metadata.json").write_text("{}")
+    (run / "checkpoint-0200").mkdir()  # no metadata: an incomplete one is not offered
+    args = argparse.Namespace(command="pretrain", out=str(run))
+    text = interrupted_message(args, ["pretrain", "--out", str(run), "--steps", "400"])
+    assert str(run / "checkpoint-0100") in text and "checkpoint-0200" not in text
+    assert text.endswith(f"glm53 pretrain --out {run} --steps 400 --resume")
+    assert "nothing partial" in interrupted_message(argparse.Namespace(command="eval", out="x.json"), ["eval"])

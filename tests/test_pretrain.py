@@ -103,3 +103,18 @@ def test_bad_settings_are_clear_errors(tmp_path):
         tiny_run(tmp_path / "x", steps=4, checkpoints=(5,))
     with pytest.raises(ValueError, match="--sequence-length"):
         tiny_run(tmp_path / "x", sequence_length=500)
+
+
+def test_one_writer_per_run_folder_and_stale_temporaries_are_removed(tmp_path):
+    from glm53.io import run_lock
+
+    out = tmp_path / "run"
+    with run_lock(out):
+        with pytest.raises(FileExistsError, match="in use by another glm53 process"):
+            pretrain(tiny_run(out), dev_tasks=[], log=lambda *_: None)
+    stale = out / ".checkpoint-0002.x1y2.tmp"  # what Ctrl-C during a checkpoint write leaves
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"partial")
+    pretrain(tiny_run(out), dev_tasks=[], log=lambda *_: None)
+    assert not stale.exists() and (out / "training-receipt.json").is_file()
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
