@@ -1,5 +1,15 @@
 """glm53: a CPU-first laboratory for a tiny GLM-5.3-Flash-style language model."""
 
+import os
+
+# OpenMP threads that finish early spin before they sleep; with another busy process on one of two cores they
+# spin against it and a training step slowed 16x (1.33 -> 21.5 s, bf16, 2-core Xeon with AMX). A short spin keeps
+# the quiet speed (1.41 s) and makes that 3.6 s. Set before torch loads its OpenMP runtime (libgomp reads it
+# once; KMP_BLOCKTIME is the Intel runtime's equivalent, in ms); a value already in the environment wins, and
+# importing torch before glm53 leaves the runtime's default. `python scripts/bench_sharing.py` measures it.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+os.environ.setdefault("KMP_BLOCKTIME", "1")
+
 from .model.config import ModelConfig
 from .model.model import GLM53, ModelAux
 from .tokenizer import ByteTokenizer

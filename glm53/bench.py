@@ -24,7 +24,7 @@ import time
 import torch
 
 from .model.config import ModelConfig
-from .device import autocast, peak_memory_bytes, resolve_precision
+from .device import autocast, cpu_description, peak_memory_bytes, resolve_precision
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
                         max_sequence_length=192),
@@ -193,7 +193,7 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
     ceiling = matmul_ceiling(512 if quick else 2048)
     p, f = train["plain"], train["fast"]
     result = {
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "torch": torch.__version__,
+        "machine": {"platform": platform.platform(), "cpu": cpu_description(), "torch": torch.__version__,
                     "threads": torch.get_num_threads(), "fast_precision": fast_precision},
         "settings": {k: v for k, v in s.items()}, "model_config": cfg.to_dict(),
         "same_weights": len(shas) == 1, "train": train, "generation": gen,

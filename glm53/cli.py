@@ -42,13 +42,14 @@ def add_info_parser(sub) -> None:
 def cmd_info(args) -> int:
     import torch
 
-    from .device import resolve_device
+    from .device import cpu_description, resolve_device
     from .model.model import GLM53
 
     cfg = config_from_args(ModelConfig, args)
     counts = GLM53(cfg).parameter_counts()
     info = {"config": cfg.to_dict(), "parameters": counts, "layer_pattern": cfg.layer_pattern,
-            "device": str(resolve_device(args.device)), "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "device": str(resolve_device(args.device)), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cpu": cpu_description()}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -56,6 +57,8 @@ def cmd_info(args) -> int:
     print(f"  parameters     {counts['total']:,} total, {counts['active']:,} active per token")
     print(f"  layer pattern  {cfg.layer_pattern}  (L = linear attention, S = sparse attention)")
     print(f"  device         {info['device']} (torch {torch.__version__}, {info['threads']} threads)")
+    cpu = info["cpu"]
+    print(f"  cpu            {cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}")
     print("  config")
     for k, v in cfg.to_dict().items():
         print(f"    {k:24s} {v}")
@@ -439,6 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\n" + interrupted_message(args, argv), file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`glm53 info | head`): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as err:  # noqa: BLE001 - one line for the user; the traceback with --debug
         if args.debug:
             raise

@@ -48,6 +48,31 @@ def cpu_has_native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")
+
+
+def cpu_description() -> dict:
+    """The CPU model, its relevant instruction-set flags and core count, for receipts (Linux /proc/cpuinfo;
+    elsewhere what `platform` knows)."""
+    import os
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"model": model, "cores": os.cpu_count(), "flags": [f for f in CPU_FLAGS if f in flags],
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "openmp_spin": {k: os.environ.get(k) for k in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_WAIT_POLICY")}}
+
+
 def resolve_precision(name: str, device: torch.device) -> str:
     """auto: bf16 autocast where it measured faster (CUDA with bf16, CPUs with native bf16), else fp32."""
     if name not in PRECISIONS:

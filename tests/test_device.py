@@ -32,3 +32,12 @@ def test_bad_names_are_refused():
 def test_auto_device_is_a_real_device():
     assert resolve_device("auto").type in ("cuda", "mps", "cpu")
     assert resolve_device("cpu") == torch.device("cpu")
+
+
+def test_cpu_description_names_the_model_and_the_spin_setting():
+    import glm53  # noqa: F401 - importing glm53 sets the OpenMP spin default
+    from glm53.device import cpu_description
+
+    cpu = cpu_description()
+    assert cpu["model"] and cpu["cores"] >= 1 and set(cpu["flags"]) <= set(device_module.CPU_FLAGS)
+    assert cpu["openmp_spin"]["GOMP_SPINCOUNT"] is not None

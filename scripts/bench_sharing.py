@@ -1,0 +1,76 @@
+"""Training speed of the 25.7M model with and without a competing busy process, under OpenMP spin settings.
+
+    python scripts/bench_sharing.py [--steps 6] [--precision bf16]
+
+Each setting runs in a fresh interpreter (the OpenMP runtime reads its settings once, at load), first on a quiet
+machine, then beside `yes > /dev/null`. Prints the median seconds per step (32 x 128) and the busy/quiet ratio,
+with the CPU model.
+"""
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+
+STEP = r"""
+import glm53  # first: it sets the OpenMP spin before torch loads the runtime
+import sys, time, torch
+from glm53 import GLM53, ModelConfig
+from glm53.data import pretraining_batch
+from glm53.device import autocast
+from glm53.pretrain import PretrainConfig, language_loss, make_optimizer
+torch.manual_seed(0)
+model = GLM53(ModelConfig())
+optimizer = make_optimizer(model, PretrainConfig(out="-"))
+times = []
+for step in range(int(sys.argv[1]) + 1):
+    inputs, labels = pretraining_batch(step, 32, 128, 42)
+    t0 = time.perf_counter()
+    with autocast(torch.device("cpu"), sys.argv[2]):
+        logits, aux = model(inputs, return_aux=True)
+        loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    times.append(time.perf_counter() - t0)
+timed = sorted(times[1:])
+print(timed[len(timed) // 2])
+"""
+
+SETTINGS = {"runtime default (GOMP_SPINCOUNT=300000)": {"GOMP_SPINCOUNT": "300000", "KMP_BLOCKTIME": "200"},
+            "glm53 default": {},
+            "GOMP_SPINCOUNT=3000": {"GOMP_SPINCOUNT": "3000"},
+            "passive (no spin)": {"OMP_WAIT_POLICY": "PASSIVE"}}
+
+
+def median_step(extra_env: dict, steps: int, precision: str) -> float:
+    env = {**os.environ, **extra_env}
+    out = subprocess.run([sys.executable, "-c", STEP, str(steps), precision], env=env, capture_output=True, text=True,
+                         check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    args = parser.parse_args()
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+    print("cpu:", next((line.split(":", 1)[1].strip() for line in cpu if line.startswith("Model name")),
+                       platform.processor()), f"| {os.cpu_count()} cores | {args.precision}")
+    for name, env in SETTINGS.items():
+        quiet = median_step(env, args.steps, args.precision)
+        busy_process = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL)
+        time.sleep(0.5)
+        try:
+            busy = median_step(env, args.steps, args.precision)
+        finally:
+            busy_process.kill()
+            busy_process.wait()
+        print(f"{name:38s} quiet {quiet:5.2f} s/step, beside a busy process {busy:5.2f} s/step ({busy / quiet:.1f}x)")
+
+
+if __name__ == "__main__":
+    main()
