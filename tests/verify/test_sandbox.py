@@ -143,18 +143,24 @@ def test_the_pool_is_safe_under_threads():
                          [((n,), n + i) for n in range(5)]))
     with SandboxPool(workers=2) as shared:
         sequential = [v.status for v in verify_many(programs, pool=shared)]
-        results = {}
+        results, errors = {}, {}
 
         def caller(t):
-            order = programs[t * 25:] + programs[:t * 25]  # each thread in its own order
-            results[t] = [v.status for v in verify_many(order, pool=shared)]
-            results[t] = results[t][len(programs) - t * 25:] + results[t][:len(programs) - t * 25]
+            try:
+                order = programs[t * 25:] + programs[:t * 25]  # each thread in its own order
+                got = [v.status for v in verify_many(order, pool=shared)]
+                results[t] = got[len(programs) - t * 25:] + got[:len(programs) - t * 25]
+            except Exception as err:  # noqa: BLE001 - reported by the assertion below, with the thread
+                import traceback
+
+                errors[t] = traceback.format_exc()
 
         threads = [threading.Thread(target=caller, args=(t,)) for t in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+    assert not errors, errors
     assert sequential.count("passed") == 20 and sequential.count("invalid") == 20
     assert all(results[t] == sequential for t in range(4))
 
