@@ -91,8 +91,8 @@ def add_generate_parser(sub) -> None:
     from .generate import Sampling
 
     p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--prompt", required=True)
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
+    p.add_argument("--prompt", required=True, help="text to complete")
     p.add_argument("--escapes", action="store_true", help=r"interpret \n, \t, \\ and \xNN in --prompt")
     p.add_argument("--samples", type=int, default=1, help="completions (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling generator (default: 0)")
@@ -100,7 +100,7 @@ def add_generate_parser(sub) -> None:
                    help="function: stop after the first complete statement; eos: only at EOS or the token cap")
     p.add_argument("--no-cache", action="store_true", help="use the plain uncached reference generator")
     _device_flag(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON object per completion (token ids, cap hit)")
     add_config_arguments(p, Sampling, title="sampling")
     p.set_defaults(func=cmd_generate)
 
@@ -237,7 +237,7 @@ def add_eval_parser(sub) -> None:
     from .evaluate import EvalConfig
 
     p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
     p.add_argument("--out", required=True, help="receipt file (must not exist)")
     _add_task_source(p)
     _device_flag(p)
@@ -385,10 +385,10 @@ def add_tasks_parser(sub) -> None:
     p = sub.add_parser("tasks", help="task files")
     tsub = p.add_subparsers(dest="tasks_command", required=True)
     e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file")
-    e.add_argument("--split", required=True, choices=SPLITS)
+    e.add_argument("--split", required=True, choices=SPLITS, help="which frozen split")
     e.add_argument("--per-family", type=int, default=8, help="tasks per family (default: 8)")
     e.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
-    e.add_argument("--out", required=True)
+    e.add_argument("--out", required=True, help="JSON Lines task file to write (must not exist)")
     e.set_defaults(func=cmd_tasks_export)
 
 

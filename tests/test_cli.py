@@ -96,3 +96,22 @@ def test_ctrl_c_names_the_checkpoint_and_the_resume_command(tmp_path):
     assert str(run / "checkpoint-0100") in text and "checkpoint-0200" not in text
     assert text.endswith(f"glm53 pretrain --out {run} --steps 400 --resume")
     assert "nothing partial" in interrupted_message(argparse.Namespace(command="eval", out="x.json"), ["eval"])
+
+
+def test_every_flag_has_help_text():
+    import argparse
+
+    from glm53.cli import build_parser
+
+    missing = []
+
+    def walk(parser, name):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}")
+            elif not action.help and action.dest not in ("help", "command", "tasks_command"):
+                missing.append(f"{name} {action.option_strings or action.dest}")
+
+    walk(build_parser(), "glm53")
+    assert not missing, missing
