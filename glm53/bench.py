@@ -144,6 +144,28 @@ def _prompt_of(tokens: int) -> str:
     return text
 
 
+def run_profile(quick: bool = False, seed: int = 0, log=print) -> dict:
+    """Per-component seconds per training step, fast (default precision) and plain (fp32), each in a fresh process."""
+    from .profile import format_profile, profile_phase
+
+    s = QUICK if quick else FULL
+    fast_precision = resolve_precision("auto", torch.device("cpu"))
+    steps = 1 if quick else 3
+    with mp.get_context("spawn").Pool(1) as pool:
+        profiles = {"fast": pool.apply(profile_phase, (s["model"], False, fast_precision, s["batch_size"],
+                                                       s["sequence_length"], steps, seed))}
+    if fast_precision != "fp32":
+        with mp.get_context("spawn").Pool(1) as pool:
+            profiles["fast fp32"] = pool.apply(profile_phase, (s["model"], False, "fp32", s["batch_size"],
+                                                               s["sequence_length"], steps, seed))
+    with mp.get_context("spawn").Pool(1) as pool:
+        profiles["plain"] = pool.apply(profile_phase, (s["model"], True, "fp32", s["batch_size"],
+                                                       s["sequence_length"], 1, seed))
+    log(format_profile(profiles))
+    return {"machine": {"platform": platform.platform(), "cpu": cpu_description()}, "settings": dict(s),
+            "profile": profiles}
+
+
 def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = False, seed: int = 0,
               log=print) -> dict:
     from .tasks import frozen_tasks

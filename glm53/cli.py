@@ -156,16 +156,23 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--out", help="JSON results file (default: runs/bench/bench-<time>.json)")
     p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
     p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
+    p.add_argument("--profile", action="store_true",
+                   help="instead: seconds per training step by component, forward and backward, fast and plain")
     p.set_defaults(func=cmd_bench)
 
 
 def cmd_bench(args) -> int:
     import time
 
-    from .bench import format_report, run_bench
+    from .bench import format_report, run_bench, run_profile
 
-    out = Path(args.out or f"runs/bench/bench-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     refuse_existing(out)
+    if args.profile:
+        result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print)
+        atomic_write_json(out, result)
+        print(json.dumps(result, indent=2) if args.json else f"\nwritten to {out}")
+        return 0
     result = run_bench(quick=args.quick, compile_model=args.compile, log=(lambda *_: None) if args.json else print)
     atomic_write_json(out, result)
     print(json.dumps(result, indent=2) if args.json else format_report(result) + f"\n\nwritten to {out}")

@@ -19,3 +19,24 @@ def test_quick_bench_reports_every_figure_on_the_same_weights():
     assert result["generation"]["fast_cached_many_groups"]["completions"] == 8
     assert all(v > 0 for v in result["ratios"].values())
     assert "ratios" in format_report(result)
+
+
+def test_profile_accounts_for_every_component_of_a_step():
+    from glm53.data import pretraining_batch
+    from glm53.model.model import GLM53
+    from glm53.profile import profile_training
+
+    model = GLM53(ModelConfig(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8,
+                              sparse_stride=8))
+    result = profile_training(model, [pretraining_batch(s, 2, 128) for s in range(2)], "fp32", warmup=1)
+    expected = {"embedding", "block norms", "final norm", "linear attention", "sparse attention", "moe experts",
+                "hyper-connections", "other"}
+    assert expected <= set(result["forward"]["parts"]) and "moe routing" in result["forward"]["parts"]
+    assert expected <= set(result["backward"]["parts"])
+    for kind in ("forward", "backward"):
+        parts = result[kind]["parts"]
+        assert all(v >= 0 for v in parts.values()) and parts["linear attention"] > 0
+        assert abs(sum(parts.values()) - result[kind]["total"]) < 1e-6 or parts["other"] == 0.0
+    total = result["forward"]["total"] + result["loss"] + result["backward"]["total"] + result["optimizer"]
+    assert abs(total - result["step"]) < 1e-6
+    assert not model._forward_hooks and all(not m._forward_hooks for m in model.modules())  # hooks removed
