@@ -91,7 +91,8 @@ def enter_namespaces(scratch: str) -> str:
     _check(mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(/, private)")
     with open("/proc/self/mountinfo") as f:
         mounts = [(line.split()[4], line.split()[5].split(",")) for line in f]
-    kept = {"noexec": MS_NOEXEC}
+    # flags a user namespace may not drop from a mount it inherited (the atime ones included): kept as they are
+    kept = {"noexec": MS_NOEXEC, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
     for point, options in mounts:
         extra = sum(bit for name, bit in kept.items() if name in options)
         # MS_BIND makes this a per-mount change in our namespace; without it the remount would hit the
