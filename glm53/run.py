@@ -9,8 +9,8 @@ Two choices differ from the reference, both by measurement on this CPU (seed 42)
 - RL then trains all eight families (12 rl tasks each, same 96 x 16 rollout budget) at temperature 0.8. With the
   reference's RL settings (three families, 0.35) on that start, 95 of 96 groups had all-equal rewards, so RL had
   nothing to learn from (23/24 -> 23/24, 56/64 -> 56/64); these settings gave 56 -> 61/64.
-The reference settings stay one flag away: --rl-families increment,double,even --rl-temperature 0.35
---rl-tasks-per-family 32, and `glm53 pretrain`'s own defaults are the reference's.
+The reference settings stay one flag away: --rl.families increment,double,even --rl.temperature 0.35
+--rl.tasks-per-family 32, and `glm53 pretrain`'s own defaults are the reference's.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ PRESETS = {
              "rl": dict(groups=96, group_size=16, tasks_per_family=12, checkpoints=(24, 48, 72, 96), temperature=0.8,
                         families="all"),
              "confirm_per_family": 8},
-    # quick: 100 steps of 16 rows learn visibly (6/8 dev functions at step 100, measured; 60 steps learned none)
+    # quick: 100 steps of 16 rows learn visibly (6/8 and 7/8 dev functions at step 100 in two runs; 60 steps: 0/8)
     "quick": {"pretrain": dict(steps=100, checkpoints=(50, 100), batch_size=16, sequence_length=128, lr=1e-3,
                                warmup_steps=10),
               "rl_start": 100,
