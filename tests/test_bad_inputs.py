@@ -162,3 +162,18 @@ def test_help_shows_defaults(capsys):
         main(["pretrain", "--help"])
     text = capsys.readouterr().out
     assert "(default: 0.0003)" in text and "(default: 100,200,400, those within --steps)" in text
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
+    import errno
+    import os
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "tasks.jsonl"
+    assert main(["tasks", "export", "--split", "dev", "--per-family", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "No space left on device" in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
