@@ -118,3 +118,26 @@ def test_one_writer_per_run_folder_and_stale_temporaries_are_removed(tmp_path):
     pretrain(tiny_run(out), dev_tasks=[], log=lambda *_: None)
     assert not stale.exists() and (out / "training-receipt.json").is_file()
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_default_checkpoints_fit_short_runs():
+    from glm53.rl import RLConfig
+
+    assert PretrainConfig(out="x", steps=3).checkpoints == (3,)
+    assert PretrainConfig(out="x", steps=250).checkpoints == (100, 200, 250)
+    assert PretrainConfig(out="x").checkpoints == (100, 200, 400)
+    assert RLConfig(init="a", out="b", groups=2).checkpoints == (2,)
+    assert RLConfig(init="a", out="b").checkpoints == (24, 48, 72, 96)
+
+
+def test_results_are_readable_like_other_files(tmp_path):
+    import os
+
+    from glm53.io import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "receipt.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "receipt.json").stat().st_mode & 0o777 == 0o644
