@@ -42,14 +42,14 @@ def add_info_parser(sub) -> None:
 def cmd_info(args) -> int:
     import torch
 
-    from .device import cpu_description, resolve_device
+    from .device import cpu_description, explain_precision, resolve_device
     from .model.model import GLM53
 
     cfg = config_from_args(ModelConfig, args)
     counts = GLM53(cfg).parameter_counts()
     info = {"config": cfg.to_dict(), "parameters": counts, "layer_pattern": cfg.layer_pattern,
             "device": str(resolve_device(args.device)), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "cpu": cpu_description()}
+            "cpu": cpu_description(), "precision_auto": explain_precision(resolve_device(args.device))}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -59,6 +59,7 @@ def cmd_info(args) -> int:
     print(f"  device         {info['device']} (torch {torch.__version__}, {info['threads']} threads)")
     cpu = info["cpu"]
     print(f"  cpu            {cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}")
+    print(f"  precision auto {info['precision_auto']}")
     print("  config")
     for k, v in cfg.to_dict().items():
         print(f"    {k:24s} {v}")

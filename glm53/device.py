@@ -86,6 +86,18 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return "fp32"
 
 
+def explain_precision(device: torch.device) -> str:
+    """What `--precision auto` picks on `device`, and why."""
+    chosen = resolve_precision("auto", device)
+    if device.type == "cpu":
+        why = "this CPU has native bf16 (AVX512-BF16 or AMX)" if chosen == "bf16" else "this CPU has no native bf16"
+    elif device.type == "cuda":
+        why = "the GPU supports bf16" if chosen == "bf16" else "the GPU lacks bf16"
+    else:
+        why = f"{device.type} runs fp32"
+    return f"{chosen} ({why}; a rule, not yet a measurement on this machine)"
+
+
 def autocast(device: torch.device, precision: str):
     """A context manager: bf16 autocast for precision 'bf16', a no-op for 'fp32'."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=(precision == "bf16"))
