@@ -180,6 +180,22 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def add_calibrate_parser(sub) -> None:
+    p = sub.add_parser("calibrate", help="time fp32 and bf16 training and decoding here; --precision auto then uses "
+                                         "the faster (seconds to a minute)")
+    p.add_argument("--steps", type=int, default=3, help="timed training steps per candidate (default: 3)")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args) -> int:
+    from .calibrate import calibrate
+
+    if args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+    calibrate(steps=args.steps)
+    return 0
+
+
 # ---------------------------------------------------------------- run
 
 def add_run_parser(sub) -> None:
@@ -413,7 +429,8 @@ def cmd_tasks_export(args) -> int:
 
 # ---------------------------------------------------------------- the command
 
-COMMANDS = (add_info_parser, add_pretrain_parser, add_generate_parser, add_bench_parser, add_run_parser,
+COMMANDS = (add_info_parser, add_pretrain_parser, add_generate_parser, add_bench_parser, add_calibrate_parser,
+            add_run_parser,
             add_rl_parser, add_eval_parser, add_compare_parser, add_verify_parser, add_vision_parser,
             add_tasks_parser)
 

@@ -73,8 +73,9 @@ def cpu_description() -> dict:
             "openmp_spin": {k: os.environ.get(k) for k in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_WAIT_POLICY")}}
 
 
-def resolve_precision(name: str, device: torch.device) -> str:
-    """auto: bf16 autocast where it measured faster (CUDA with bf16, CPUs with native bf16), else fp32."""
+def resolve_precision(name: str, device: torch.device, purpose: str = "train") -> str:
+    """auto on a CPU: this machine's calibration (`glm53 calibrate`) for `purpose` ("train" or "decode") when one
+    is cached, else bf16 where the CPU has native bf16; on CUDA bf16 where supported; fp32 elsewhere."""
     if name not in PRECISIONS:
         raise ValueError(f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}")
     if name != "auto":
@@ -82,20 +83,33 @@ def resolve_precision(name: str, device: torch.device) -> str:
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     if device.type == "cpu":
+        from .calibrate import cached
+
+        entry = cached()
+        if entry is not None:
+            return entry["decode_precision" if purpose == "decode" else "train_precision"]
         return "bf16" if cpu_has_native_bf16() else "fp32"
     return "fp32"
 
 
 def explain_precision(device: torch.device) -> str:
-    """What `--precision auto` picks on `device`, and why."""
+    """What `--precision auto` picks on `device` for training and decoding, and why."""
     chosen = resolve_precision("auto", device)
     if device.type == "cpu":
+        from .calibrate import cached
+
+        entry = cached()
+        if entry is not None:
+            train, decode = entry["train_seconds_per_step"], entry["decode_seconds"]
+            return (f"training {entry['train_precision']} ({', '.join(f'{p} {s:.3f} s/step' for p, s in train.items())}), "
+                    f"decoding {entry['decode_precision']} ({', '.join(f'{p} {s:.3f} s' for p, s in decode.items())}); "
+                    f"measured by glm53 calibrate on {entry['measured']}")
         why = "this CPU has native bf16 (AVX512-BF16 or AMX)" if chosen == "bf16" else "this CPU has no native bf16"
     elif device.type == "cuda":
         why = "the GPU supports bf16" if chosen == "bf16" else "the GPU lacks bf16"
     else:
         why = f"{device.type} runs fp32"
-    return f"{chosen} ({why}; a rule, not yet a measurement on this machine)"
+    return f"{chosen} ({why}; a rule: `glm53 calibrate` measures instead)"
 
 
 def autocast(device: torch.device, precision: str):

@@ -39,7 +39,7 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampl
     encoded = [tokenizer.encode(p, bos=True) for p in prompts]
     max_length = check_lengths(model, encoded, max_new_tokens)
     banned = torch.tensor(banned_ids(model, tokenizer, sampling.ignore_eos), device=device)
-    precision = resolve_precision(precision, device)
+    precision = resolve_precision(precision, device, purpose="decode")
     was_training = model.training
     if precision == "bf16":
         # Decode with a bf16 copy of the weights rather than autocast: no per-step weight casts, and no

@@ -106,7 +106,7 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
     """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", ...}."""
     started = time.perf_counter()
     samples = cfg.samples
-    precision = resolve_precision(cfg.precision, model.device)
+    precision = resolve_precision(cfg.precision, model.device, purpose="decode")
     generator = torch.Generator(device=model.device).manual_seed(cfg.seed)
     judged = sample_and_verify(model, tasks, samples, cfg.sampling, generator, precision, MAX_ROWS_PER_BATCH,
                                cfg.timeout_s, pool)

@@ -224,7 +224,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
         atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
     tokenizer = ByteTokenizer()
     sampling = Sampling(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
-    sample_precision = resolve_precision(cfg.sample_precision, device)
+    sample_precision = resolve_precision(cfg.sample_precision, device, purpose="decode")
     log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
         f"{cfg.groups} groups of {cfg.group_size} over "
         f"{len(tasks)} tasks, device {device} ({precision})")

@@ -41,3 +41,31 @@ def test_cpu_description_names_the_model_and_the_spin_setting():
     cpu = cpu_description()
     assert cpu["model"] and cpu["cores"] >= 1 and set(cpu["flags"]) <= set(device_module.CPU_FLAGS)
     assert cpu["openmp_spin"]["GOMP_SPINCOUNT"] is not None
+
+
+def test_calibration_is_cached_per_machine_and_used_by_auto(monkeypatch):
+    from glm53 import calibrate as calibrate_module
+    from glm53.device import explain_precision
+
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(calibrate_module, "cpu_has_native_bf16", lambda: True)
+    # stand-in timings: bf16 trains faster, fp32 decodes faster (as measured on one CPU)
+    monkeypatch.setattr(calibrate_module, "_time_training", lambda kw, p, steps: {"fp32": 2.0, "bf16": 1.0}[p])
+    monkeypatch.setattr(calibrate_module, "_time_decoding", lambda kw, p: {"fp32": 1.0, "bf16": 1.5}[p])
+    cpu = torch.device("cpu")
+    assert calibrate_module.cached() is None
+    entry = calibrate_module.calibrate(log=lambda *_: None)
+    assert (entry["train_precision"], entry["decode_precision"]) == ("bf16", "fp32")
+    assert resolve_precision("auto", cpu) == "bf16" and resolve_precision("auto", cpu, purpose="decode") == "fp32"
+    assert resolve_precision("fp32", cpu) == "fp32"  # explicit choices are never overridden
+    assert "measured by glm53 calibrate" in explain_precision(cpu)
+    # a near tie goes to fp32
+    monkeypatch.setattr(calibrate_module, "_time_training", lambda kw, p, steps: {"fp32": 1.0, "bf16": 0.95}[p])
+    assert calibrate_module.calibrate(log=lambda *_: None)["train_precision"] == "fp32"
+
+
+def test_calibration_times_a_tiny_model():
+    from glm53.calibrate import _time_decoding, _time_training
+
+    tiny = dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8)
+    assert _time_training(tiny, "fp32", 1) > 0 and _time_decoding(tiny, "fp32") > 0

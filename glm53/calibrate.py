@@ -1,0 +1,109 @@
+"""`glm53 calibrate`: the precision of training and of decoding chosen by timing both on the machine at hand.
+
+No one choice is right for every CPU (bf16 autocast was 11x the plain path on one 2-core CPU and 4.5x on another;
+bf16 decoding was slower than fp32 there), so `--precision auto` and `--sample-precision auto` use a measurement
+when one exists for this machine: the CPU model, its core count and the torch version form the key of a small
+cache (`$GLM53_CACHE_DIR/calibration.json`, default `~/.cache/glm53`). Without one they follow the CPU-flag rule
+(bf16 where the CPU has native bf16). Receipts record the resolved precision, so a run is reproduced by giving it
+explicitly. Simplification: the timing uses a batch of 8 x 128 on the reference model and a few steps, so a
+difference under ~10% is noise; ties go to fp32 (exact, and the same on every machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from .device import cpu_description, cpu_has_native_bf16
+from .io import atomic_write_text
+
+TIE_MARGIN = 0.9  # bf16 is chosen only when it takes at most 90% of fp32's time
+
+
+def cache_file() -> Path:
+    return Path(os.environ.get("GLM53_CACHE_DIR") or Path.home() / ".cache" / "glm53") / "calibration.json"
+
+
+def machine_key() -> str:
+    cpu = cpu_description()
+    return f"{cpu['model']} | {cpu['cores']} cores | {cpu['threads']} threads | torch {torch.__version__}"
+
+
+def cached() -> dict | None:
+    """This machine's calibration, or None."""
+    try:
+        return json.loads(cache_file().read_text()).get(machine_key())
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _time_training(model_kwargs: dict, precision: str, steps: int) -> float:
+    from .data import pretraining_batch
+    from .device import autocast
+    from .model.config import ModelConfig
+    from .model.model import GLM53
+    from .pretrain import PretrainConfig, language_loss, make_optimizer
+
+    torch.manual_seed(0)
+    model = GLM53(ModelConfig(**model_kwargs))
+    optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
+    times = []
+    for step in range(steps + 2):  # two warm-up steps: bf16 kernels are built for each new shape
+        inputs, labels = pretraining_batch(step, 8, 128)
+        t0 = time.perf_counter()
+        with autocast(torch.device("cpu"), precision):
+            logits, aux = model(inputs, return_aux=True)
+            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - t0)
+    return sorted(times[2:])[len(times[2:]) // 2]
+
+
+def _time_decoding(model_kwargs: dict, precision: str) -> float:
+    from .engine import generate_groups
+    from .generate import Sampling
+    from .model.config import ModelConfig
+    from .model.model import GLM53
+
+    torch.manual_seed(0)
+    model = GLM53(ModelConfig(**model_kwargs))
+    sampling = Sampling(temperature=0.8, max_new_tokens=24, ignore_eos=True)
+    prompts = ["def f(x):\n    return"] * 4
+    times = []
+    for _ in range(2):  # the first call builds kernels
+        t0 = time.perf_counter()
+        generate_groups(model, prompts, 8, sampling, generator=torch.Generator().manual_seed(0), precision=precision)
+        times.append(time.perf_counter() - t0)
+    return times[-1]
+
+
+def calibrate(model_kwargs: dict | None = None, steps: int = 3, log=print) -> dict:
+    """Time fp32 and (where the CPU has native bf16) bf16 for training and decoding; cache and return the choice."""
+    model_kwargs = model_kwargs or {}
+    candidates = ["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"]
+    train = {p: _time_training(model_kwargs, p, steps) for p in candidates}
+    decode = {p: _time_decoding(model_kwargs, p) for p in candidates}
+
+    def pick(times: dict) -> str:
+        return "bf16" if "bf16" in times and times["bf16"] <= TIE_MARGIN * times["fp32"] else "fp32"
+
+    entry = {"train_precision": pick(train), "decode_precision": pick(decode),
+             "train_seconds_per_step": train, "decode_seconds": decode, "model": model_kwargs or "reference",
+             "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    path = cache_file()
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        table = {}
+    table[machine_key()] = entry
+    atomic_write_text(path, json.dumps(table, indent=2, sort_keys=True) + "\n", overwrite=True)
+    log(f"training: {', '.join(f'{p} {s:.3f} s/step' for p, s in train.items())} -> {entry['train_precision']}")
+    log(f"decoding: {', '.join(f'{p} {s:.3f} s' for p, s in decode.items())} -> {entry['decode_precision']}")
+    log(f"cached for {machine_key()} in {path}")
+    return entry
