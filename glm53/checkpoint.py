@@ -61,15 +61,14 @@ def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, train
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> GLM53:
     """Load a checkpoint's model: the weights' sha256 checked against metadata.json (when the checkpoint has
     one), the config checked, every weight present and of the right shape. Any problem is a ValueError that
-    names the file."""
+    names the file. The sha256 is kept on the model as `weights_sha256` for receipts."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    if (path / METADATA_NAME).is_file():
-        verify_checkpoint(path)
+    sha = verify_checkpoint(path) if (path / METADATA_NAME).is_file() else sha256_file(path / WEIGHTS_NAME)
     try:
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
     except (ValueError, TypeError) as err:
@@ -92,6 +91,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> G
         raise ValueError(f"{path / 'config.json'} does not match the weights in {path / WEIGHTS_NAME}: "
                          + ", ".join(parts) + " tensors")
     model.load_state_dict(weights, strict=True)
+    model.weights_sha256 = sha
     return model.to(device)
 
 

@@ -270,10 +270,9 @@ def add_eval_parser(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from .checkpoint import WEIGHTS_NAME, load_model
+    from .checkpoint import load_model
     from .device import resolve_device
     from .evaluate import EvalConfig, evaluate, format_summary
-    from .io import sha256_file
 
     if args.temperature is None and (args.samples or 1) > 1:
         args.temperature = 0.35
@@ -284,7 +283,7 @@ def cmd_eval(args) -> int:
     model = load_model(args.checkpoint, device)
     result = evaluate(model, tasks, cfg)
     result["checkpoint"] = str(args.checkpoint)
-    result["checkpoint_sha256"] = sha256_file(Path(args.checkpoint) / WEIGHTS_NAME)
+    result["checkpoint_sha256"] = model.weights_sha256
     result["source"] = {"tasks_file": args.tasks} if args.tasks else {
         "split": args.split, "per_family": args.per_family, "families": args.families}
     atomic_write_json(args.out, result)

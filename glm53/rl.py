@@ -27,13 +27,13 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoint import (RECEIPT_NAME, WEIGHTS_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
+from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
                          restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .data import IGNORE_INDEX, encode_documents
 from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import EvalConfig, evaluate, sample_and_verify
 from .generate import Sampling
-from .io import atomic_write_json, read_jsonl, remove_stale_temporaries, run_lock, sha256_file, truncate_jsonl
+from .io import atomic_write_json, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from .model.model import GLM53
 from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
@@ -207,7 +207,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     model = load_model(cfg.init, device)  # checks the weights against their recorded hash
-    init_sha = sha256_file(Path(cfg.init) / WEIGHTS_NAME)
+    init_sha = model.weights_sha256
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)
