@@ -177,10 +177,10 @@ def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> t
     if not found:
         raise FileNotFoundError(f"--resume: no checkpoint with trainer state in {out}")
     latest = found[-1]
-    verify_checkpoint(latest)
+    sha = verify_checkpoint(latest)
     state = load_trainer_state(latest)
     load_weights(model, str(latest / WEIGHTS_NAME), strict=True, device=str(device))
-    state["resumed_from"] = {"path": latest.name, "weights_sha256": read_metadata(latest)["weights_sha256"]}
+    state["resumed_from"] = {"path": latest.name, "weights_sha256": sha}
     optimizer.load_state_dict(state["optimizer"])
     set_rng_state(state["rng"])
     return latest, state

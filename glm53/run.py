@@ -20,13 +20,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, WEIGHTS_NAME, check_run_folder, checkpoint_name, load_model,
+from .checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, checkpoint_name, load_model,
                          start_run_folder)
 from .compare import compare
 from .device import DEVICE_CHOICES, resolve_device
 from .evaluate import evaluate
-from .io import (AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock,
-                 sha256_file)
+from .io import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
 from .pretrain import PretrainConfig, pretrain
 from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .rl import RLConfig, rl_train
@@ -182,7 +181,7 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     ref = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in REFERENCE_RL_FAMILIES)  # noqa: E731
     receipt = {**info, "config": json.loads(json.dumps(cfg.to_dict())),
                "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
-               "checkpoint_sha256": {"rl_start": sha256_file(start / WEIGHTS_NAME), "after": best["weights_sha256"]},
+               "checkpoint_sha256": {"rl_start": rl_receipt["initial_sha256"], "after": best["weights_sha256"]},
                "confirm": {"before_all": before["summary"]["tasks_solved_any"],
                            "after_all": after["summary"]["tasks_solved_any"], "tasks": after["summary"]["tasks"],
                            "before_rl_families": sub(before), "after_rl_families": sub(after),
