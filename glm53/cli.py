@@ -11,8 +11,9 @@ from pathlib import Path
 
 from .device import DEVICE_CHOICES
 from .io import atomic_write_json, refuse_existing, refuse_nonempty_dir
-from .model.config import ModelConfig
+from .model.config import MODEL_PRESETS, ModelConfig
 from .settings import add_config_arguments, config_from_args
+from .sweep.commands import add_analyze_parser, add_sweep_parser
 
 SPLITS = ("dev", "rl", "final", "confirm")
 
@@ -35,7 +36,10 @@ def add_info_parser(sub) -> None:
     p = sub.add_parser("info", help="print config, parameter counts, layer pattern and device")
     _device_flag(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
-    add_config_arguments(p, ModelConfig, title="model (defaults: the reference 25.7M model)")
+    p.add_argument("--model", default="reference", choices=tuple(MODEL_PRESETS),
+                   help="named architecture the flags below start from (default: reference, the 25.7M model; "
+                        "miniature: the 248K model of the pretraining-data studies)")
+    add_config_arguments(p, ModelConfig, title="model (defaults: the named --model)")
     p.set_defaults(func=cmd_info)
 
 
@@ -45,7 +49,7 @@ def cmd_info(args) -> int:
     from .device import cpu_description, explain_precision, resolve_device
     from .model.model import GLM53
 
-    cfg = config_from_args(ModelConfig, args)
+    cfg = config_from_args(ModelConfig, args, base=MODEL_PRESETS[args.model])
     counts = GLM53(cfg).parameter_counts()
     info = {"config": cfg.to_dict(), "parameters": counts, "layer_pattern": cfg.layer_pattern,
             "device": str(resolve_device(args.device)), "torch": torch.__version__, "threads": torch.get_num_threads(),
@@ -55,7 +59,9 @@ def cmd_info(args) -> int:
         return 0
     print("glm53 model")
     print(f"  parameters     {counts['total']:,} total, {counts['active']:,} active per token")
-    print(f"  layer pattern  {cfg.layer_pattern}  (L = linear attention, S = sparse attention)")
+    sparse_note = "" if "S" in cfg.layer_pattern else "; no sparse layer at all"
+    print(f"  model          {args.model}")
+    print(f"  layer pattern  {cfg.layer_pattern}  (L = linear attention, S = sparse attention{sparse_note})")
     print(f"  device         {info['device']} (torch {torch.__version__}, {info['threads']} threads)")
     cpu = info["cpu"]
     print(f"  cpu            {cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}")
@@ -429,7 +435,7 @@ def cmd_tasks_export(args) -> int:
 # ---------------------------------------------------------------- the command
 
 COMMANDS = (add_info_parser, add_pretrain_parser, add_generate_parser, add_bench_parser, add_calibrate_parser,
-            add_run_parser,
+            add_run_parser, add_sweep_parser, add_analyze_parser,
             add_rl_parser, add_eval_parser, add_compare_parser, add_verify_parser, add_vision_parser,
             add_tasks_parser)
 

@@ -12,9 +12,10 @@ Simplification: tasks are treated as independent, although tasks of one family s
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
-BOOTSTRAP_RESAMPLES = 10_000
+from .stats import BOOTSTRAP_RESAMPLES, bootstrap_interval, holm, mcnemar_exact
+
+__all__ = ["compare", "format_comparison", "holm", "mcnemar_exact"]
 
 
 def check_receipt(receipt, name: str) -> None:
@@ -39,33 +40,6 @@ def task_scores(receipt: dict) -> dict[str, tuple[str, float, bool]]:
         n = len(row["samples"])
         out[row["task_id"]] = (row["family"], row["passed"] / n, row["passed"] > 0)
     return out
-
-
-def mcnemar_exact(gains: int, losses: int) -> float:
-    n = gains + losses
-    return 1.0 if n == 0 else float(stats.binomtest(gains, n, 0.5).pvalue)
-
-
-def bootstrap_interval(differences: np.ndarray, seed: int, confidence: float = 0.95) -> tuple[float, float]:
-    if len(differences) == 0:
-        return (0.0, 0.0)
-    if np.all(differences == differences[0]):
-        return (float(differences[0]), float(differences[0]))
-    res = stats.bootstrap((differences,), np.mean, n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=confidence,
-                          method="percentile", random_state=np.random.default_rng(seed))
-    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
-
-
-def holm(pvalues: list[float]) -> list[float]:
-    """Holm step-down adjusted p-values (same order as given)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adjusted = [0.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def _paired(a: dict, b: dict, ids: list[str], seed: int) -> dict:

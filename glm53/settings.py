@@ -166,3 +166,68 @@ def config_from_args(cls, args: argparse.Namespace, prefix: str = "", base: dict
         elif f.name in base:
             values[f.name] = base[f.name]
     return cls(**values)
+
+
+def setting_names(cls) -> list[str]:
+    """Every setting a config accepts by name (fields of flattened nested configs included; fields set by the
+    program are left out)."""
+    hints = typing.get_type_hints(cls)
+    names = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("cli") is False:
+            continue
+        if dataclasses.is_dataclass(hints[f.name]) and f.metadata.get("flatten"):
+            names += setting_names(hints[f.name])
+        else:
+            names.append(f.name)
+    return names
+
+
+def _coerce(name: str, value, hint, where: str):
+    base, optional = _base_type(hint)
+    if value is None and optional:
+        return None
+    if typing.get_origin(base) is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where}: {name} must be a list, got {value!r}")
+        item = typing.get_args(base)[0]
+        return tuple(_coerce(name, v, item, where) for v in value)
+    ok = (isinstance(value, bool) if base is bool else
+          isinstance(value, int) and not isinstance(value, bool) if base is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if base is float else
+          isinstance(value, str) if base is str else True)
+    if not ok:
+        raise ValueError(f"{where}: {name} must be a {getattr(base, '__name__', base)}, got {value!r}")
+    return float(value) if base is float else value
+
+
+def config_from_settings(cls, settings: dict, where: str, **fixed):
+    """Build `cls` from a flat {setting name: value} dict (names as in `setting_names`, '-' or '_'), e.g. from
+    a sweep spec; an unknown name or a value of the wrong type is a ValueError naming it."""
+    given = {k.replace("-", "_"): v for k, v in settings.items()}
+    known = set(setting_names(cls))
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown setting {', '.join(map(repr, unknown))}; known settings are "
+                         f"{', '.join(sorted(known))}")
+
+    def build(c):
+        hints = typing.get_type_hints(c)
+        values = {}
+        for f in dataclasses.fields(c):
+            if f.name in fixed:
+                values[f.name] = fixed[f.name]
+            elif dataclasses.is_dataclass(hints[f.name]) and f.metadata.get("flatten"):
+                nested = {n: given[n] for n in setting_names(hints[f.name]) if n in given}
+                if nested:
+                    base = dataclasses.asdict(_default(f)) if _default(f) is not dataclasses.MISSING else {}
+                    values[f.name] = hints[f.name](**{**base, **{
+                        n: _coerce(n, v, typing.get_type_hints(hints[f.name])[n], where) for n, v in nested.items()}})
+            elif f.name in given:
+                values[f.name] = _coerce(f.name, given[f.name], hints[f.name], where)
+        return c(**values)
+
+    try:
+        return build(cls)
+    except TypeError as err:  # a required field left out
+        raise ValueError(f"{where}: {err}") from None

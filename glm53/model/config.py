@@ -89,6 +89,13 @@ class ModelConfig:
         return replace(self, **{name: "plain" for name in IMPL_FIELDS})
 
     @classmethod
+    def named(cls, name: str, **overrides) -> "ModelConfig":
+        """A named architecture (see MODEL_PRESETS) with optional field overrides."""
+        if name not in MODEL_PRESETS:
+            raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_PRESETS)}")
+        return cls(**{**MODEL_PRESETS[name], **overrides})
+
+    @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
@@ -96,3 +103,13 @@ class ModelConfig:
             raise ValueError(f"ModelConfig: unknown fields {unknown}; known fields are {sorted(known)}")
         d = {k: LEGACY_IMPL_NAMES.get(v, v) if k in IMPL_FIELDS else v for k, v in d.items()}
         return cls(**d)
+
+
+# Named architectures. "miniature" is the 248,412-parameter model of the reference's pretraining-data studies
+# (reference-system.md §2.4): 3 layers, so the rhythm gives [L, L, L] and no sparse layer at all; top-1 of 4
+# experts, 2 streams.
+MODEL_PRESETS: dict[str, dict] = {
+    "reference": {},
+    "miniature": dict(dim=48, layers=3, heads=3, expert_hidden=96, experts=4, top_k=1, streams=2, sparse_window=24,
+                      sparse_stride=24, max_sequence_length=128),
+}

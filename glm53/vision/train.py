@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from ..compare import mcnemar_exact
+from ..stats import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
 from ..schedule import SCHEDULES, linear_ramp, scheduled_lr

@@ -1,0 +1,77 @@
+"""Paired statistics shared by `glm53 compare` (tasks) and `glm53 analyze` (seeds).
+
+- `sign_flip_test`: two-sided paired permutation test of a mean difference. Under the null each paired
+  difference is as likely negated, so p = the fraction of the 2^n sign vectors whose mean is at least as far
+  from 0 as the observed one; exact up to 20 pairs, Monte Carlo (with its seed recorded) beyond.
+- `bootstrap_interval`: percentile interval of the mean by scipy.stats.bootstrap.
+- `mcnemar_exact`: the exact McNemar test (a two-sided binomial test on the discordant pairs).
+- `holm`: Holm's step-down adjustment across a family of tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+BOOTSTRAP_RESAMPLES = 10_000
+EXACT_LIMIT = 20  # 2^20 sign vectors, about a second
+MONTE_CARLO_RESAMPLES = 200_000
+# Floating-point slack: a sign vector whose mean equals the observed one up to rounding counts as "as extreme".
+TIE_TOLERANCE = 1e-12
+
+
+def sign_flip_test(differences, seed: int = 0, exact_limit: int = EXACT_LIMIT,
+                   resamples: int = MONTE_CARLO_RESAMPLES) -> dict:
+    """{"p", "method": "exact" | "monte-carlo", "sign_vectors", "seed" (Monte Carlo only)}."""
+    d = np.asarray(differences, dtype=float)
+    n = len(d)
+    if n == 0:
+        raise ValueError("sign_flip_test needs at least one paired difference")
+    observed = abs(d.mean())
+    tolerance = TIE_TOLERANCE * max(1.0, float(np.abs(d).max()))
+    if n <= exact_limit:
+        extreme, total = 0, 1 << n
+        block = 1 << min(n, 16)
+        bits = np.arange(n)
+        for start in range(0, total, block):
+            codes = np.arange(start, min(start + block, total))[:, None]
+            signs = 1.0 - 2.0 * ((codes >> bits) & 1)
+            extreme += int((np.abs(signs @ d) / n >= observed - tolerance).sum())
+        return {"p": extreme / total, "method": "exact", "sign_vectors": total}
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for start in range(0, resamples, 10_000):
+        signs = rng.choice((-1.0, 1.0), size=(min(10_000, resamples - start), n))
+        extreme += int((np.abs(signs @ d) / n >= observed - tolerance).sum())
+    # the observed sign vector counts as one of the draws, so p is never 0
+    return {"p": (extreme + 1) / (resamples + 1), "method": "monte-carlo", "sign_vectors": resamples, "seed": seed}
+
+
+def bootstrap_interval(differences, seed: int, confidence: float = 0.95,
+                       resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (a single point when every value is equal)."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) == 0:
+        return (0.0, 0.0)
+    if np.all(d == d[0]):
+        return (float(d[0]), float(d[0]))
+    res = stats.bootstrap((d,), np.mean, n_resamples=resamples, confidence_level=confidence,
+                          method="percentile", random_state=np.random.default_rng(seed))
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def mcnemar_exact(gains: int, losses: int) -> float:
+    n = gains + losses
+    return 1.0 if n == 0 else float(stats.binomtest(gains, n, 0.5).pvalue)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm step-down adjusted p-values (same order as given)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted

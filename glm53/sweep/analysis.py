@@ -1,0 +1,211 @@
+"""`glm53 analyze DIR`: per arm and checkpoint the mean and per-seed values; per comparison the paired
+difference over the seeds both arms finished, the exact sign-flip permutation test (Monte Carlo beyond 20
+seeds, its seed recorded), a paired bootstrap 95% interval (scipy.stats.bootstrap, percentile), wins out of n
+and Holm's correction across the spec's comparisons at the same checkpoint and metric.
+
+Writes analysis.json (no timings, so an interrupted and resumed sweep gives the same file as an uninterrupted
+one), REPORT.md and charts/: per-seed points with arm means and intervals, and each arm's curve over the
+evaluated checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..io import atomic_write_json, atomic_write_text
+from ..stats import bootstrap_interval, holm, sign_flip_test
+from .executor import RECEIPT
+from .runner import SPEC_FILE, job_dir
+from .spec import SweepSpec
+
+ANALYSIS = "analysis.json"
+REPORT = "REPORT.md"
+LOWER_IS_BETTER = {"target_loss", "perplexity", "train_loss"}
+FRACTIONS = {"target_byte_accuracy", "exact_match", "dev_pass_rate", "pass_rate", "tasks_solved"}
+
+
+def saved_spec(out: Path) -> SweepSpec:
+    path = out / SPEC_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{out} is not a sweep folder (no {SPEC_FILE}); run `glm53 sweep SPEC --out {out}`")
+    d = json.loads(path.read_text())
+    d["comparisons"] = tuple((c["arm"], c["against"]) for c in d["comparisons"])
+    for key in ("seeds", "checkpoints", "metrics"):
+        d[key] = tuple(d[key])
+    return SweepSpec(**d)
+
+
+def collect(spec: SweepSpec, out: Path) -> tuple[dict, list[str]]:
+    """values[arm][label][metric][seed] from the finished receipts, and the jobs that have none."""
+    values, missing = {}, []
+    for arm in spec.arms:
+        values[arm] = {label: {m: {} for m in spec.metrics} for label in spec.labels}
+        for seed in spec.seeds:
+            path = job_dir(out, arm, seed) / RECEIPT
+            if not path.is_file():
+                missing.append(f"{arm}/seed-{seed}")
+                continue
+            metrics = json.loads(path.read_text())["metrics"]
+            for label in spec.labels:
+                for m in spec.metrics:
+                    if label in metrics and m in metrics[label]:
+                        values[arm][label][m][seed] = float(metrics[label][m])
+    return values, missing
+
+
+def analyze(out: str | Path, charts: bool = True) -> dict:
+    out = Path(out)
+    spec = saved_spec(out)
+    values, missing = collect(spec, out)
+    arms = {arm: {label: {m: _summary(values[arm][label][m], spec.analysis_seed) for m in spec.metrics}
+                  for label in spec.labels} for arm in spec.arms}
+    comparisons = []
+    for label in spec.labels:
+        for metric in spec.metrics:
+            family = [_compare(values, arm, against, label, metric, spec.analysis_seed)
+                      for arm, against in spec.comparisons]
+            tested = [c for c in family if c["n"] > 0]
+            for c, p in zip(tested, holm([c["p"] for c in tested])):
+                c["holm_p"] = p
+            comparisons += family
+    result = {"spec": spec.name, "job": spec.job, "description": spec.description, "metrics": list(spec.metrics),
+              "checkpoints": spec.labels, "seeds": list(spec.seeds), "baseline": spec.baseline, "arms": arms,
+              "comparisons": comparisons, "missing_jobs": missing,
+              "statistics": {"test": "two-sided paired sign-flip permutation test of the mean difference, exact "
+                                     "over all 2^n sign vectors up to n = 20 seeds",
+                             "interval": "paired percentile bootstrap 95% (scipy.stats.bootstrap)",
+                             "multiple_comparisons": "Holm across the spec's comparisons at each checkpoint and metric",
+                             "seed": spec.analysis_seed}}
+    result["charts"] = make_charts(spec, values, arms, out) if charts else []
+    atomic_write_json(out / ANALYSIS, result, overwrite=True)
+    atomic_write_text(out / REPORT, report_text(spec, result), overwrite=True)
+    return result
+
+
+def _summary(per_seed: dict[int, float], seed: int) -> dict:
+    xs = np.array(list(per_seed.values()), dtype=float)
+    return {"n": len(xs), "mean": float(xs.mean()) if len(xs) else None,
+            "sd": float(xs.std(ddof=1)) if len(xs) > 1 else None,
+            "interval95": list(bootstrap_interval(xs, seed)) if len(xs) > 1 else None,
+            "per_seed": {str(s): v for s, v in per_seed.items()}}
+
+
+def _compare(values: dict, arm: str, against: str, label: str, metric: str, seed: int) -> dict:
+    a, b = values[arm][label][metric], values[against][label][metric]
+    seeds = [s for s in a if s in b]
+    d = np.array([a[s] - b[s] for s in seeds], dtype=float)
+    row = {"arm": arm, "against": against, "checkpoint": label, "metric": metric, "n": len(seeds), "seeds": seeds,
+           "differences": d.tolist()}
+    if not seeds:
+        return {**row, "mean_difference": None, "p": None, "holm_p": None}
+    better = -d if metric in LOWER_IS_BETTER else d
+    test = sign_flip_test(d, seed=seed)
+    return {**row, "mean_difference": float(d.mean()), "p": test["p"], "test": test["method"],
+            "bootstrap95": list(bootstrap_interval(d, seed)), "wins": int((better > 0).sum()),
+            "losses": int((better < 0).sum()), "ties": int((better == 0).sum())}
+
+
+def _fmt(metric: str, value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    if metric in FRACTIONS:
+        return f"{100 * value:+.1f} pp" if signed else f"{100 * value:.1f}%"
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def report_text(spec: SweepSpec, result: dict) -> str:
+    head = spec.metrics[0]
+    lines = [f"# Sweep `{spec.name}`", "", spec.description, "",
+             f"Job `{spec.job}`, {len(spec.arms)} arms x {len(spec.seeds)} seeds ({', '.join(map(str, spec.seeds))}); "
+             f"baseline `{spec.baseline}`. Settings shared by every arm: "
+             + (", ".join(f"`{k} = {v}`" for k, v in spec.base.items()) or "the job's defaults") + ".", ""]
+    if result["missing_jobs"]:
+        lines += [f"**Incomplete:** {len(result['missing_jobs'])} jobs have no receipt "
+                  f"({', '.join(result['missing_jobs'][:8])}{' ...' if len(result['missing_jobs']) > 8 else ''}); "
+                  "comparisons pair only the seeds both arms finished.", ""]
+    lines += [f"## {head}: mean over seeds", "", "| arm | " + " | ".join(f"@{c}" for c in spec.labels) + " |",
+              "|---|" + "---|" * len(spec.labels)]
+    for arm in spec.arms:
+        cells = []
+        for label in spec.labels:
+            s = result["arms"][arm][label][head]
+            cells.append(f"{_fmt(head, s['mean'])} (n={s['n']})")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines += ["", "## Comparisons", "",
+              "| checkpoint | metric | comparison | mean difference | 95% bootstrap | wins | p (exact) | Holm p |",
+              "|---|---|---|---|---|---|---|---|"]
+    for c in result["comparisons"]:
+        if c["n"] == 0:
+            continue
+        ci = c["bootstrap95"]
+        lines.append(f"| {c['checkpoint']} | {c['metric']} | {c['arm']} - {c['against']} | "
+                     f"{_fmt(c['metric'], c['mean_difference'], True)} | {_fmt(c['metric'], ci[0], True)} .. "
+                     f"{_fmt(c['metric'], ci[1], True)} | {c['wins']}/{c['n']} | {c['p']:.4g} | {c['holm_p']:.4g} |")
+    lines += ["", "Wins: seeds on which the first arm was better (lower for losses and perplexity). "
+              + result["statistics"]["test"] + "; " + result["statistics"]["interval"] + "; "
+              + result["statistics"]["multiple_comparisons"] + ".", ""]
+    for chart in result["charts"]:
+        lines.append(f"![{Path(chart).stem}]({chart})")
+    return "\n".join(lines) + "\n"
+
+
+def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    head, last = spec.metrics[0], spec.labels[-1]
+    scale = 100.0 if head in FRACTIONS else 1.0
+    unit = " (%)" if head in FRACTIONS else ""
+    charts_dir = out / "charts"
+    charts_dir.mkdir(exist_ok=True)
+    names = list(spec.arms)
+    written = []
+
+    fig, ax = plt.subplots(figsize=(1.9 * len(names) + 2, 4.2))
+    for seed in spec.seeds:  # one faint line a seed joins its arms: the pairing the tests use
+        ys = [values[a][last][head].get(seed) for a in names]
+        xs = [i for i, y in enumerate(ys) if y is not None]
+        ax.plot(xs, [ys[i] * scale for i in xs], color="0.8", lw=0.8, zorder=1)
+        ax.scatter(xs, [ys[i] * scale for i in xs], color="0.45", s=14, zorder=2)
+    for i, arm in enumerate(names):
+        s = arms[arm][last][head]
+        if s["mean"] is None:
+            continue
+        low, high = s["interval95"] or (s["mean"], s["mean"])
+        ax.errorbar([i + 0.12], [s["mean"] * scale], yerr=[[(s["mean"] - low) * scale], [(high - s["mean"]) * scale]],
+                    fmt="D", color="C3", capsize=4, zorder=3)
+    ax.set_xticks(range(len(names)), names, rotation=15)
+    ax.set_ylabel(head + unit)
+    ax.set_title(f"{spec.name}: {head} at {last}, per seed (grey) and arm mean with 95% interval (red)", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(charts_dir / f"{head}-per-seed.png", dpi=130)
+    plt.close(fig)
+    written.append(f"charts/{head}-per-seed.png")
+
+    if len(spec.labels) > 1:
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        xs = [float(c) if c.replace(".", "").isdigit() else i for i, c in enumerate(spec.labels)]
+        for i, arm in enumerate(names):
+            for seed in spec.seeds:
+                ys = [values[arm][c][head].get(seed) for c in spec.labels]
+                if all(y is not None for y in ys):
+                    ax.plot(xs, [y * scale for y in ys], color=f"C{i}", alpha=0.15, lw=0.8)
+            means = [arms[arm][c][head]["mean"] for c in spec.labels]
+            if all(m is not None for m in means):
+                ax.plot(xs, [m * scale for m in means], color=f"C{i}", lw=2.2, marker="o", label=arm)
+        ax.set_xlabel("updates")
+        ax.set_ylabel(head + unit)
+        ax.set_title(f"{spec.name}: {head} over training (thin: seeds, thick: mean)", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(charts_dir / f"{head}-curves.png", dpi=130)
+        plt.close(fig)
+        written.append(f"charts/{head}-curves.png")
+    return written

@@ -1,0 +1,82 @@
+"""The `glm53 sweep` and `glm53 analyze` commands (thin: parse, then call runner and analysis)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_sweep_parser(sub) -> None:
+    from .spec import shipped_specs
+
+    p = sub.add_parser("sweep", help="run a study: every arm x seed of a spec as its own job, in parallel, resumable",
+                       description="Run every (arm, seed) of SPEC as an independent job; rerun the same command to "
+                                   "continue an interrupted sweep (finished jobs are kept). Ends with `glm53 analyze`.")
+    p.add_argument("spec", help=f"a spec file (TOML) or a shipped spec: {', '.join(shipped_specs())}")
+    p.add_argument("--out", required=True, help="sweep folder (created; rerun with the same spec to continue)")
+    p.add_argument("--seeds", help="comma-separated seeds (or start:stop:step) replacing the spec's")
+    p.add_argument("--workers", type=int, help="jobs at a time (default: cores / --threads-per-worker)")
+    p.add_argument("--threads-per-worker", type=int, default=1, help="torch threads of each job (default: 1)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="log lines instead of a progress bar")
+    p.add_argument("--no-analyze", dest="analyze", action="store_false", help="skip the analysis at the end")
+    p.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(args) -> int:
+    from .analysis import analyze
+    from .runner import run_sweep
+    from .spec import load_spec, parse_seeds
+
+    spec = load_spec(args.spec, parse_seeds(args.seeds) if args.seeds else None)
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.threads_per_worker < 1:
+        raise ValueError(f"--threads-per-worker must be >= 1, got {args.threads_per_worker}")
+    summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=args.progress)
+    print(f"sweep {spec.name}: {summary['done']} jobs run, {summary['skipped']} already finished, "
+          f"{len(summary['failed'])} failed, {summary['seconds']:.1f} s")
+    for f in summary["failed"]:
+        print(f"  failed {f['job']}: {f['error']}")
+    if args.analyze:
+        result = analyze(args.out)
+        print(format_headline(result))
+        print(f"wrote {Path(args.out) / 'REPORT.md'} and analysis.json")
+    if summary["failed"]:
+        print(f"{len(summary['failed'])} jobs failed; fix the cause and rerun the same command to redo them")
+        return 1
+    return 0
+
+
+def add_analyze_parser(sub) -> None:
+    p = sub.add_parser("analyze", help="paired tests of a sweep's arms: exact sign-flip p, bootstrap interval, Holm")
+    p.add_argument("dir", help="a sweep folder (glm53 sweep --out)")
+    p.add_argument("--no-charts", dest="charts", action="store_false", help="skip the charts")
+    p.set_defaults(func=cmd_analyze)
+
+
+def cmd_analyze(args) -> int:
+    from .analysis import analyze
+
+    result = analyze(args.dir, charts=args.charts)
+    print(format_headline(result))
+    print(f"wrote {Path(args.dir) / 'analysis.json'} and REPORT.md")
+    return 0
+
+
+def format_headline(result: dict) -> str:
+    from .analysis import _fmt
+
+    head, last = result["metrics"][0], result["checkpoints"][-1]
+    lines = [f"{head} at {last}:"]
+    for arm, by_label in result["arms"].items():
+        s = by_label[last][head]
+        lines.append(f"  {arm:22s} {_fmt(head, s['mean'])}  (n = {s['n']})")
+    for c in result["comparisons"]:
+        if c["metric"] == head and c["checkpoint"] == last and c["n"]:
+            lo, hi = c["bootstrap95"]
+            lines.append(f"  {c['arm']} - {c['against']}: {_fmt(head, c['mean_difference'], True)} "
+                         f"[{_fmt(head, lo, True)}, {_fmt(head, hi, True)}], wins {c['wins']}/{c['n']}, "
+                         f"p = {c['p']:.4g}, Holm p = {c['holm_p']:.4g}")
+    if result["missing_jobs"]:
+        lines.append(f"  ({len(result['missing_jobs'])} jobs without a receipt)")
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""Where a sweep's jobs run. One interface, `Executor.run(jobs, on_event)`; the local process pool is the default
+(a cluster executor plugs in beside it).
+
+`LocalExecutor`: at most `workers` jobs at a time, each in a process of its own with `threads` torch threads.
+Job processes are forked from a fork server that has imported torch and glm53 once, so a job starts in
+milliseconds rather than the second or two an import takes; each is still a fresh process holding nothing of
+another job. A job process dies with the sweep (PR_SET_PDEATHSIG), so a killed sweep leaves no job running.
+
+A job writes `receipt.json` (atomically) when it finishes, or `error.json` when it raises; a job process that
+dies without either (killed, out of memory) is reported as failed with its exit status.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+RECEIPT = "receipt.json"
+ERROR = "error.json"
+JOB_LOG = "log.txt"
+PRELOAD = ["torch", "glm53.sweep.jobs", "glm53.expression_pretrain", "glm53.pretrain", "glm53.evaluate"]
+
+
+@dataclass(frozen=True)
+class Job:
+    arm: str
+    seed: int
+    dir: str
+    kind: str
+    settings: dict
+    checkpoints: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm}/seed-{self.seed}"
+
+
+class Executor(Protocol):
+    def run(self, jobs: Sequence[Job], on_event: Callable[[str, Job, str], None]) -> None:
+        """Run every job; call on_event("started" | "done" | "failed", job, detail) as they go."""
+
+
+def run_job(job: Job, threads: int) -> int:
+    """Run one job in this process: its receipt or its error lands in job.dir. Returns the exit status."""
+    from ..io import atomic_write_json, run_lock
+    from .jobs import job_kind
+
+    job_dir = Path(job.dir)
+    with run_lock(job_dir), open(job_dir / JOB_LOG, "a", encoding="utf-8", buffering=1) as log_file:
+        def log(line: str) -> None:
+            log_file.write(line + "\n")
+
+        try:
+            import torch
+
+            torch.set_num_threads(threads)
+            kind = job_kind(job.kind)
+            cfg = kind.make(job.settings, job.seed, job.checkpoints, job_dir)
+            receipt = kind.run(cfg, job_dir, log)
+            receipt = {**receipt, "arm": job.arm, "seed": job.seed, "kind": job.kind, "sweep_settings": job.settings,
+                       "threads": threads}
+            atomic_write_json(job_dir / RECEIPT, receipt)
+            return 0
+        except Exception as err:  # noqa: BLE001 - recorded for the sweep; other jobs go on
+            log(traceback.format_exc())
+            atomic_write_json(job_dir / ERROR, {"error": f"{type(err).__name__}: {err}",
+                                                "traceback": traceback.format_exc()}, overwrite=True)
+            return 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: a killed sweep may leave a job running until it ends
+
+
+def _job_process(job: Job, threads: int) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle: it stops the jobs itself
+    os._exit(run_job(job, threads))
+
+
+def exit_detail(job: Job, exitcode: int | None) -> str:
+    error = Path(job.dir) / ERROR
+    if error.is_file():
+        try:
+            return json.loads(error.read_text())["error"]
+        except (ValueError, KeyError):
+            pass
+    if exitcode is not None and exitcode < 0:
+        return f"the job process was killed by signal {signal.Signals(-exitcode).name}"
+    return f"the job process exited with status {exitcode} without a receipt"
+
+
+class LocalExecutor:
+    def __init__(self, workers: int, threads: int):
+        if workers < 1 or threads < 1:
+            raise ValueError(f"--workers and --threads-per-worker must be >= 1, got {workers} and {threads}")
+        self.workers, self.threads = workers, threads
+
+    def run(self, jobs: Sequence[Job], on_event: Callable[[str, Job, str], None]) -> None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        pending, running = list(jobs), {}
+        try:
+            while pending or running:
+                while pending and len(running) < self.workers:
+                    job = pending.pop(0)
+                    process = context.Process(target=_job_process, args=(job, self.threads), name=job.name)
+                    process.start()
+                    running[process.sentinel] = (process, job)
+                    on_event("started", job, "")
+                for sentinel in wait(list(running), timeout=1.0):
+                    process, job = running.pop(sentinel)
+                    process.join()
+                    ok = process.exitcode == 0 and (Path(job.dir) / RECEIPT).is_file()
+                    on_event("done" if ok else "failed", job, "" if ok else exit_detail(job, process.exitcode))
+                if not running and not pending:
+                    break
+        finally:
+            for process, _ in running.values():
+                process.kill()
+            deadline = time.monotonic() + 10
+            for process, _ in running.values():
+                process.join(max(0.0, deadline - time.monotonic()))

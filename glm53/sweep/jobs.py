@@ -1,0 +1,136 @@
+"""The kinds of job a sweep runs, one registry entry each: which config it takes, how a spec's settings, seed
+and checkpoints become that config, how it runs, and which metrics its receipt holds.
+
+Every job returns a receipt dict with `metrics`: {checkpoint label: {metric: value}}, the label being the
+update count as a string ("50", "100", ...; "0" is before training where a job scores it). To add a kind, write
+a `JobKind` and add it to KINDS; `glm53 sweep` and `glm53 analyze` need nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..settings import config_from_settings, setting
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    description: str
+    metrics: tuple[str, ...]
+    make: Callable[[dict, int, tuple[int, ...], Path], Any]  # (settings, seed, checkpoints, job dir) -> config
+    run: Callable[[Any, Path, Callable[[str], None]], dict]  # (config, job dir, log) -> receipt
+    uses_checkpoints: bool = True  # False: one evaluation, labelled "eval"
+
+    def labels(self, checkpoints: tuple[int, ...]) -> list[str]:
+        return [str(c) for c in checkpoints] if self.uses_checkpoints else ["eval"]
+
+
+# ---------------------------------------------------------------- expression-pretrain (the studies' own job)
+
+def _make_expression(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    from ..expression_pretrain import ExpressionPretrainConfig
+
+    return config_from_settings(ExpressionPretrainConfig, settings, "expression-pretrain", seed=seed,
+                                eval_at=tuple(checkpoints))
+
+
+def _run_expression(cfg, job_dir: Path, log) -> dict:
+    from ..expression_pretrain import expression_pretrain
+
+    return expression_pretrain(cfg, log=log)
+
+
+# ---------------------------------------------------------------- pretrain (the coding pretraining)
+
+def _make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    from ..pretrain import PretrainConfig
+
+    return config_from_settings(PretrainConfig, settings, "pretrain", seed=seed, checkpoints=tuple(checkpoints),
+                                out=str(job_dir / "run"), progress=False, resume=False)
+
+
+def _run_pretrain(cfg, job_dir: Path, log) -> dict:
+    from ..pretrain import pretrain
+
+    receipt = pretrain(cfg, log=log)
+    loss_at = {}
+    for row in _read_curve(Path(cfg.out)):
+        loss_at[row["step"]] = row["loss"]
+    metrics = {str(c["step"]): {"dev_pass_rate": c["dev_passed"] / max(c["dev_tasks"], 1),
+                                "train_loss": loss_at.get(c["step"], float("nan")),
+                                "weights_sha256": c["weights_sha256"]}
+               for c in receipt["checkpoints"]}
+    return {"job": "pretrain", "settings": cfg.to_dict(), "seed": cfg.seed, "metrics": metrics,
+            "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "receipt.json"),
+            "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
+
+
+def _read_curve(out: Path) -> list[dict]:
+    from ..io import read_jsonl
+    from ..pretrain import LOG_NAME
+
+    return read_jsonl(out / LOG_NAME)
+
+
+# ---------------------------------------------------------------- eval (sampled evaluation of one checkpoint)
+
+@dataclass
+class EvalJobConfig:
+    """A sampled evaluation whose seed is the sampling seed: the spread of pass rates over seeds."""
+
+    checkpoint: str = setting("", "checkpoint folder to evaluate", required=True)
+    split: str = setting("confirm", "frozen task split")
+    per_family: int = setting(8, "tasks per family")
+    families: str = setting("", "comma-separated families (empty: all)")
+    samples: int = setting(8, "samples per task")
+    temperature: float = setting(0.35, "sampling temperature")
+    max_new_tokens: int = setting(48, "token cap per completion")
+    seed: int = setting(8675309, "sampling seed")
+    evaluations: dict = field(default_factory=dict, metadata={"cli": False})
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k != "evaluations"}
+
+
+def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    cfg = config_from_settings(EvalJobConfig, settings, "eval", seed=seed)
+    if not cfg.checkpoint:
+        raise ValueError("eval: the spec's settings must name a checkpoint folder (checkpoint = \"runs/p/checkpoint-0100\")")
+    return cfg
+
+
+def _run_eval(cfg: EvalJobConfig, job_dir: Path, log) -> dict:
+    from ..checkpoint import load_model
+    from ..evaluate import EvalConfig, evaluate
+    from ..generate import Sampling
+    from ..tasks import frozen_tasks
+
+    model = load_model(cfg.checkpoint)
+    tasks = frozen_tasks(cfg.split, cfg.per_family, cfg.families or None)
+    result = evaluate(model, tasks, EvalConfig(samples=cfg.samples, seed=cfg.seed, sampling=Sampling(
+        temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)))
+    passed = sum(r["passed"] for r in result["tasks"])
+    metrics = {"pass_rate": passed / (len(tasks) * cfg.samples),
+               "tasks_solved": sum(r["passed"] > 0 for r in result["tasks"]) / len(tasks)}
+    return {"job": "eval", "settings": cfg.to_dict(), "seed": cfg.seed, "metrics": {"eval": metrics},
+            "checkpoint_sha256": model.weights_sha256, "tasks": result["tasks"]}
+
+
+KINDS: dict[str, JobKind] = {k.name: k for k in (
+    JobKind("expression-pretrain", "the 248K miniature on expression data, scored on held-out structures",
+            ("target_byte_accuracy", "target_loss", "perplexity", "exact_match"), _make_expression,
+            _run_expression),
+    JobKind("pretrain", "coding pretraining (glm53 pretrain), greedy dev pass rate at each checkpoint",
+            ("dev_pass_rate", "train_loss"), _make_pretrain, _run_pretrain),
+    JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
+            ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
+)}
+
+
+def job_kind(name: str) -> JobKind:
+    if name not in KINDS:
+        raise ValueError(f"unknown job kind {name!r}; known kinds are {', '.join(KINDS)}")
+    return KINDS[name]

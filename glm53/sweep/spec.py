@@ -1,0 +1,183 @@
+"""A sweep spec: a small TOML file naming a base job, its arms (each a set of overrides), the seeds, the
+checkpoints to evaluate, the metrics, the baseline arm and the comparisons.
+
+    name = "my-study"
+    job = "expression-pretrain"          # a kind from glm53/sweep/jobs.py
+    seeds = [11, 22, 33]
+    checkpoints = [50, 100, 200]         # updates at which each job is scored
+    metrics = ["target_byte_accuracy"]   # the first is the headline metric of the report
+    baseline = "diverse-88"
+    [base]                               # settings every arm shares (the job's setting names)
+    steps = 200
+    [arms.repeated-8]                    # one table an arm: its overrides of base
+    data_order = "repeated-8"
+    [arms.diverse-88]
+    data_order = "diverse-88"
+    [[comparisons]]                      # optional; default: every arm against the baseline
+    arm = "diverse-88"
+    against = "repeated-8"
+
+The specs shipped in glm53/sweep/specs/ run by name (`glm53 sweep pretraining-data`). Loading checks all of
+it, including that every arm's settings make a valid job, before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .jobs import job_kind
+
+SPECS_DIR = Path(__file__).parent / "specs"
+KEYS = {"name", "description", "job", "seeds", "checkpoints", "metrics", "baseline", "base", "arms", "comparisons",
+        "analysis_seed"}
+DEFAULT_ANALYSIS_SEED = 20261130
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    description: str
+    job: str
+    seeds: tuple[int, ...]
+    checkpoints: tuple[int, ...]
+    metrics: tuple[str, ...]
+    baseline: str
+    base: dict
+    arms: dict[str, dict]
+    comparisons: tuple[tuple[str, str], ...]  # (arm, against): the difference is arm - against
+    analysis_seed: int = DEFAULT_ANALYSIS_SEED
+
+    def settings(self, arm: str) -> dict:
+        return {**self.base, **self.arms[arm]}
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["comparisons"] = [{"arm": a, "against": b} for a, b in self.comparisons]
+        return d
+
+    def identity(self) -> str:
+        """sha256 of the resolved spec: a sweep folder belongs to exactly one."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def labels(self) -> list[str]:
+        return job_kind(self.job).labels(self.checkpoints)
+
+
+def shipped_specs() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(SPECS_DIR.glob("*.toml"))}
+
+
+def _fail(where: str, problem: str):
+    raise ValueError(f"sweep spec {where}: {problem}")
+
+
+def _int_list(where: str, key: str, value, allow_empty: bool = False) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        _fail(where, f"{key} must be a list of integers, got {value!r}")
+    if not value and not allow_empty:
+        _fail(where, f"{key} is empty; give at least one")
+    duplicates = sorted({v for v in value if value.count(v) > 1})
+    if duplicates:
+        _fail(where, f"{key} lists {', '.join(map(str, duplicates))} more than once")
+    return tuple(value)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`--seeds 1,2,3` (or 11:110:11 for a range with a step)."""
+    try:
+        if ":" in text:
+            start, stop, *step = (int(x) for x in text.split(":"))
+            return list(range(start, stop + 1, step[0] if step else 1))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds must be comma-separated integers such as 1,2,3 (or start:stop:step), "
+                         f"got {text!r}") from None
+
+
+def load_spec(spec: str | Path, seeds: list[int] | None = None) -> SweepSpec:
+    """A spec from a file path or a shipped name; `seeds` replaces the spec's seeds."""
+    path = Path(spec)
+    if not path.is_file():
+        shipped = shipped_specs()
+        if str(spec) not in shipped:
+            raise ValueError(f"sweep spec {spec!r} is neither a file nor a shipped spec; shipped specs are "
+                             f"{', '.join(shipped) or 'none'}")
+        path = shipped[str(spec)]
+    where = str(spec)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        _fail(where, f"is not valid TOML: {err}")
+    return spec_from_dict(raw, where, seeds)
+
+
+def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> SweepSpec:
+    unknown = sorted(set(raw) - KEYS)
+    if unknown:
+        _fail(where, f"unknown key {', '.join(map(repr, unknown))}; known keys are {', '.join(sorted(KEYS))}")
+    for key in ("job", "arms", "seeds", "baseline") if seeds is None else ("job", "arms", "baseline"):
+        if key not in raw:
+            _fail(where, f"needs {key!r}")
+    try:
+        kind = job_kind(raw["job"])
+    except ValueError as err:
+        _fail(where, str(err))
+    seed_list = _int_list(where, "seeds", raw.get("seeds") if seeds is None else list(seeds))
+    checkpoints = _int_list(where, "checkpoints", raw.get("checkpoints", []), allow_empty=not kind.uses_checkpoints)
+    if kind.uses_checkpoints and any(c < 1 for c in checkpoints):
+        _fail(where, f"checkpoints must be positive update counts, got {list(checkpoints)}")
+    metrics = raw.get("metrics", list(kind.metrics[:1]))
+    if not isinstance(metrics, list) or not metrics:
+        _fail(where, "metrics must be a non-empty list of metric names")
+    bad = [m for m in metrics if m not in kind.metrics]
+    if bad:
+        _fail(where, f"unknown metric {', '.join(map(repr, bad))} for job {kind.name!r}; its metrics are "
+                     f"{', '.join(kind.metrics)}")
+    base, arms = raw.get("base", {}), raw["arms"]
+    if not isinstance(base, dict):
+        _fail(where, "base must be a table of settings")
+    if not isinstance(arms, dict) or not arms:
+        _fail(where, "arms is empty; add at least one [arms.NAME] table")
+    for name, overrides in arms.items():
+        if not isinstance(overrides, dict):
+            _fail(where, f"arm {name!r} must be a table of settings ([arms.{name}])")
+        if "seed" in overrides or "seed" in base:
+            _fail(where, "seed is set by the sweep (seeds = [...] or --seeds), not by base or an arm")
+    baseline = raw["baseline"]
+    if baseline not in arms:
+        _fail(where, f"baseline {baseline!r} is not an arm; arms are {', '.join(arms)}")
+    comparisons = raw.get("comparisons")
+    if comparisons is None:
+        pairs = tuple((a, baseline) for a in arms if a != baseline)
+    else:
+        if not isinstance(comparisons, list):
+            _fail(where, "comparisons must be a list of {arm = ..., against = ...} tables ([[comparisons]])")
+        pairs = []
+        for c in comparisons:
+            if not isinstance(c, dict) or set(c) != {"arm", "against"}:
+                _fail(where, f"each comparison needs exactly 'arm' and 'against', got {c!r}")
+            for side in ("arm", "against"):
+                if c[side] not in arms:
+                    _fail(where, f"comparison names unknown arm {c[side]!r}; arms are {', '.join(arms)}")
+            if c["arm"] == c["against"]:
+                _fail(where, f"comparison of {c['arm']!r} against itself")
+            pairs.append((c["arm"], c["against"]))
+        pairs = tuple(pairs)
+    analysis_seed = raw.get("analysis_seed", DEFAULT_ANALYSIS_SEED)
+    if not isinstance(analysis_seed, int) or isinstance(analysis_seed, bool):
+        _fail(where, f"analysis_seed must be an integer, got {analysis_seed!r}")
+    spec = SweepSpec(name=str(raw.get("name", Path(where).stem)), description=str(raw.get("description", "")),
+                     job=kind.name, seeds=seed_list, checkpoints=checkpoints, metrics=tuple(metrics),
+                     baseline=baseline, base=dict(base), arms={k: dict(v) for k, v in arms.items()},
+                     comparisons=pairs, analysis_seed=analysis_seed)
+    for arm in spec.arms:  # every arm must make a valid job before anything is written
+        try:
+            kind.make(spec.settings(arm), seed_list[0], checkpoints, Path("."))
+        except ValueError as err:
+            _fail(where, f"arm {arm!r}: {err}")
+    return spec
