@@ -457,6 +457,10 @@ def interrupted_message(args, argv: list[str]) -> str:
     out = Path(args.out) if getattr(args, "out", None) else None
     saved = sorted((c for pattern in ("checkpoint-*", "*/checkpoint-*") for c in (out.glob(pattern) if out else ())
                     if (c / "metadata.json").is_file()), key=lambda c: (c / "metadata.json").stat().st_mtime)
+    if args.command == "sweep":
+        again = " ".join(shlex.quote(a) for a in ["glm53", *argv])
+        return (f"glm53 sweep: interrupted; finished jobs keep their receipts and the running ones were stopped. "
+                f"To continue, rerun the same command: {again}")
     if args.command not in RESUMABLE_COMMANDS:
         return f"glm53 {args.command}: interrupted; outputs are written whole, so nothing partial was left."
     what = f"the newest complete checkpoint is {saved[-1]}" if saved else "no checkpoint was complete yet"

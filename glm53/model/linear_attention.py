@@ -76,10 +76,14 @@ def linear_attention_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
-                             state: tuple[torch.Tensor, torch.Tensor] | None = None,
-                             eps: float = DENOMINATOR_EPS, return_state: bool = False):
-    """Chunked form, equal to the two above. Inputs [B, T, H, d]; any T (the tail chunk is zero-padded)."""
+                          state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                          eps: float = DENOMINATOR_EPS, return_state: bool = False):
+    """Chunked form, equal to the two above. Inputs [B, T, H, d]; any T (the tail chunk is zero-padded).
+
+    v gets an extra column of ones, so each matmul that sums values also sums the normalizer: the state is
+    [S | z] (d x (d + 1)) and the denominator is the last column of the numerator's matmul."""
     B, T, H, d = q.shape
+    v = F.pad(v, (0, 1), value=1.0)
     pad = (-T) % chunk
     if pad:
         # Zero k and v on padded positions so they add nothing to the state; they come after every real
@@ -89,27 +93,22 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
 
     causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
     scores = (qc @ kc.transpose(-1, -2)).masked_fill(~causal, 0.0)  # [B, H, N, C, C]
-    numerator = scores @ vc
-    denominator = scores.sum(dim=-1)
+    sums = scores @ vc  # [B, H, N, C, d + 1]: numerator | denominator, within the chunk
 
-    chunk_states = kc.transpose(-1, -2) @ vc  # [B, H, N, d, d]: one d x d state per chunk, not per token
-    chunk_normalizers = kc.sum(dim=-2)  # [B, H, N, d]
+    chunk_states = kc.transpose(-1, -2) @ vc  # [B, H, N, d, d + 1]: one state per chunk, not per token
     # Exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state).
-    prefix_states = chunk_states.cumsum(dim=2) - chunk_states
-    prefix_normalizers = chunk_normalizers.cumsum(dim=2) - chunk_normalizers
+    prefix = chunk_states.cumsum(dim=2) - chunk_states
     if state is not None:
-        S0, z0 = state
-        prefix_states = prefix_states + S0[:, :, None]
-        prefix_normalizers = prefix_normalizers + z0[:, :, None]
-    numerator = numerator + qc @ prefix_states
-    denominator = denominator + (qc * prefix_normalizers[:, :, :, None, :]).sum(dim=-1)
-    out = numerator / denominator.clamp_min(eps)[..., None]
+        prefix = prefix + torch.cat((state[0], state[1][..., None]), dim=-1)[:, :, None]
+    sums = sums + qc @ prefix
+    out = sums[..., :-1] / sums[..., -1:].clamp_min(eps)
     out = rearrange(out, "b h n c d -> b (n c) h d")[:, :T]
     if not return_state:
         return out
-    final_S = chunk_states.sum(dim=2) + (state[0] if state is not None else 0)
-    final_z = chunk_normalizers.sum(dim=2) + (state[1] if state is not None else 0)
-    return out, (final_S, final_z)
+    final = chunk_states.sum(dim=2)
+    if state is not None:
+        final = final + torch.cat((state[0], state[1][..., None]), dim=-1)
+    return out, (final[..., :-1], final[..., -1])
 
 
 class LinearAttention(AttentionProjections):

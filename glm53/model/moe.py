@@ -121,5 +121,7 @@ class MixtureOfExperts(nn.Module):
             if pad_to and n % pad_to:
                 segment = F.pad(segment, (0, 0, 0, pad_to - n % pad_to))
             outputs.append(swiglu(segment, ups[e], downs[e])[:n])
-        y = torch.cat(outputs) * top_weights.flatten()[order, None].to(outputs[0].dtype)
+        y = torch.cat(outputs)
+        if k > 1:  # with top-1 the weight is the softmax of one logit: exactly 1, with zero gradient
+            y = y * top_weights.flatten()[order, None].to(y.dtype)
         return torch.zeros(flat.shape, dtype=y.dtype, device=flat.device).index_add(0, token_of, y)

@@ -31,11 +31,7 @@ def saved_spec(out: Path) -> SweepSpec:
     path = out / SPEC_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{out} is not a sweep folder (no {SPEC_FILE}); run `glm53 sweep SPEC --out {out}`")
-    d = json.loads(path.read_text())
-    d["comparisons"] = tuple((c["arm"], c["against"]) for c in d["comparisons"])
-    for key in ("seeds", "checkpoints", "metrics"):
-        d[key] = tuple(d[key])
-    return SweepSpec(**d)
+    return SweepSpec.from_saved(json.loads(path.read_text()))
 
 
 def collect(spec: SweepSpec, out: Path) -> tuple[dict, list[str]]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..io import atomic_write_json, run_lock
-from .executor import ERROR, RECEIPT, Executor, Job, LocalExecutor
+from .executor import RECEIPT, Executor, Job, LocalExecutor
 from .spec import SweepSpec
 
 SPEC_FILE = "spec.json"
@@ -52,7 +52,7 @@ def check_sweep_folder(spec: SweepSpec, out: Path) -> bool:
     saved = out / SPEC_FILE
     if saved.is_file():
         held = json.loads(saved.read_text())
-        if held != spec.to_dict():
+        if held != json.loads(json.dumps(spec.to_dict())):
             raise ValueError(f"{out} holds another sweep (spec {held.get('name')!r}, seeds {held.get('seeds')}); "
                              "rerun with the same spec and seeds to continue it, or choose another --out")
         return True

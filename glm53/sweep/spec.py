@@ -23,8 +23,6 @@ it, including that every arm's settings make a valid job, before anything is wri
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,13 +53,21 @@ class SweepSpec:
         return {**self.base, **self.arms[arm]}
 
     def to_dict(self) -> dict:
+        """JSON-ready; arms as a list, so their order survives files written with sorted keys."""
         d = asdict(self)
+        d["arms"] = [{"name": name, "settings": settings} for name, settings in self.arms.items()]
         d["comparisons"] = [{"arm": a, "against": b} for a, b in self.comparisons]
         return d
 
-    def identity(self) -> str:
-        """sha256 of the resolved spec: a sweep folder belongs to exactly one."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+    @classmethod
+    def from_saved(cls, d: dict) -> "SweepSpec":
+        """The inverse of to_dict (a sweep folder's spec.json)."""
+        d = dict(d)
+        d["arms"] = {a["name"]: a["settings"] for a in d["arms"]}
+        d["comparisons"] = tuple((c["arm"], c["against"]) for c in d["comparisons"])
+        for key in ("seeds", "checkpoints", "metrics"):
+            d[key] = tuple(d[key])
+        return cls(**d)
 
     @property
     def labels(self) -> list[str]:

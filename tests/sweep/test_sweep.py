@@ -1,0 +1,160 @@
+"""A tiny sweep end to end: parallel jobs, resume after SIGINT and SIGKILL, failures, bad specs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from glm53.cli import main
+from glm53.sweep.analysis import analyze
+from glm53.sweep.runner import run_sweep
+from glm53.sweep.spec import load_spec, shipped_specs
+
+TINY_SPEC = """
+name = "tiny"
+job = "expression-pretrain"
+seeds = [1, 2, 3]
+checkpoints = [2, {steps}]
+metrics = ["target_byte_accuracy", "target_loss"]
+baseline = "diverse-88"
+[base]
+steps = {steps}
+batch_size = 4
+dim = 16
+heads = 2
+expert_hidden = 16
+[arms.repeated-8]
+data_order = "repeated-8"
+[arms.diverse-88]
+data_order = "diverse-88"
+"""
+
+
+def write_spec(tmp_path: Path, steps: int = 4, extra: str = "", name: str = "tiny.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(TINY_SPEC.format(steps=steps) + extra)
+    return path
+
+
+def receipt(out: Path, arm: str, seed: int) -> dict:
+    return json.loads((out / "runs" / arm / f"seed-{seed}" / "receipt.json").read_text())
+
+
+def without_timings(r: dict) -> dict:
+    return {k: v for k, v in r.items() if k != "elapsed_seconds"}
+
+
+def test_tiny_sweep_end_to_end_and_rerun_skips(tmp_path):
+    spec = load_spec(write_spec(tmp_path))
+    out = tmp_path / "sweep"
+    summary = run_sweep(spec, out, workers=2, progress=False, log=lambda *_: None)
+    assert summary["done"] == 6 and not summary["failed"]
+    result = analyze(out)
+    assert set(result["arms"]) == {"repeated-8", "diverse-88"}
+    cell = result["arms"]["diverse-88"]["4"]["target_byte_accuracy"]
+    assert cell["n"] == 3 and set(cell["per_seed"]) == {"1", "2", "3"}
+    (c,) = [c for c in result["comparisons"] if c["checkpoint"] == "4" and c["metric"] == "target_byte_accuracy"]
+    assert c["n"] == 3 and c["p"] is not None and c["holm_p"] == c["p"]  # one comparison: Holm changes nothing
+    assert (out / "REPORT.md").is_file() and all((out / chart).is_file() for chart in result["charts"])
+    again = run_sweep(spec, out, workers=2, progress=False, log=lambda *_: None)
+    assert again["skipped"] == 6 and again["done"] == 0
+    # same seed, same receipt (timings aside), also in a job rerun from nothing
+    other = tmp_path / "sweep-again"
+    run_sweep(load_spec(write_spec(tmp_path), seeds=[2]), other, workers=1, progress=False, log=lambda *_: None)
+    assert without_timings(receipt(other, "repeated-8", 2)) == without_timings(receipt(out, "repeated-8", 2))
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_interrupted_sweep_completes_without_redoing_finished_jobs(tmp_path, how):
+    spec_path = write_spec(tmp_path, steps=30)
+    reference = tmp_path / "uninterrupted"
+    run_sweep(load_spec(spec_path), reference, workers=2, progress=False, log=lambda *_: None)
+    out = tmp_path / "interrupted"
+    command = [sys.executable, "-m", "glm53", "sweep", str(spec_path), "--out", str(out), "--workers", "2",
+               "--no-progress", "--no-analyze"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(out.glob("runs/*/*/receipt.json")):
+        time.sleep(0.05)
+    finished = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/*/receipt.json")}
+    assert finished and proc.poll() is None, "the sweep ended before it could be interrupted"
+    os.kill(proc.pid, how)
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == (130 if how == signal.SIGINT else -signal.SIGKILL), output
+    if how == signal.SIGINT:
+        assert "rerun the same command" in output
+    time.sleep(0.5)  # job processes die with the sweep (PR_SET_PDEATHSIG)
+    summary = run_sweep(load_spec(spec_path), out, workers=2, progress=False, log=lambda *_: None)
+    assert summary["skipped"] >= len(finished) and summary["skipped"] + summary["done"] == 6
+    assert all(p.stat().st_mtime_ns == t for p, t in finished.items()), "a finished job was redone"
+    assert analyze(out) == analyze(reference)
+
+
+def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path, capsys):
+    # 40 tokens per row cannot hold an expression example (72-124 tokens): every job of that arm fails at run time
+    spec = write_spec(tmp_path, extra='[arms.too-short]\ndata_order = "diverse-88"\nsequence_length = 40\n')
+    out = tmp_path / "sweep"
+    code = main(["sweep", str(spec), "--out", str(out), "--workers", "2", "--no-progress"])
+    assert code == 1
+    printed = capsys.readouterr().out
+    assert "3 jobs failed" in printed and "longer than sequence_length" in printed
+    assert len(list(out.glob("runs/too-short/*/error.json"))) == 3
+    assert len(list(out.glob("runs/*/*/receipt.json"))) == 6
+    assert json.loads((out / "analysis.json").read_text())["missing_jobs"] == [
+        "too-short/seed-1", "too-short/seed-2", "too-short/seed-3"]
+
+
+BAD_SPECS = {
+    "unknown arm key": ('[arms.typo]\ndata_ordr = "diverse-88"\n', "unknown setting 'data_ordr'"),
+    "unknown metric": ('', "unknown metric 'accuracy'"),
+    "unknown job": ('', "unknown job kind 'train'"),
+    "non-integer seed": ('', "seeds must be a list of integers"),
+    "duplicate seed": ('', "seeds lists 2 more than once"),
+    "invalid base": ('', "--lr must be > 0, got -1.0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SPECS))
+def test_bad_specs_are_refused_in_one_line_and_write_nothing(tmp_path, capsys, case):
+    extra, expected = BAD_SPECS[case]
+    text = TINY_SPEC.format(steps=4) + extra
+    text = {"unknown metric": text.replace('"target_loss"]', '"accuracy"]'),
+            "unknown job": text.replace('job = "expression-pretrain"', 'job = "train"'),
+            "non-integer seed": text.replace("seeds = [1, 2, 3]", 'seeds = [1, "two"]'),
+            "duplicate seed": text.replace("seeds = [1, 2, 3]", "seeds = [1, 2, 2]"),
+            "invalid base": text.replace("batch_size = 4\n", "batch_size = 4\nlr = -1.0\n")}.get(case, text)
+    spec = tmp_path / "bad.toml"
+    spec.write_text(text)
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(spec), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and expected in err, err
+    assert not out.exists()
+
+
+def test_empty_arms_seeds_flag_and_another_spec_in_the_folder(tmp_path, capsys):
+    spec = tmp_path / "empty.toml"
+    spec.write_text('job = "expression-pretrain"\nseeds = [1]\ncheckpoints = [1]\nbaseline = "a"\narms = {}\n')
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "x")]) == 2
+    assert "arms is empty" in capsys.readouterr().err
+    assert main(["sweep", str(write_spec(tmp_path)), "--out", str(tmp_path / "x"), "--seeds", "1,x"]) == 2
+    assert "--seeds must be comma-separated integers" in capsys.readouterr().err
+    out = tmp_path / "sweep"
+    run_sweep(load_spec(write_spec(tmp_path), seeds=[1]), out, workers=2, progress=False, log=lambda *_: None)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    assert main(["sweep", str(write_spec(tmp_path)), "--out", str(out), "--seeds", "1,2"]) == 2
+    assert "holds another sweep" in capsys.readouterr().err
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+def test_shipped_pretraining_data_spec_loads():
+    spec = load_spec("pretraining-data")
+    assert "pretraining-data" in shipped_specs()
+    assert list(spec.arms) == ["repeated-8", "diverse-88", "diverse-blocked", "curriculum-8-to-88"]
+    assert spec.seeds == tuple(range(11, 111, 11)) and spec.checkpoints == (50, 100, 200)
+    assert ("diverse-88", "repeated-8") in spec.comparisons and ("diverse-blocked", "diverse-88") in spec.comparisons
