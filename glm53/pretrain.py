@@ -106,7 +106,8 @@ def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
     for name, p in model.named_parameters():
         (decay if p.ndim >= 2 and not name.startswith("embedding.") else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas))
+    # foreach: the same arithmetic as the per-parameter loop (bit for bit), in fewer, larger kernels
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), foreach=True)
 
 
 def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
