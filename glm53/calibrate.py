@@ -1,12 +1,16 @@
-"""`glm53 calibrate`: the precision of training and of decoding chosen by timing both on the machine at hand.
+"""`glm53 calibrate`: the precision of training and of decoding, and the kernel settings of training, chosen by
+timing the candidates on the machine at hand.
 
 No one choice is right for every CPU (bf16 autocast was 11x the plain path on one 2-core CPU and 4.5x on another;
 bf16 decoding was slower than fp32 there), so `--precision auto` and `--sample-precision auto` use a measurement
 when one exists for this machine: the CPU model, its core count and the torch version form the key of a small
 cache (`$GLM53_CACHE_DIR/calibration.json`, default `~/.cache/glm53`). Without one they follow the CPU-flag rule
 (bf16 where the CPU has native bf16). Receipts record the resolved precision, so a run is reproduced by giving it
-explicitly. Simplification: the timing uses a batch of 8 x 128 on the reference model and a few steps, so a
-difference under ~10% is noise; ties go to fp32 (exact, and the same on every machine).
+explicitly. Kernel settings (`ModelConfig.KERNEL_FIELDS`: linear-attention chunk, expert-row padding, sparse
+attention core dtype) are then timed one at a time in the chosen training precision, the others held at their
+defaults; `--kernels auto` (pretraining) uses the choice, and the receipt's model config records it.
+Simplification: the timing uses a batch of 8 x 128 on the reference model and a few steps, so a difference under
+~10% is noise; ties go to fp32 and to the default kernel setting.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ import torch
 from .device import cpu_description, cpu_has_native_bf16
 from .io import atomic_write_text
 
-TIE_MARGIN = 0.9  # bf16 is chosen only when it takes at most 90% of fp32's time
+TIE_MARGIN = 0.9  # bf16 (or a non-default kernel setting) is chosen only at most 90% of the default's time
+KERNEL_CANDIDATES = {"linear_attention_chunk": (16, 32, 64), "expert_row_padding": (0, 64),
+                     "sparse_attention_core": ("fp32", "bf16")}
+BF16_ONLY = ("expert_row_padding", "sparse_attention_core")  # no effect without bf16 autocast
+KERNEL_CHOICES = ("auto", "config")
 
 
 def cache_file() -> Path:
@@ -83,6 +91,42 @@ def _time_decoding(model_kwargs: dict, precision: str) -> float:
     return times[-1]
 
 
+def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> dict:
+    """Time each kernel setting's candidates in `precision`, one setting at a time."""
+    from .model.config import KERNEL_FIELDS, ModelConfig
+
+    default = {k: getattr(ModelConfig(**model_kwargs), k) for k in KERNEL_FIELDS}
+    choice, seconds = dict(default), {}
+    for field, values in KERNEL_CANDIDATES.items():
+        if field in BF16_ONLY and precision != "bf16":
+            continue
+        times = {v: _time_training({**model_kwargs, **choice, field: v}, precision, steps) for v in values}
+        best = min(times, key=times.get)
+        choice[field] = best if times[best] <= TIE_MARGIN * times[default[field]] else default[field]
+        seconds[field] = {str(v): t for v, t in times.items()}
+        log(f"  {field}: {', '.join(f'{v} {t:.3f} s/step' for v, t in times.items())} -> {choice[field]}")
+    return {"precision": precision, "choice": choice, "seconds_per_step": seconds}
+
+
+def resolve_kernels(name: str, precision: str, device: torch.device) -> dict:
+    """The kernel settings `--kernels auto` applies: this machine's calibrated choice for `precision`, or
+    nothing (the model config's own values) when there is none, on other devices, or with `--kernels config`."""
+    if name not in KERNEL_CHOICES:
+        raise ValueError(f"unknown --kernels {name!r}; choose one of {', '.join(KERNEL_CHOICES)}")
+    entry = cached() if name == "auto" and device.type == "cpu" else None
+    kernels = (entry or {}).get("kernels")
+    return dict(kernels["choice"]) if kernels and kernels["precision"] == precision else {}
+
+
+def explain_kernels() -> str:
+    entry = cached()
+    kernels = (entry or {}).get("kernels")
+    if not kernels:
+        return "the model config's (no calibration cached: `glm53 calibrate` times the candidates)"
+    return (", ".join(f"{k} {v}" for k, v in kernels["choice"].items())
+            + f" (for {kernels['precision']} training; measured by glm53 calibrate on {entry['measured']})")
+
+
 def calibrate(model_kwargs: dict | None = None, steps: int = 3, log=print) -> dict:
     """Time fp32 and (where the CPU has native bf16) bf16 for training and decoding; cache and return the choice."""
     model_kwargs = model_kwargs or {}
@@ -93,9 +137,13 @@ def calibrate(model_kwargs: dict | None = None, steps: int = 3, log=print) -> di
     def pick(times: dict) -> str:
         return "bf16" if "bf16" in times and times["bf16"] <= TIE_MARGIN * times["fp32"] else "fp32"
 
+    log(f"training: {', '.join(f'{p} {s:.3f} s/step' for p, s in train.items())} -> {pick(train)}")
+    log(f"decoding: {', '.join(f'{p} {s:.3f} s' for p, s in decode.items())} -> {pick(decode)}")
+    log("kernel settings:")
+    kernels = tune_kernels(model_kwargs, pick(train), steps, log)
     entry = {"train_precision": pick(train), "decode_precision": pick(decode),
-             "train_seconds_per_step": train, "decode_seconds": decode, "model": model_kwargs or "reference",
-             "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+             "train_seconds_per_step": train, "decode_seconds": decode, "kernels": kernels,
+             "model": model_kwargs or "reference", "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path = cache_file()
     try:
         table = json.loads(path.read_text())
@@ -103,7 +151,5 @@ def calibrate(model_kwargs: dict | None = None, steps: int = 3, log=print) -> di
         table = {}
     table[machine_key()] = entry
     atomic_write_text(path, json.dumps(table, indent=2, sort_keys=True) + "\n", overwrite=True)
-    log(f"training: {', '.join(f'{p} {s:.3f} s/step' for p, s in train.items())} -> {entry['train_precision']}")
-    log(f"decoding: {', '.join(f'{p} {s:.3f} s' for p, s in decode.items())} -> {entry['decode_precision']}")
     log(f"cached for {machine_key()} in {path}")
     return entry

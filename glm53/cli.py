@@ -46,6 +46,7 @@ def add_info_parser(sub) -> None:
 def cmd_info(args) -> int:
     import torch
 
+    from .calibrate import explain_kernels
     from .device import cpu_description, explain_precision, resolve_device
     from .model.model import GLM53
 
@@ -53,7 +54,8 @@ def cmd_info(args) -> int:
     counts = GLM53(cfg).parameter_counts()
     info = {"config": cfg.to_dict(), "parameters": counts, "layer_pattern": cfg.layer_pattern,
             "device": str(resolve_device(args.device)), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "cpu": cpu_description(), "precision_auto": explain_precision(resolve_device(args.device))}
+            "cpu": cpu_description(), "precision_auto": explain_precision(resolve_device(args.device)),
+            "kernels_auto": explain_kernels(), "model": args.model}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -66,6 +68,7 @@ def cmd_info(args) -> int:
     cpu = info["cpu"]
     print(f"  cpu            {cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}")
     print(f"  precision auto {info['precision_auto']}")
+    print(f"  kernels auto   {info['kernels_auto']}")
     print("  config")
     for k, v in cfg.to_dict().items():
         print(f"    {k:24s} {v}")
@@ -187,8 +190,8 @@ def cmd_bench(args) -> int:
 
 
 def add_calibrate_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="time fp32 and bf16 training and decoding here; --precision auto then uses "
-                                         "the faster (seconds to a minute)")
+    p = sub.add_parser("calibrate", help="time fp32 and bf16 training and decoding, then the kernel settings, here; "
+                                         "--precision auto and --kernels auto then use the faster (about a minute)")
     p.add_argument("--steps", type=int, default=3, help="timed training steps per candidate (default: 3)")
     p.set_defaults(func=cmd_calibrate)
 

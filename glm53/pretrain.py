@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .calibrate import KERNEL_CHOICES, resolve_kernels
 from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
                          save_checkpoint, start_run_folder)
 from .model.config import ModelConfig
@@ -58,6 +59,9 @@ class PretrainConfig:
     seed: int = setting(42, "seed of the initialization and the data stream")
     device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
     precision: str = setting("auto", "auto: bf16 autocast on hardware with native bf16, else fp32", choices=PRECISIONS)
+    kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "
+                                   "(recorded in the receipt's config); config: the model flags as given",
+                           choices=KERNEL_CHOICES)
     compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
     resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
     progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
@@ -84,6 +88,7 @@ class PretrainConfig:
         check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
         check.one_of("device", self.device, DEVICE_CHOICES)
         check.one_of("precision", self.precision, PRECISIONS)
+        check.one_of("kernels", self.kernels, KERNEL_CHOICES)
         check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
@@ -161,6 +166,9 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
+    kernels = resolve_kernels(cfg.kernels, precision, device)
+    if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
+        cfg = replace(cfg, model=replace(cfg.model, **kernels))
     dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks()
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model).to(device)
@@ -181,7 +189,8 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
 
     counts = model.parameter_counts()
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
-        f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}), "
+        f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
+        f"{', calibrated kernels ' + str(kernels) if kernels else ''}), "
         f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
     forward = torch.compile(model) if cfg.compile else model
 

@@ -5,6 +5,7 @@ import torch
 
 from glm53 import device as device_module
 from glm53.device import resolve_device, resolve_precision
+from glm53.model.config import ModelConfig
 
 
 def test_explicit_precisions_pass_through():
@@ -69,3 +70,39 @@ def test_calibration_times_a_tiny_model():
 
     tiny = dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8)
     assert _time_training(tiny, "fp32", 1) > 0 and _time_decoding(tiny, "fp32") > 0
+
+
+def test_kernel_settings_are_calibrated_one_at_a_time_and_used_by_kernels_auto(monkeypatch, tmp_path):
+    from glm53 import calibrate as calibrate_module
+    from glm53.pretrain import PretrainConfig, pretrain
+
+    from .tiny import TINY
+
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(calibrate_module, "cpu_has_native_bf16", lambda: True)
+
+    def stand_in(kw, precision, steps):  # chunk 16 clearly faster, padding 0 only 5% faster (a tie), bf16 core faster
+        t = {"fp32": 2.0, "bf16": 1.0}[precision]
+        t *= {16: 0.8, 32: 1.0, 64: 1.1}[kw.get("linear_attention_chunk", 32)]
+        t *= 0.95 if kw.get("expert_row_padding", 64) == 0 else 1.0
+        return t * (0.7 if kw.get("sparse_attention_core", "fp32") == "bf16" else 1.0)
+
+    monkeypatch.setattr(calibrate_module, "_time_training", stand_in)
+    monkeypatch.setattr(calibrate_module, "_time_decoding", lambda kw, p: 1.0)
+    entry = calibrate_module.calibrate(log=lambda *_: None)
+    choice = {"linear_attention_chunk": 16, "expert_row_padding": 64, "sparse_attention_core": "bf16"}
+    assert entry["kernels"] == {**entry["kernels"], "precision": "bf16", "choice": choice}
+    cpu = torch.device("cpu")
+    assert calibrate_module.resolve_kernels("auto", "bf16", cpu) == choice
+    assert calibrate_module.resolve_kernels("auto", "fp32", cpu) == {}  # measured for bf16 only
+    assert calibrate_module.resolve_kernels("config", "bf16", cpu) == {}
+    assert "linear_attention_chunk 16" in calibrate_module.explain_kernels()
+    receipt = pretrain(PretrainConfig(out=str(tmp_path / "run"), steps=1, batch_size=2, sequence_length=128,
+                                      precision="bf16", progress=False,
+                                      model=ModelConfig(**{**TINY, "max_sequence_length": 160})),
+                       dev_tasks=[], log=lambda *_: None)
+    assert {k: receipt["config"][k] for k in choice} == choice
+    with pytest.raises(ValueError, match="--kernels must be one of auto, config"):
+        from glm53.pretrain import PretrainConfig as P
+
+        P(out="x", kernels="fastest")

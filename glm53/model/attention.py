@@ -1,7 +1,8 @@
 """What both attention types share: a bias-free qkv projection with RoPE on q and k, and an output projection.
 
 The attention cores run in fp32 even under bf16 autocast: the running sums of linear attention and the softmax
-lose too much in bf16, CPU SDPA measured twice as slow in bf16, and the cores are a small share of the FLOPs.
+lose too much in bf16, CPU SDPA measured twice as slow in bf16 on one CPU, and the cores are a small share of the
+FLOPs. The sparse core may run in bf16 (`sparse_attention_core`) where `glm53 calibrate` measured it faster.
 """
 
 from __future__ import annotations

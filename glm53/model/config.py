@@ -12,6 +12,8 @@ IMPLS = ("plain", "fast")
 LEGACY_IMPL_NAMES = {"cumulative": "plain", "chunked": "fast", "gathered": "plain", "masked": "fast",
                      "looped": "plain", "grouped": "fast"}
 IMPL_FIELDS = ("linear_attention_impl", "sparse_attention_impl", "moe_impl")
+KERNEL_FIELDS = ("linear_attention_chunk", "expert_row_padding", "sparse_attention_core")
+CORE_DTYPES = ("fp32", "bf16")
 
 
 @dataclass
@@ -45,6 +47,12 @@ class ModelConfig:
     linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention")
     sparse_attention_impl: str = setting("fast", "sparse attention form", choices=IMPLS)
     moe_impl: str = setting("fast", "mixture-of-experts form", choices=IMPLS)
+    # Kernel settings: how the fast forms run, never what they compute beyond rounding. `glm53 calibrate` times
+    # them on the machine at hand, and `--kernels auto` uses its choice (see calibrate.py).
+    expert_row_padding: int = setting(64, "under bf16 autocast, pad each expert's rows to a multiple of this, so "
+                                          "matrix shapes repeat from step to step (0: no padding)")
+    sparse_attention_core: str = setting("fp32", "dtype of the sparse attention core under bf16 autocast",
+                                         choices=CORE_DTYPES)
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -68,6 +76,8 @@ class ModelConfig:
         for name in IMPL_FIELDS:
             need(getattr(self, name) in IMPLS, f"{name} must be one of {IMPLS}, got {getattr(self, name)!r}")
         need(self.linear_attention_chunk >= 1, "linear_attention_chunk must be >= 1")
+        need(self.expert_row_padding >= 0, "expert_row_padding must be >= 0")
+        need(self.sparse_attention_core in CORE_DTYPES, f"sparse_attention_core must be one of {CORE_DTYPES}")
 
     @property
     def head_dim(self) -> int:

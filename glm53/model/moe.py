@@ -53,6 +53,7 @@ class MixtureOfExperts(nn.Module):
         self.experts = config.experts
         self.top_k = config.top_k
         self.impl = config.moe_impl
+        self.row_padding = config.expert_row_padding
         self.router = nn.Linear(config.dim, config.experts, bias=False)
         self.expert_up = nn.Parameter(torch.empty(config.experts, 2 * config.expert_hidden, config.dim))
         self.expert_down = nn.Parameter(torch.empty(config.experts, config.dim, config.expert_hidden))
@@ -101,15 +102,15 @@ class MixtureOfExperts(nn.Module):
     def routed_fast(self, flat: torch.Tensor, top_idx: torch.Tensor, top_weights: torch.Tensor) -> torch.Tensor:
         """Fast form: sort the (token, slot) pairs by expert once, run each expert on one contiguous slice,
         scale by the routing weights once and scatter back once. Under bf16 autocast each slice is padded to
-        a multiple of 64 rows, because oneDNN builds a new bf16 kernel for every new matrix shape (slow on
-        CPUs) and padded shapes repeat from step to step."""
+        a multiple of `expert_row_padding` rows (64 by default), because oneDNN builds a new bf16 kernel for
+        every new matrix shape (slow on some CPUs) and padded shapes repeat from step to step."""
         k = self.top_k
         expert_of = top_idx.flatten()
         order = torch.argsort(expert_of, stable=True)
         token_of = order // k
         counts = torch.bincount(expert_of, minlength=self.experts).tolist()
         rows = flat.index_select(0, token_of)
-        pad_to = 64 if torch.is_autocast_enabled(flat.device.type) else 0
+        pad_to = self.row_padding if torch.is_autocast_enabled(flat.device.type) else 0
         # unbind once: indexing expert_up[e] per expert would make backward build a full-size zero gradient
         # for every expert and add them up
         ups, downs = self.expert_up.unbind(0), self.expert_down.unbind(0)

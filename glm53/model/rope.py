@@ -54,5 +54,5 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     shape = x.shape
     pairs = torch.view_as_complex(x.float().reshape(*shape[:2], -1, 2))  # [B, T, heads * d/2]
     heads = pairs.shape[-1] // cos.shape[-1]
-    rotation = torch.complex(cos, sin).repeat(*([1] * (cos.dim() - 1)), heads)
+    rotation = torch.complex(cos.float(), sin.float()).repeat(*([1] * (cos.dim() - 1)), heads)
     return torch.view_as_real(pairs * rotation).reshape(shape).to(x.dtype)

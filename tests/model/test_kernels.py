@@ -94,12 +94,13 @@ def test_moe_fast_equals_plain(tiny_config, top_k, tokens):
         torch.testing.assert_close(a, b)
 
 
-def test_moe_fast_pads_rows_under_bf16_autocast_without_changing_results(tiny_config):
+@pytest.mark.parametrize("padding", [0, 64])
+def test_moe_fast_pads_rows_under_bf16_autocast_without_changing_results(tiny_config, padding):
     import dataclasses
 
     from glm53.model.moe import MixtureOfExperts
 
-    fast = MixtureOfExperts(tiny_config)
+    fast = MixtureOfExperts(dataclasses.replace(tiny_config, expert_row_padding=padding))
     plain = MixtureOfExperts(dataclasses.replace(tiny_config, moe_impl="plain"))
     plain.load_state_dict(fast.state_dict())
     x = torch.randn(3, 7, tiny_config.dim)
@@ -119,3 +120,31 @@ def test_in_place_decoding_step_equals_recurrent_form():
     torch.testing.assert_close(torch.cat(steps, dim=1), expected)
     torch.testing.assert_close(S, S_ref)
     torch.testing.assert_close(z, z_ref)
+
+
+def test_sparse_attention_core_in_bf16_stays_close_to_fp32(tiny_config):
+    import dataclasses
+
+    from glm53.model.rope import RotaryEmbedding
+    from glm53.model.sparse_attention import SparseAttention
+
+    fp32 = SparseAttention(tiny_config)
+    bf16 = SparseAttention(dataclasses.replace(tiny_config, sparse_attention_core="bf16"))
+    bf16.load_state_dict(fp32.state_dict())
+    x = torch.randn(2, 20, tiny_config.dim)
+    cos, sin = RotaryEmbedding(tiny_config.head_dim, 64)(20)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a, b = fp32(x, cos, sin), bf16(x, cos, sin)
+    torch.testing.assert_close(a.float(), b.float(), rtol=5e-2, atol=5e-3)
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+def test_rope_fast_equals_plain_bit_for_bit(per_row):
+    from glm53.model.rope import RotaryEmbedding, apply_rope, apply_rope_plain
+
+    rope = RotaryEmbedding(16, 64)
+    x = torch.randn(3, 10, 4, 16)
+    cos, sin = rope.at(torch.tensor([[0], [5], [40]]) + torch.arange(10)) if per_row else rope(10)
+    assert torch.equal(apply_rope(x, cos, sin), apply_rope_plain(x, cos, sin))
+    xb, cb, sb = (t.to(torch.bfloat16) for t in (x, cos, sin))  # a model cast to bf16 holds bf16 tables
+    assert torch.equal(apply_rope(xb, cb, sb), apply_rope_plain(xb, cb, sb))

@@ -158,3 +158,26 @@ def test_shipped_pretraining_data_spec_loads():
     assert list(spec.arms) == ["repeated-8", "diverse-88", "diverse-blocked", "curriculum-8-to-88"]
     assert spec.seeds == tuple(range(11, 111, 11)) and spec.checkpoints == (50, 100, 200)
     assert ("diverse-88", "repeated-8") in spec.comparisons and ("diverse-blocked", "diverse-88") in spec.comparisons
+
+
+def test_pretrain_and_eval_job_kinds(tmp_path):
+    tiny = 'dim = 32\nlayers = 4\nheads = 4\nexpert_hidden = 48\nexperts = 4\nsparse_window = 8\nsparse_stride = 8\n'
+    (tmp_path / "p.toml").write_text(
+        'job = "pretrain"\nseeds = [1]\ncheckpoints = [2]\nmetrics = ["dev_pass_rate", "train_loss"]\n'
+        'baseline = "a"\n[base]\nsteps = 2\nbatch_size = 2\nsequence_length = 128\nmax_sequence_length = 160\n'
+        'dev_max_new_tokens = 4\nprecision = "fp32"\n' + tiny + '[arms.a]\nlr = 1e-3\n[arms.b]\nlr = 2e-3\n')
+    out = tmp_path / "p"
+    assert run_sweep(load_spec(tmp_path / "p.toml"), out, workers=2, progress=False, log=lambda *_: None)["done"] == 2
+    r = receipt(out, "a", 1)
+    assert set(r["metrics"]) == {"0", "2"} and 0 <= r["metrics"]["2"]["dev_pass_rate"] <= 1
+    checkpoint = out / "runs" / "a" / "seed-1" / "run" / "checkpoint-0002"
+    (tmp_path / "e.toml").write_text(
+        f'job = "eval"\nseeds = [5, 6]\nbaseline = "t35"\n[base]\ncheckpoint = "{checkpoint}"\nper_family = 1\n'
+        'families = "increment,double"\nsamples = 2\nmax_new_tokens = 4\n[arms.t35]\ntemperature = 0.35\n'
+        '[arms.t80]\ntemperature = 0.8\n')
+    out = tmp_path / "e"
+    assert run_sweep(load_spec(tmp_path / "e.toml"), out, workers=2, progress=False, log=lambda *_: None)["done"] == 4
+    result = analyze(out, charts=False)
+    assert result["checkpoints"] == ["eval"] and result["arms"]["t80"]["eval"]["pass_rate"]["n"] == 2
+    recorded = json.loads((checkpoint / "metadata.json").read_text())["weights_sha256"]
+    assert receipt(out, "t35", 5)["checkpoint_sha256"] == recorded == r["metrics"]["2"]["weights_sha256"]
