@@ -68,7 +68,9 @@ def linear_attention_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     S, z = state
     B, _, H, d = q.shape
     q, k, v = q.reshape(B * H, 1, d), k.reshape(B * H, d, 1), v.reshape(B * H, 1, -1)
-    S.view(B * H, d, -1).baddbmm_(k, v)
+    # the outer product as an element-wise multiply and add (the same roundings as baddbmm_, which on CPU runs
+    # one tiny GEMM per row and head at these shapes)
+    S.view(B * H, d, -1).add_(k * v)
     z.add_(k.view(B, H, d))
     numerator = torch.bmm(q, S.view(B * H, d, -1))  # [B*H, 1, d]
     denominator = torch.bmm(q, z.view(B * H, d, 1)).clamp_min(eps)  # [B*H, 1, 1]

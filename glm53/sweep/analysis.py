@@ -130,6 +130,12 @@ def report_text(spec: SweepSpec, result: dict) -> str:
             s = result["arms"][arm][label][head]
             cells.append(f"{_fmt(head, s['mean'])} (n={s['n']})")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    last = spec.labels[-1]
+    lines += ["", f"Per seed at {last}:", "", "| arm | " + " | ".join(str(seed) for seed in spec.seeds) + " |",
+              "|---|" + "---|" * len(spec.seeds)]
+    for arm in spec.arms:
+        per_seed = result["arms"][arm][last][head]["per_seed"]
+        lines.append(f"| {arm} | " + " | ".join(_fmt(head, per_seed.get(str(seed))) for seed in spec.seeds) + " |")
     lines += ["", "## Comparisons", "",
               "| checkpoint | metric | comparison | mean difference | 95% bootstrap | wins | p (exact) | Holm p |",
               "|---|---|---|---|---|---|---|---|"]
