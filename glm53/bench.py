@@ -24,6 +24,7 @@ import time
 import torch
 
 from .model.config import ModelConfig
+from .calibrate import resolve_kernels
 from .device import autocast, cpu_description, peak_memory_bytes, resolve_precision
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
@@ -174,6 +175,9 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
     model_kwargs = s["model"]
     cfg = ModelConfig(**model_kwargs)
     fast_precision = resolve_precision("auto", torch.device("cpu"))
+    decode_precision = resolve_precision("auto", torch.device("cpu"), purpose="decode")
+    kernels = resolve_kernels("auto", fast_precision, torch.device("cpu"))  # calibrated, when cached
+    fast_kwargs = {**model_kwargs, **kernels}
     ctx = mp.get_context("spawn")
 
     def phase(fn, *args):
@@ -187,7 +191,7 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
         f"(plain: {s['plain_timed_steps']} after 1); torch {torch.__version__}, {torch.get_num_threads()} threads")
     train = {"plain": phase(train_phase, model_kwargs, True, "fp32", False, B, T, 1, s["plain_timed_steps"], seed)}
     log(f"  train plain      {train['plain']['seconds_per_step']:.2f} s/step")
-    train["fast"] = phase(train_phase, model_kwargs, False, fast_precision, False, B, T, s["warmup_steps"],
+    train["fast"] = phase(train_phase, fast_kwargs, False, fast_precision, False, B, T, s["warmup_steps"],
                           s["timed_steps"], seed)
     log(f"  train fast       {train['fast']['seconds_per_step']:.2f} s/step ({fast_precision})")
     train["fast_fp32"] = phase(train_phase, model_kwargs, False, "fp32", False, B, T, s["warmup_steps"],
@@ -203,11 +207,12 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
     G, N = s["group_size"], s["new_tokens"]
     gen = {"plain_uncached_one_group": phase(generation_phase, model_kwargs, True, "fp32", [prompt], G, N, seed)}
     log(f"  generate plain   {gen['plain_uncached_one_group']['seconds']:.2f} s for {G} x {N} tokens")
-    gen["fast_cached_one_group"] = phase(generation_phase, model_kwargs, False, fast_precision, [prompt], G, N, seed, 3)
-    log(f"  generate fast    {gen['fast_cached_one_group']['seconds']:.2f} s for {G} x {N} tokens ({fast_precision})")
+    gen["fast_cached_one_group"] = phase(generation_phase, model_kwargs, False, decode_precision, [prompt], G, N, seed,
+                                         3)
+    log(f"  generate fast    {gen['fast_cached_one_group']['seconds']:.2f} s for {G} x {N} tokens ({decode_precision})")
     gen["fast_cached_one_group_fp32"] = phase(generation_phase, model_kwargs, False, "fp32", [prompt], G, N, seed, 3)
     log(f"  generate fast    {gen['fast_cached_one_group_fp32']['seconds']:.2f} s for {G} x {N} tokens (fp32)")
-    gen["fast_cached_many_groups"] = phase(generation_phase, model_kwargs, False, fast_precision, many, G, N, seed, 2)
+    gen["fast_cached_many_groups"] = phase(generation_phase, model_kwargs, False, decode_precision, many, G, N, seed, 2)
     log(f"  generate fast    {gen['fast_cached_many_groups']['seconds']:.2f} s for {len(many)} groups of {G} x {N}")
 
     shas = {r["weights_sha256"] for r in list(train.values()) + list(gen.values())}
@@ -216,7 +221,8 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
     p, f = train["plain"], train["fast"]
     result = {
         "machine": {"platform": platform.platform(), "cpu": cpu_description(), "torch": torch.__version__,
-                    "threads": torch.get_num_threads(), "fast_precision": fast_precision},
+                    "threads": torch.get_num_threads(), "fast_precision": fast_precision,
+                    "decode_precision": decode_precision, "fast_kernels": kernels or "the model config's"},
         "settings": {k: v for k, v in s.items()}, "model_config": cfg.to_dict(),
         "same_weights": len(shas) == 1, "train": train, "generation": gen,
         "flops": flops, "matmul_gflops": ceiling,
