@@ -12,6 +12,7 @@ at most 4 KiB of source, 1,500 syntax nodes, nesting 100 deep, and 0.25 s of the
 from __future__ import annotations
 
 import ast
+import threading
 import string
 import time
 
@@ -70,6 +71,12 @@ def _walk_bounded(root: ast.AST, deadline: float):
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
+# CPython 3.11 keeps the AST constructor's recursion depth in interpreter-wide state, so two threads parsing at
+# once can fail with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905); the pool
+# is shared between threads, so parsing is serialized (it is a small share of a verdict's time).
+_PARSE_LOCK = threading.Lock()
+
+
 def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDGET_S) -> ast.Module:
     """Return the parsed module, or raise StaticCheckError naming the broken rule."""
     deadline = time.thread_time() + time_budget_s
@@ -81,7 +88,8 @@ def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDG
     if size > MAX_SOURCE_BYTES:
         raise StaticCheckError("size", f"source is {size} bytes, over the limit of {MAX_SOURCE_BYTES}")
     try:
-        tree = ast.parse(source)
+        with _PARSE_LOCK:
+            tree = ast.parse(source)
     except SyntaxError as err:
         raise StaticCheckError("syntax", f"{err.msg} (line {err.lineno})") from None
     except (ValueError, RecursionError, MemoryError) as err:
