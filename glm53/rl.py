@@ -35,6 +35,8 @@ from .evaluate import EvalConfig, evaluate, sample_and_verify
 from .generate import Sampling
 from .io import atomic_write_json, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from .model.model import GLM53
+from .policy_gradient import (AGGREGATIONS, BASELINES, REWARD_SCALINGS, aggregate_policy_loss, group_advantages,
+                              step_advantages)
 from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
 from .settings import Checks, default_checkpoints, setting
@@ -42,7 +44,7 @@ from .tokenizer import ByteTokenizer
 from .verify.verifier import isolation_report
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
-NORMALIZATIONS = ("sequence-mean", "token-sum")
+NORMALIZATIONS = AGGREGATIONS  # the --normalization flag names the loss aggregation (policy_gradient.py)
 REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
 RESUMABLE_CHANGES = {"resume", "progress", "device"}
 DEFAULT_CHECKPOINTS = (24, 48, 72, 96)
@@ -68,8 +70,15 @@ class RLConfig:
                                                   shown="24,48,72,96, those within --groups")
     seed: int = setting(31415, "seed of the task schedule and the sampling")
     groups_per_step: int = setting(16, "prompt groups per optimizer step")
-    normalization: str = setting("sequence-mean", "log-prob of a completion: mean or sum over its tokens",
-                                 choices=NORMALIZATIONS)
+    normalization: str = setting("sequence-mean", "loss aggregation: each completion's mean or summed token "
+                                 "log-prob (then the mean over completions), token-mean over the batch (DAPO) or the "
+                                 "batch sum over completions x max-new-tokens (Dr. GRPO)", choices=NORMALIZATIONS)
+    advantage_baseline: str = setting("leave-one-out", "baseline of a group's advantages: the other samples' mean "
+                                      "(RLOO) or the group mean (GRPO)", choices=BASELINES)
+    reward_scaling: str = setting("none", "divide advantages by the group's reward std (GRPO) or the step's",
+                                  choices=REWARD_SCALINGS)
+    mask_truncated: bool = setting(False, "leave completions that hit the token cap out of the update")
+    entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss")
     kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)")
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
     replay_batch: int = setting(16, "replay examples per step")
@@ -101,6 +110,9 @@ class RLConfig:
         check.one_of("train_scope", self.train_scope, TRAIN_SCOPES)
         check.one_of("reward", self.reward, REWARD_MODES)
         check.one_of("normalization", self.normalization, NORMALIZATIONS)
+        check.one_of("advantage_baseline", self.advantage_baseline, BASELINES)
+        check.one_of("reward_scaling", self.reward_scaling, REWARD_SCALINGS)
+        check.at_least("entropy_coef", self.entropy_coef, 0)
         check.at_least("groups_per_step", self.groups_per_step, 1)
         check.at_least("kl_coef", self.kl_coef, 0)
         check.at_least("replay_coef", self.replay_coef, 0)
@@ -125,9 +137,7 @@ class RLConfig:
 
 def leave_one_out_advantages(rewards: list[float]) -> list[float]:
     """A_i = r_i - (sum_j r_j - r_i) / (G - 1)."""
-    g = len(rewards)
-    total = sum(rewards)
-    return [r - (total - r) / (g - 1) for r in rewards]
+    return group_advantages(rewards, "leave-one-out")
 
 
 def task_schedule(tasks: list[Task], groups: int, seed: int) -> list[Task]:
@@ -312,18 +322,23 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
 
 
 def score_groups(cfg: RLConfig, tasks: list[Task], judged: list, first: int, tokenizer: ByteTokenizer):
-    """Rewards and leave-one-out advantages for each group of (sample, verdict) pairs. Returns the rollout records
-    and the update's batch (prompt ids, completion ids, advantages) of the groups with signal."""
+    """Rewards and advantages (cfg.advantage_baseline, cfg.reward_scaling) for each group of (sample, verdict)
+    pairs. Returns the rollout records and the update's batch (prompt ids, completion ids, advantages) of the
+    groups with signal (less any capped completions when cfg.mask_truncated)."""
     rollouts, prompt_ids, completion_ids, advantages = [], [], [], []
+    rewards_of = [[reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs] for pairs in judged]
+    advantages_of = step_advantages(rewards_of, cfg.advantage_baseline, cfg.reward_scaling)
     for g, (task, pairs) in enumerate(zip(tasks, judged)):
-        rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs]
+        rewards = rewards_of[g]
         used = max(rewards) - min(rewards) > 1e-8  # all-equal rewards carry no signal
         task_prompt_ids = tokenizer.encode(task.prompt, bos=True)
-        for (s, v), r, a in zip(pairs, rewards, leave_one_out_advantages(rewards)):
+        for (s, v), r, a in zip(pairs, rewards, advantages_of[g]):
+            masked = cfg.mask_truncated and s["hit_token_cap"]
             rollouts.append({"group": first + g + 1, "task_id": task.task_id, "completion": s["completion"],
                              "token_ids": s["token_ids"], "hit_token_cap": s["hit_token_cap"],
-                             "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0, "used": used})
-            if used:
+                             "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0,
+                             "used": used and not masked})
+            if used and not masked:
                 prompt_ids.append(task_prompt_ids)
                 completion_ids.append(s["token_ids"])
                 advantages.append(a)
@@ -345,14 +360,15 @@ def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: st
             logits = model(inputs)
         logp_all = logits.float().log_softmax(dim=-1)
         token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
-        counts = mask.sum(dim=1).clamp_min(1)
-        seq_logp = token_logp.sum(dim=1) / (counts if cfg.normalization == "sequence-mean" else 1)
         adv = torch.tensor(advantages, device=device)
-        policy_loss = -(adv * seq_logp).mean()
+        policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.max_new_tokens)
         loss = loss + policy_loss
-        with torch.no_grad():
+        with torch.set_grad_enabled(cfg.entropy_coef > 0):
             entropy = -(logp_all.exp() * logp_all).sum(-1)
-            figures["entropy"] = float((entropy * mask).sum() / mask.sum())
+            mean_entropy = (entropy * mask).sum() / mask.sum()
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * mean_entropy
+        figures["entropy"] = float(mean_entropy.detach())
         figures["policy_loss"] = float(policy_loss.detach())
         if reference is not None:
             with torch.no_grad(), autocast(device, precision):

@@ -1,0 +1,67 @@
+"""The policy-gradient objective of `glm53 rl`, piece by piece, in the vocabulary of the RL literature.
+
+- Advantages from a group of G rewards for one prompt: the baseline is the mean of the *other* rewards
+  (leave-one-out, RLOO: A_i = r_i - (sum_j r_j - r_i) / (G - 1)) or the group mean (GRPO: A_i = r_i - mean r);
+  then optionally scaled by the group's reward std (GRPO) or by the std of all rewards of the step ("batch"),
+  both the sample std (n - 1), as TRL computes it. Without scaling, leave-one-out equals the group mean scaled
+  by G / (G - 1).
+- Aggregation of the per-token terms A_i * log p(token) into one loss over the step's completions:
+  "sequence-mean" (each completion's mean log-prob, then the mean over completions: the reference),
+  "token-sum" (each completion's summed log-prob, then the mean), "token-mean" (the sum over every completion
+  token of the batch divided by their number: DAPO) and "max-tokens" (the same sum divided by completions x
+  max-new-tokens, a constant: Dr. GRPO), so no completion's length changes its own weight.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+BASELINES = ("leave-one-out", "group-mean")
+REWARD_SCALINGS = ("none", "group-std", "batch-std")
+AGGREGATIONS = ("sequence-mean", "token-sum", "token-mean", "max-tokens")
+STD_EPS = 1e-4  # added to a std before dividing (TRL's choice), so a near-constant group is not blown up
+
+
+def group_advantages(rewards: list[float], baseline: str = "leave-one-out") -> list[float]:
+    g = len(rewards)
+    if baseline == "leave-one-out":
+        total = sum(rewards)
+        return [r - (total - r) / (g - 1) for r in rewards]
+    if baseline == "group-mean":
+        mean = sum(rewards) / g
+        return [r - mean for r in rewards]
+    raise ValueError(f"unknown advantage baseline {baseline!r}; choose one of {', '.join(BASELINES)}")
+
+
+def step_advantages(groups: list[list[float]], baseline: str = "leave-one-out",
+                    scaling: str = "none") -> list[list[float]]:
+    """Advantages of every group of a step, scaled as asked."""
+    if scaling not in REWARD_SCALINGS:
+        raise ValueError(f"unknown reward scaling {scaling!r}; choose one of {', '.join(REWARD_SCALINGS)}")
+    advantages = [group_advantages(rewards, baseline) for rewards in groups]
+    if scaling == "none":
+        return advantages
+    if scaling == "batch-std":
+        every = [r for rewards in groups for r in rewards]
+        std = statistics.stdev(every) if len(every) > 1 else 0.0
+        return [[a / (std + STD_EPS) for a in adv] for adv in advantages]
+    return [[a / (statistics.stdev(rewards) + STD_EPS) for a in adv] for rewards, adv in zip(groups, advantages)]
+
+
+def aggregate_policy_loss(token_logp: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor,
+                          aggregation: str = "sequence-mean", max_new_tokens: int | None = None) -> torch.Tensor:
+    """-objective. token_logp [R, L] (already zero where mask is False), mask [R, L] bool, advantages [R]."""
+    if aggregation in ("sequence-mean", "token-sum"):
+        counts = mask.sum(dim=1).clamp_min(1)
+        seq_logp = token_logp.sum(dim=1) / (counts if aggregation == "sequence-mean" else 1)
+        return -(advantages * seq_logp).mean()
+    weighted = (advantages[:, None] * token_logp * mask).sum()
+    if aggregation == "token-mean":
+        return -weighted / mask.sum().clamp_min(1)
+    if aggregation == "max-tokens":
+        if not max_new_tokens:
+            raise ValueError("the max-tokens aggregation needs max_new_tokens")
+        return -weighted / (token_logp.shape[0] * max_new_tokens)
+    raise ValueError(f"unknown loss aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")

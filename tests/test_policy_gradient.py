@@ -1,0 +1,92 @@
+"""The pieces of the RL objective on small hand-computed cases."""
+
+import pytest
+import torch
+
+from glm53.policy_gradient import aggregate_policy_loss, group_advantages, step_advantages
+from glm53.rl import RLConfig, score_groups
+from glm53.tasks import frozen_tasks
+from glm53.tokenizer import ByteTokenizer
+from glm53.verify.verifier import Verdict
+
+
+def test_baselines():
+    assert group_advantages([1.0, 0.0, 0.0, 0.0], "leave-one-out") == pytest.approx([1.0, -1 / 3, -1 / 3, -1 / 3])
+    assert group_advantages([1.0, 0.0, 0.0, 0.0], "group-mean") == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    # leave-one-out is the group-mean advantage scaled by G / (G - 1)
+    r = [0.3, -0.1, 1.0, 0.5, 0.0]
+    assert group_advantages(r, "leave-one-out") == pytest.approx([a * 5 / 4 for a in group_advantages(r, "group-mean")])
+    with pytest.raises(ValueError, match="unknown advantage baseline"):
+        group_advantages(r, "median")
+
+
+def test_reward_scaling_by_group_and_by_step():
+    # rewards [1, 0, 0, 0]: group-mean advantages [0.75, -0.25 x 3], sample std sqrt((0.5625 + 3 * 0.0625) / 3) = 0.5
+    (scaled,) = step_advantages([[1.0, 0.0, 0.0, 0.0]], "group-mean", "group-std")
+    assert scaled == pytest.approx([0.75 / 0.5001, -0.25 / 0.5001, -0.25 / 0.5001, -0.25 / 0.5001])
+    # two groups: the step's std is over all 8 rewards [1, 0, 0, 0, 1, 1, 0, 1]: mean 0.5, sample std sqrt(2/7)
+    groups = [[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]]
+    by_step = step_advantages(groups, "group-mean", "batch-std")
+    std = (2 / 7) ** 0.5
+    assert by_step[1] == pytest.approx([0.25 / (std + 1e-4)] * 2 + [-0.75 / (std + 1e-4)] + [0.25 / (std + 1e-4)])
+    assert step_advantages(groups) == [group_advantages(g) for g in groups]  # no scaling: as before
+    assert step_advantages([[0.5, 0.5]], "group-mean", "group-std") == [[0.0, 0.0]]  # no signal stays zero
+
+
+def test_each_aggregation_by_hand():
+    token_logp = torch.tensor([[-1.0, -2.0, 0.0], [-4.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    adv = torch.tensor([1.0, -1.0])
+    expected = {"sequence-mean": -(1 * -1.5 + -1 * -4.0) / 2,   # per-completion mean log-prob, mean over rows
+                "token-sum": -(1 * -3.0 + -1 * -4.0) / 2,       # per-completion sum, mean over rows
+                "token-mean": -(1 * -3.0 + -1 * -4.0) / 3,      # all 3 completion tokens of the batch (DAPO)
+                "max-tokens": -(1 * -3.0 + -1 * -4.0) / (2 * 5)}  # rows x max-new-tokens (Dr. GRPO)
+    for name, value in expected.items():
+        got = aggregate_policy_loss(token_logp, mask, adv, name, max_new_tokens=5)
+        assert float(got) == pytest.approx(value), name
+    with pytest.raises(ValueError, match="unknown loss aggregation"):
+        aggregate_policy_loss(token_logp, mask, adv, "mean")
+
+
+def test_gradient_weights_of_token_mean_do_not_depend_on_a_completions_own_length():
+    # under token-mean every token's gradient weight is adv / (all tokens); under sequence-mean a long completion's
+    # tokens weigh less each
+    logits = torch.zeros(2, 4, requires_grad=True)
+    mask = torch.tensor([[True, True, True, True], [True, False, False, False]])
+    for name, per_token in (("token-mean", [0.2] * 4 + [0.2]), ("sequence-mean", [0.125] * 4 + [0.5])):
+        logits.grad = None
+        aggregate_policy_loss(logits * mask, mask, torch.ones(2), name).backward()
+        assert (-logits.grad[mask]).tolist() == pytest.approx(per_token), name
+
+
+def test_masking_truncated_completions_and_checks():
+    tasks = frozen_tasks("rl", 1, "increment")
+    passed, failed = Verdict("passed", 5, 5), Verdict("failed", 0, 5)
+    sample = lambda capped: {"completion": "x", "token_ids": [5, 6], "hit_token_cap": capped}  # noqa: E731
+    judged = [[(sample(False), passed), (sample(True), failed), (sample(False), failed)]]
+    for mask, kept in ((False, 3), (True, 2)):
+        cfg = RLConfig(out="x", init="y", mask_truncated=mask)
+        rollouts, (_, _, advantages) = score_groups(cfg, tasks, judged, 0, ByteTokenizer())
+        assert len(advantages) == kept and [r["used"] for r in rollouts] == [True, not mask, True]
+    with pytest.raises(ValueError, match="--reward-scaling must be one of"):
+        RLConfig(out="x", init="y", reward_scaling="rank")
+    with pytest.raises(ValueError, match="--entropy-coef must be >= 0"):
+        RLConfig(out="x", init="y", entropy_coef=-0.1)
+
+
+def test_entropy_bonus_lowers_the_loss_by_coef_times_entropy():
+    from glm53 import GLM53, ModelConfig
+    from glm53.rl import _update
+
+    from .tiny import TINY
+
+    model = GLM53(ModelConfig(**TINY))
+    params = list(model.parameters())
+    optimizer = torch.optim.SGD(params, lr=0.0)  # the weights stay put between the two calls
+    batch = ([[1, 40, 41]], [[42, 43, 2]], [0.7])
+    figures = {}
+    for coef in (0.0, 0.5):
+        cfg = RLConfig(out="x", init="y", entropy_coef=coef)
+        figures[coef] = _update(model, None, optimizer, params, cfg, "fp32", torch.device("cpu"), *batch, step=0)
+    assert figures[0.5]["entropy"] == pytest.approx(figures[0.0]["entropy"])
+    assert figures[0.5]["loss"] == pytest.approx(figures[0.0]["loss"] - 0.5 * figures[0.0]["entropy"])
