@@ -10,6 +10,9 @@
   "token-sum" (each completion's summed log-prob, then the mean), "token-mean" (the sum over every completion
   token of the batch divided by their number: DAPO) and "max-tokens" (the same sum divided by completions x
   max-new-tokens, a constant: Dr. GRPO), so no completion's length changes its own weight.
+- Several optimisation passes over one batch of rollouts (PPO): each token's term becomes
+  min(rho A, clip(rho, 1 - clip_low, 1 + clip_high) A) with rho = p_now / p_when_sampled, clipped asymmetrically
+  ("clip-higher", DAPO). On the first pass rho = 1, so the clipped objective has the plain one's gradient.
 """
 
 from __future__ import annotations
@@ -64,4 +67,36 @@ def aggregate_policy_loss(token_logp: torch.Tensor, mask: torch.Tensor, advantag
         if not max_new_tokens:
             raise ValueError("the max-tokens aggregation needs max_new_tokens")
         return -weighted / (token_logp.shape[0] * max_new_tokens)
+    raise ValueError(f"unknown loss aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+
+
+def clipped_token_objective(token_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                            mask: torch.Tensor, clip_low: float, clip_high: float):
+    """Per-token PPO objective [R, L] (zero off the mask) and the fractions of completion tokens clipped below
+    (rho < 1 - clip_low with A < 0) and above (rho > 1 + clip_high with A > 0), where clipping stops the gradient."""
+    ratio = torch.exp(token_logp - old_logp)
+    adv = advantages[:, None]
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1 - clip_low, 1 + clip_high) * adv
+    objective = torch.minimum(unclipped, clipped) * mask
+    with torch.no_grad():
+        tokens = mask.sum().clamp_min(1)
+        low = float(((ratio < 1 - clip_low) & (adv < 0) & mask).sum() / tokens)
+        high = float(((ratio > 1 + clip_high) & (adv > 0) & mask).sum() / tokens)
+    return objective, low, high
+
+
+def aggregate_objective(objective: torch.Tensor, mask: torch.Tensor, aggregation: str = "sequence-mean",
+                        max_new_tokens: int | None = None) -> torch.Tensor:
+    """-objective from per-token terms [R, L] (zero off the mask), aggregated as `aggregate_policy_loss` does."""
+    if aggregation == "sequence-mean":
+        return -(objective.sum(dim=1) / mask.sum(dim=1).clamp_min(1)).mean()
+    if aggregation == "token-sum":
+        return -objective.sum(dim=1).mean()
+    if aggregation == "token-mean":
+        return -objective.sum() / mask.sum().clamp_min(1)
+    if aggregation == "max-tokens":
+        if not max_new_tokens:
+            raise ValueError("the max-tokens aggregation needs max_new_tokens")
+        return -objective.sum() / (objective.shape[0] * max_new_tokens)
     raise ValueError(f"unknown loss aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")

@@ -35,8 +35,8 @@ from .evaluate import EvalConfig, evaluate, sample_and_verify
 from .generate import Sampling
 from .io import atomic_write_json, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from .model.model import GLM53
-from .policy_gradient import (AGGREGATIONS, BASELINES, REWARD_SCALINGS, aggregate_policy_loss, group_advantages,
-                              step_advantages)
+from .policy_gradient import (AGGREGATIONS, BASELINES, REWARD_SCALINGS, aggregate_objective, aggregate_policy_loss,
+                              clipped_token_objective, group_advantages, step_advantages)
 from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
 from .settings import Checks, default_checkpoints, setting
@@ -78,6 +78,11 @@ class RLConfig:
     reward_scaling: str = setting("none", "divide advantages by the group's reward std (GRPO) or the step's",
                                   choices=REWARD_SCALINGS)
     mask_truncated: bool = setting(False, "leave completions that hit the token cap out of the update")
+    iterations: int = setting(1, "optimisation passes over each step's rollouts (PPO-style ratio clipping after the "
+                                 "first)")
+    clip_low: float = setting(0.2, "with --iterations > 1: the ratio is clipped below at 1 - clip_low")
+    clip_high: float = setting(0.2, "with --iterations > 1: the ratio is clipped above at 1 + clip_high "
+                                    "(0.28: DAPO's clip-higher)")
     entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss")
     kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)")
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
@@ -113,6 +118,9 @@ class RLConfig:
         check.one_of("advantage_baseline", self.advantage_baseline, BASELINES)
         check.one_of("reward_scaling", self.reward_scaling, REWARD_SCALINGS)
         check.at_least("entropy_coef", self.entropy_coef, 0)
+        check.at_least("iterations", self.iterations, 1)
+        check.within("clip_low", self.clip_low, 0, 1)
+        check.at_least("clip_high", self.clip_high, 0)
         check.at_least("groups_per_step", self.groups_per_step, 1)
         check.at_least("kl_coef", self.kl_coef, 0)
         check.at_least("replay_coef", self.replay_coef, 0)
@@ -347,21 +355,50 @@ def score_groups(cfg: RLConfig, tasks: list[Task], judged: list, first: int, tok
 
 def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, prompt_ids,
             completion_ids, advantages, step: int) -> dict:
-    """One optimizer step on the groups with signal (plus replay/KL terms). Returns the step's loss figures."""
+    """cfg.iterations optimizer steps on the groups with signal (plus replay/KL terms); after the first, each token's
+    term is the clipped PPO objective against the log-probs the rollouts were scored with before any of them.
+    Returns the step's figures (those of the last pass, with clip fractions averaged over the passes)."""
     if not advantages and cfg.replay_coef <= 0:
         return {"updated": False, "loss": 0.0, "grad_norm": 0.0, "entropy": None, "kl": None}
+    batch = completion_batch(prompt_ids, completion_ids, device) if advantages else None
+    old_logp, clipped = None, []
+    if cfg.iterations > 1 and advantages:
+        with torch.no_grad(), autocast(device, precision):
+            model.train()
+            old_logp = _token_logp(model(batch[0]), batch[1], batch[2]).detach()
+    for _ in range(cfg.iterations):
+        figures = _update_pass(model, reference, optimizer, trainable, cfg, precision, device, batch, advantages,
+                               step, old_logp)
+        clipped.append((figures.pop("clipped_low", 0.0), figures.pop("clipped_high", 0.0)))
+    if cfg.iterations > 1:
+        figures["clipped_low"] = sum(c[0] for c in clipped) / len(clipped)
+        figures["clipped_high"] = sum(c[1] for c in clipped) / len(clipped)
+    return figures
+
+
+def _token_logp(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return logits.float().log_softmax(dim=-1).gather(-1, targets[..., None]).squeeze(-1) * mask
+
+
+def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, batch, advantages,
+                 step: int, old_logp) -> dict:
     model.train()
     optimizer.zero_grad(set_to_none=True)
     loss = torch.zeros((), device=device)
     figures: dict = {"updated": True}
     if advantages:
-        inputs, targets, mask = completion_batch(prompt_ids, completion_ids, device)
+        inputs, targets, mask = batch
         with autocast(device, precision):
             logits = model(inputs)
         logp_all = logits.float().log_softmax(dim=-1)
         token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
         adv = torch.tensor(advantages, device=device)
-        policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.max_new_tokens)
+        if old_logp is None:
+            policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.max_new_tokens)
+        else:
+            objective, figures["clipped_low"], figures["clipped_high"] = clipped_token_objective(
+                token_logp, old_logp, adv, mask, cfg.clip_low, cfg.clip_high)
+            policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.max_new_tokens)
         loss = loss + policy_loss
         with torch.set_grad_enabled(cfg.entropy_coef > 0):
             entropy = -(logp_all.exp() * logp_all).sum(-1)

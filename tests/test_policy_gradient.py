@@ -90,3 +90,54 @@ def test_entropy_bonus_lowers_the_loss_by_coef_times_entropy():
         figures[coef] = _update(model, None, optimizer, params, cfg, "fp32", torch.device("cpu"), *batch, step=0)
     assert figures[0.5]["entropy"] == pytest.approx(figures[0.0]["entropy"])
     assert figures[0.5]["loss"] == pytest.approx(figures[0.0]["loss"] - 0.5 * figures[0.0]["entropy"])
+
+
+@pytest.mark.parametrize("aggregation", ["sequence-mean", "token-sum", "token-mean", "max-tokens"])
+def test_on_policy_the_clipped_objective_has_the_plain_gradient(aggregation):
+    from glm53.policy_gradient import aggregate_objective, clipped_token_objective
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    adv = torch.tensor([0.5, -1.0, 2.0])
+    token_logp = torch.nn.functional.logsigmoid(logits) * mask
+    plain = torch.autograd.grad(aggregate_policy_loss(token_logp, mask, adv, aggregation, 5), logits,
+                                retain_graph=True)[0]
+    objective, low, high = clipped_token_objective(token_logp, token_logp.detach(), adv, mask, 0.2, 0.28)
+    clipped = torch.autograd.grad(aggregate_objective(objective, mask, aggregation, 5), logits)[0]
+    torch.testing.assert_close(clipped, plain)
+    assert low == high == 0.0
+
+
+def test_clipping_is_asymmetric_and_stops_the_gradient_outside_the_range():
+    from glm53.policy_gradient import clipped_token_objective
+
+    token_logp = torch.zeros(1, 4, requires_grad=True)
+    # one completion whose 4 tokens have ratios 1.25, 1.35, 0.75, 0.85; its advantage +1, then -1
+    old = -torch.log(torch.tensor([[1.25, 1.35, 0.75, 0.85]]))
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    for adv, expect_low, expect_high, live in ((1.0, 0.0, 0.25, [1, 0, 1, 1]), (-1.0, 0.25, 0.0, [1, 1, 0, 1])):
+        objective, low, high = clipped_token_objective(token_logp, old, torch.tensor([adv]), mask, 0.2, 0.28)
+        (grad,) = torch.autograd.grad(objective.sum(), token_logp)
+        assert (low, high) == (expect_low, expect_high)  # 1.35 > 1.28 clips for A > 0; 0.75 < 0.8 for A < 0
+        assert [int(g != 0) for g in grad[0].tolist()] == live
+
+
+def test_several_iterations_log_clip_fractions_and_move_the_weights_each_pass():
+    from glm53 import GLM53, ModelConfig
+    from glm53.rl import _update
+
+    from .tiny import TINY
+
+    torch.manual_seed(0)
+    model = GLM53(ModelConfig(**TINY))
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    optimizer = torch.optim.SGD(params, lr=1.0)
+    cfg = RLConfig(out="x", init="y", iterations=3, clip_low=0.2, clip_high=0.28)
+    figures = _update(model, None, optimizer, params, cfg, "fp32", torch.device("cpu"),
+                      [[1, 40, 41], [1, 50]], [[42, 43, 2], [44, 45, 46, 2]], [0.7, -0.3], step=0)
+    assert 0.0 <= figures["clipped_low"] <= 1.0 and 0.0 <= figures["clipped_high"] <= 1.0
+    assert any(not torch.equal(a, b) for a, b in zip(before, params))
+    with pytest.raises(ValueError, match="--iterations must be >= 1"):
+        RLConfig(out="x", init="y", iterations=0)
