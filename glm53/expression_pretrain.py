@@ -26,7 +26,7 @@ from .data import IGNORE_INDEX, encode_documents
 from .expressions import DATA_ORDERS, batch_texts, heldout_metrics, item_order
 from .model.config import ModelConfig
 from .model.model import GLM53
-from .pretrain import language_loss
+from .pretrain import decay_groups, language_loss
 from .settings import Checks, setting
 
 
@@ -91,11 +91,8 @@ def trim_padding(inputs: torch.Tensor, labels: torch.Tensor):
 
 
 def optimizer_for(model: GLM53, cfg: ExpressionPretrainConfig) -> torch.optim.AdamW:
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and not n.startswith("embedding.")]
-    rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and not n.startswith("embedding."))]
     # fused: one kernel per parameter; a small model spends a fifth of its optimizer time otherwise
-    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                              {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas, fused=True)
+    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=True)
 
 
 def expression_pretrain(cfg: ExpressionPretrainConfig, log=None) -> dict:

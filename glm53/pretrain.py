@@ -105,14 +105,17 @@ def learning_rate(cfg: PretrainConfig, step: int) -> float:
     return scheduled_lr(cfg.lr, step, cfg.steps, cfg.warmup_steps, cfg.lr_schedule, cfg.min_lr_ratio)
 
 
-def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
+def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
     """Decay matrices (attention, router, experts); not norms, stream logits or the (tied) embedding."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.ndim >= 2 and not name.startswith("embedding.") else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
     # foreach: the same arithmetic as the per-parameter loop (bit for bit), in fewer, larger kernels
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), foreach=True)
+    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), foreach=True)
 
 
 def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
