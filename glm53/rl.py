@@ -44,6 +44,7 @@ from .tokenizer import ByteTokenizer
 from .verify.verifier import isolation_report
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
+REFILL_SEED_OFFSET = 1_000_003  # seeds the fresh-task stream and its sampling apart from the schedule's
 NORMALIZATIONS = AGGREGATIONS  # the --normalization flag names the loss aggregation (policy_gradient.py)
 REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
 RESUMABLE_CHANGES = {"resume", "progress", "device"}
@@ -84,6 +85,10 @@ class RLConfig:
     clip_high: float = setting(0.2, "with --iterations > 1: the ratio is clipped above at 1 + clip_high "
                                     "(0.28: DAPO's clip-higher)")
     entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss")
+    dynamic_sampling: bool = setting(False, "replace groups whose rewards are all equal by groups of fresh tasks (DAPO) "
+                                            "until the step's groups all carry signal or the draw cap is reached")
+    dynamic_sampling_max_draws: int = setting(3, "with --dynamic-sampling: at most this many times a step's "
+                                                 "groups are sampled in all")
     kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)")
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
     replay_batch: int = setting(16, "replay examples per step")
@@ -119,6 +124,7 @@ class RLConfig:
         check.one_of("reward_scaling", self.reward_scaling, REWARD_SCALINGS)
         check.at_least("entropy_coef", self.entropy_coef, 0)
         check.at_least("iterations", self.iterations, 1)
+        check.at_least("dynamic_sampling_max_draws", self.dynamic_sampling_max_draws, 1)
         check.within("clip_low", self.clip_low, 0, 1)
         check.at_least("clip_high", self.clip_high, 0)
         check.at_least("groups_per_step", self.groups_per_step, 1)
@@ -248,13 +254,17 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
         f"{len(tasks)} tasks, device {device} ({precision})")
 
     checkpoints: list[dict] = []
-    done_groups, resumed_from = 0, None
+    done_groups, resumed_from, refill_used = 0, None, 0
+    # dynamic sampling draws fresh tasks from a stream of its own, so the schedule stays as it is
+    refill_stream = task_schedule(tasks, cfg.groups * (cfg.dynamic_sampling_max_draws - 1),
+                                  cfg.seed + REFILL_SEED_OFFSET) if cfg.dynamic_sampling else []
     if cfg.resume:
         latest, state = restore_latest(out, model, optimizer, device)
         done_groups, checkpoints, resumed_from = state["group"], state["checkpoints"], state["resumed_from"]
         for record in checkpoints:  # each record was stored before its own weights' hash was known
             record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
-        truncate_jsonl(out / LOG_NAME, lambda r: r["groups_done"] <= done_groups)
+        kept = truncate_jsonl(out / LOG_NAME, lambda r: r["groups_done"] <= done_groups)
+        refill_used = sum(r.get("refill_groups_drawn", 0) for r in kept)
         truncate_jsonl(out / ROLLOUTS_NAME, lambda r: r["group"] <= done_groups)
         log(f"resuming {out} after group {done_groups} ({latest.name})")
 
@@ -289,7 +299,15 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
         step_tasks = schedule[first:end]
         generator = torch.Generator(device=device).manual_seed(cfg.seed + 17 * (first + 1))
         judged = sample_and_verify(model, step_tasks, cfg.group_size, sampling, generator, sample_precision)
+        dropped, drawn = [], 0
+        if cfg.dynamic_sampling:
+            step_tasks, judged, dropped, drawn = refill_groups(cfg, model, step_tasks, judged, refill_stream,
+                                                               refill_used, sampling, sample_precision, device)
+            refill_used += drawn
         rollouts, batch = score_groups(cfg, step_tasks, judged, first, tokenizer)
+        for slot, task, pairs in dropped:  # recorded, never used
+            extra, _ = score_groups(cfg, [task], [pairs], first + slot, tokenizer)
+            rollouts += [{**r, "used": False, "dropped_by_dynamic_sampling": True} for r in extra]
         rewards = [r["reward"] for r in rollouts]
         zero_variance = len(step_tasks) - len({r["group"] for r in rollouts if r["used"]})
         exact = sum(r["verdict"]["status"] == "passed" for r in rollouts)
@@ -298,7 +316,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
                "zero_variance_fraction": zero_variance / len(step_tasks), "zero_variance_groups": zero_variance,
                "exact_rollouts": exact, "valid_rollouts": sum(r["verdict"]["status"] != "invalid" for r in rollouts),
                "rollouts": len(rewards), "completion_length": sum(len(r["token_ids"]) for r in rollouts) / len(rollouts),
-               "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts)}
+               "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts), "refill_groups_drawn": drawn}
         row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, *batch, step))
         row["seconds"] = time.perf_counter() - t0
         with open(out / LOG_NAME, "a", encoding="utf-8") as f:
@@ -327,6 +345,38 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
     atomic_write_json(out / RECEIPT_NAME, receipt)
     log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")
     return receipt
+
+
+def informative(cfg: RLConfig, pairs: list) -> bool:
+    """A group carries signal when its rewards are not all equal."""
+    rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs]
+    return max(rewards) - min(rewards) > 1e-8
+
+
+def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, stream: list[Task], position: int,
+                  sampling: Sampling, sample_precision: str, device):
+    """Dynamic sampling: each group without signal is replaced, in order, by the next group of fresh tasks from
+    `stream` (from `position` on) that has signal, sampling at most (max_draws - 1) x the step's groups more.
+    Returns (tasks, judged, dropped [(slot, task, pairs)], fresh groups drawn)."""
+    tasks, judged = list(step_tasks), list(judged)
+    missing = [i for i, pairs in enumerate(judged) if not informative(cfg, pairs)]
+    limit = (cfg.dynamic_sampling_max_draws - 1) * len(tasks)
+    dropped, drawn = [], 0
+    while missing and drawn < limit:
+        fresh = stream[position + drawn: position + drawn + min(len(missing), limit - drawn)]
+        if not fresh:
+            break
+        generator = torch.Generator(device=device).manual_seed(cfg.seed + REFILL_SEED_OFFSET * (position + drawn + 1))
+        for task, pairs in zip(fresh, sample_and_verify(model, fresh, cfg.group_size, sampling, generator,
+                                                        sample_precision)):
+            if missing and informative(cfg, pairs):
+                slot = missing.pop(0)
+                dropped.append((slot, tasks[slot], judged[slot]))
+                tasks[slot], judged[slot] = task, pairs
+            else:
+                dropped.append((missing[0] if missing else len(tasks) - 1, task, pairs))
+        drawn += len(fresh)
+    return tasks, judged, dropped, drawn
 
 
 def score_groups(cfg: RLConfig, tasks: list[Task], judged: list, first: int, tokenizer: ByteTokenizer):

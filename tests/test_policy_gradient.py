@@ -141,3 +141,37 @@ def test_several_iterations_log_clip_fractions_and_move_the_weights_each_pass():
     assert any(not torch.equal(a, b) for a, b in zip(before, params))
     with pytest.raises(ValueError, match="--iterations must be >= 1"):
         RLConfig(out="x", init="y", iterations=0)
+
+
+def test_dynamic_sampling_replaces_groups_without_signal_in_order_within_the_cap(monkeypatch):
+    import glm53.rl as rl
+    from glm53.generate import Sampling
+
+    tasks = frozen_tasks("rl", 8, "increment")
+    signal = {t.task_id for t in tasks[5:7]}  # only these fresh tasks give a group with unequal rewards
+
+    def fake_sample_and_verify(model, step_tasks, group_size, sampling, generator, precision):
+        verdicts = lambda t: [Verdict("passed", 5, 5) if t.task_id in signal and i == 0 else  # noqa: E731
+                              Verdict("failed", 0, 5) for i in range(group_size)]
+        return [[({"completion": "x", "token_ids": [5], "hit_token_cap": False}, v) for v in verdicts(t)]
+                for t in step_tasks]
+
+    monkeypatch.setattr(rl, "sample_and_verify", fake_sample_and_verify)
+    step_tasks, stream = tasks[:2], tasks[2:]
+    judged = fake_sample_and_verify(None, step_tasks, 3, None, None, None)
+    cfg = RLConfig(out="x", init="y", group_size=3, dynamic_sampling=True, dynamic_sampling_max_draws=4)
+    got, got_judged, dropped, drawn = rl.refill_groups(cfg, None, step_tasks, judged, stream, 0, Sampling(), "fp32",
+                                                       torch.device("cpu"))
+    # fresh tasks 2, 3 (first draw of 2), 4, 5 (second draw; 5 fills slot 0), 6 (third draw of 1, fills slot 1)
+    assert [t.task_id for t in got] == [tasks[5].task_id, tasks[6].task_id] and drawn == 5
+    assert all(rl.informative(cfg, pairs) for pairs in got_judged)
+    assert sorted(t.task_id for _, t, _ in dropped) == sorted(t.task_id for t in tasks[:5])
+    # a cap of 3 x 2 groups in all leaves 4 fresh ones: slot 0 is filled by task 5, slot 1 keeps its group
+    capped = RLConfig(out="x", init="y", group_size=3, dynamic_sampling=True, dynamic_sampling_max_draws=3)
+    got, _, _, drawn = rl.refill_groups(capped, None, step_tasks, judged, stream, 0, Sampling(), "fp32",
+                                        torch.device("cpu"))
+    assert drawn == 4 and [t.task_id for t in got] == [tasks[5].task_id, tasks[1].task_id]
+    # the stream resumes where the last step stopped
+    got, _, _, drawn = rl.refill_groups(capped, None, step_tasks, judged, stream, 3, Sampling(), "fp32",
+                                        torch.device("cpu"))
+    assert [t.task_id for t in got] == [tasks[5].task_id, tasks[6].task_id] and drawn == 2

@@ -138,9 +138,10 @@ def test_rl_refuses_bad_settings(tmp_path):
         RLConfig(init="x", out=str(tmp_path), train_scope="head")
 
 
-def test_rl_resume_continues_exactly(start_checkpoint, tmp_path):
-    whole = rl_train(small_rl(start_checkpoint, tmp_path / "whole"), log=lambda *_: None)
-    part_cfg = small_rl(start_checkpoint, tmp_path / "part")
+@pytest.mark.parametrize("extra", [{}, {"dynamic_sampling": True}], ids=["plain", "dynamic-sampling"])
+def test_rl_resume_continues_exactly(start_checkpoint, tmp_path, extra):
+    whole = rl_train(small_rl(start_checkpoint, tmp_path / "whole", **extra), log=lambda *_: None)
+    part_cfg = small_rl(start_checkpoint, tmp_path / "part", **extra)
     rl_train(part_cfg, log=lambda *_: None)
     part = tmp_path / "part"
     # pretend the run died right after checkpoint 2: drop what came later
@@ -148,9 +149,9 @@ def test_rl_resume_continues_exactly(start_checkpoint, tmp_path):
 
     shutil.rmtree(part / "checkpoint-0004")
     (part / "training-receipt.json").unlink()
-    resumed = rl_train(small_rl(start_checkpoint, part, resume=True), log=lambda *_: None)
+    resumed = rl_train(small_rl(start_checkpoint, part, resume=True, **extra), log=lambda *_: None)
     assert resumed["rollouts"] == whole["rollouts"]
     assert [c["weights_sha256"] for c in resumed["checkpoints"]] == [c["weights_sha256"] for c in whole["checkpoints"]]
     with pytest.raises(ValueError, match="settings differ"):
         (part / "training-receipt.json").unlink()
-        rl_train(small_rl(start_checkpoint, part, resume=True, lr=5e-4), log=lambda *_: None)
+        rl_train(small_rl(start_checkpoint, part, resume=True, lr=5e-4, **extra), log=lambda *_: None)
