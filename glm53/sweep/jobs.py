@@ -75,6 +75,32 @@ def _read_curve(out: Path) -> list[dict]:
     return read_jsonl(out / LOG_NAME)
 
 
+# ---------------------------------------------------------------- rl (post-training from a given checkpoint)
+
+def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    from ..rl import RLConfig
+
+    cfg = config_from_settings(RLConfig, settings, "rl", seed=seed, checkpoints=tuple(checkpoints),
+                               out=str(job_dir / "run"), progress=False, resume=False)
+    if not cfg.init:
+        raise ValueError('rl: the spec\'s settings must name the start checkpoint (init = "runs/p/checkpoint-0100")')
+    return cfg
+
+
+def _run_rl(cfg, job_dir: Path, log) -> dict:
+    from ..rl import rl_train
+
+    receipt = rl_train(cfg, log=log)
+    metrics = {}
+    for c in receipt["checkpoints"]:
+        dev = c.get("dev") or {}
+        metrics[str(c["group"])] = {"dev_exact_rate": dev.get("exact_rollouts", 0) / max(dev.get("rollouts", 0), 1),
+                                    "dev_pass_at_1": (dev.get("pass_at_k") or {}).get("1", 0.0),
+                                    "weights_sha256": c["weights_sha256"]}
+    return {"job": "rl", "settings": cfg.to_dict(), "seed": cfg.seed, "metrics": metrics,
+            "run_receipt": "run/training-receipt.json"}
+
+
 # ---------------------------------------------------------------- eval (sampled evaluation of one checkpoint)
 
 @dataclass
@@ -125,6 +151,8 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
             _run_expression),
     JobKind("pretrain", "coding pretraining (glm53 pretrain), greedy dev pass rate at each checkpoint",
             ("dev_pass_rate", "train_loss"), _make_pretrain, _run_pretrain),
+    JobKind("rl", "post-training from the checkpoint named by init (glm53 rl), dev scores at each checkpoint; the "
+                  "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"), _make_rl, _run_rl),
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
 )}

@@ -179,5 +179,14 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     assert run_sweep(load_spec(tmp_path / "e.toml"), out, workers=2, progress=False, log=lambda *_: None)["done"] == 4
     result = analyze(out, charts=False)
     assert result["checkpoints"] == ["eval"] and result["arms"]["t80"]["eval"]["pass_rate"]["n"] == 2
+    (tmp_path / "r.toml").write_text(
+        f'job = "rl"\nseeds = [3]\ncheckpoints = [2]\nmetrics = ["dev_exact_rate", "dev_pass_at_1"]\nbaseline = "loo"\n'
+        f'[base]\ninit = "{checkpoint}"\ngroups = 2\ngroup_size = 2\ngroups_per_step = 2\nfamilies = "increment"\n'
+        'tasks_per_family = 1\nmax_new_tokens = 4\ndev_per_family = 1\ndev_samples = 1\ntemperature = 1.0\n'
+        '[arms.loo]\n[arms.grpo]\nadvantage_baseline = "group-mean"\nreward_scaling = "group-std"\n')
+    rl_out = tmp_path / "r"
+    assert run_sweep(load_spec(tmp_path / "r.toml"), rl_out, workers=2, progress=False, log=lambda *_: None)["done"] == 2
+    assert set(receipt(rl_out, "grpo", 3)["metrics"]) == {"0", "2"}
+    assert receipt(rl_out, "grpo", 3)["settings"]["reward_scaling"] == "group-std"
     recorded = json.loads((checkpoint / "metadata.json").read_text())["weights_sha256"]
     assert receipt(out, "t35", 5)["checkpoint_sha256"] == recorded == r["metrics"]["2"]["weights_sha256"]
