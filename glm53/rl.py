@@ -125,8 +125,14 @@ class RLConfig:
         check.at_least("entropy_coef", self.entropy_coef, 0)
         check.at_least("iterations", self.iterations, 1)
         check.at_least("dynamic_sampling_max_draws", self.dynamic_sampling_max_draws, 1)
+        check.require(not self.dynamic_sampling or self.dynamic_sampling_max_draws >= 2,
+                      f"--dynamic-sampling needs --dynamic-sampling-max-draws >= 2 (1 draws no fresh group), got "
+                      f"{self.dynamic_sampling_max_draws}")
         check.within("clip_low", self.clip_low, 0, 1)
         check.at_least("clip_high", self.clip_high, 0)
+        check.require(self.iterations == 1 or (self.clip_low > 0 and self.clip_high > 0),
+                      f"--iterations {self.iterations} needs a clipping range on both sides (--clip-low and "
+                      f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
         check.at_least("groups_per_step", self.groups_per_step, 1)
         check.at_least("kl_coef", self.kl_coef, 0)
         check.at_least("replay_coef", self.replay_coef, 0)
@@ -239,7 +245,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
     tasks = tasks if tasks is not None else frozen_tasks("rl", cfg.tasks_per_family, cfg.families)
     if dev_tasks is None:
         known = [f for f in FAMILY_NAMES if f in {t.family for t in tasks}]
-        dev_tasks = frozen_tasks("dev", cfg.dev_per_family, ",".join(known)) if known else []
+        dev_tasks = frozen_tasks("dev", cfg.dev_per_family, ",".join(known)) if known and cfg.dev_per_family else []
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()

@@ -60,6 +60,23 @@ def bootstrap_interval(differences, seed: int, confidence: float = 0.95,
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
+def seed_task_bootstrap(differences, seed: int, confidence: float = 0.95,
+                        resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """Percentile interval of the mean of a [seeds x tasks] matrix of paired differences, resampling seeds and
+    then tasks (both with replacement, independently: every seed was scored on the same tasks, so a resample
+    keeps the crossing). Resample b's mean is w_s' D w_t / (n_s n_t) for multinomial counts w_s, w_t."""
+    d = np.asarray(differences, dtype=float)
+    if d.ndim != 2 or 0 in d.shape:
+        raise ValueError(f"seed_task_bootstrap needs a non-empty [seeds x tasks] matrix, got shape {d.shape}")
+    n_seeds, n_tasks = d.shape
+    rng = np.random.default_rng(seed)
+    seed_counts = rng.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=resamples)
+    task_counts = rng.multinomial(n_tasks, np.full(n_tasks, 1 / n_tasks), size=resamples)
+    means = np.einsum("bs,st,bt->b", seed_counts, d, task_counts) / (n_seeds * n_tasks)
+    alpha = (1 - confidence) / 2
+    return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
+
+
 def mcnemar_exact(gains: int, losses: int) -> float:
     n = gains + losses
     return 1.0 if n == 0 else float(stats.binomtest(gains, n, 0.5).pvalue)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_write_json, atomic_write_text
-from ..stats import bootstrap_interval, holm, sign_flip_test
+from ..stats import bootstrap_interval, holm, seed_task_bootstrap, sign_flip_test
 from .executor import RECEIPT
 from .runner import SPEC_FILE, job_dir
 from .spec import SweepSpec
@@ -24,7 +24,8 @@ from .spec import SweepSpec
 ANALYSIS = "analysis.json"
 REPORT = "REPORT.md"
 LOWER_IS_BETTER = {"target_loss", "perplexity", "train_loss"}
-FRACTIONS = {"target_byte_accuracy", "exact_match", "dev_pass_rate", "pass_rate", "tasks_solved"}
+FRACTIONS = {"target_byte_accuracy", "exact_match", "dev_pass_rate", "pass_rate", "tasks_solved", "greedy_pass_at_1",
+             "sampled_pass_at_1", "sampled_pass_at_k", "train_exact_rate", "zero_variance_fraction"}
 
 
 def saved_spec(out: Path) -> SweepSpec:
@@ -40,11 +41,11 @@ def collect(spec: SweepSpec, out: Path) -> tuple[dict, list[str]]:
     for arm in spec.arms:
         values[arm] = {label: {m: {} for m in spec.metrics} for label in spec.labels}
         for seed in spec.seeds:
-            path = job_dir(out, arm, seed) / RECEIPT
-            if not path.is_file():
+            receipt = _receipt(out, arm, seed)
+            if receipt is None:
                 missing.append(f"{arm}/seed-{seed}")
                 continue
-            metrics = json.loads(path.read_text())["metrics"]
+            metrics = receipt["metrics"]
             for label in spec.labels:
                 for m in spec.metrics:
                     if label in metrics and m in metrics[label]:
@@ -52,10 +53,45 @@ def collect(spec: SweepSpec, out: Path) -> tuple[dict, list[str]]:
     return values, missing
 
 
+def _receipt(out: Path, arm: str, seed: int) -> dict | None:
+    path = job_dir(out, arm, seed) / RECEIPT
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def collect_extras(spec: SweepSpec, out: Path) -> tuple[dict, dict]:
+    """What some job kinds add to their receipts (jobs with one evaluation): per-task outcomes,
+    outcomes[arm][metric][seed] = {task: value}, and training curves, curves[arm][name][seed] = [[x, y], ...]."""
+    outcomes, curves = {}, {}
+    for arm in spec.arms:
+        outcomes[arm], curves[arm] = {}, {}
+        for seed in spec.seeds:
+            receipt = _receipt(out, arm, seed) or {}
+            for metric, by_task in (receipt.get("task_outcomes") or {}).items():
+                outcomes[arm].setdefault(metric, {})[seed] = by_task
+            for name, points in (receipt.get("curves") or {}).items():
+                curves[arm].setdefault(name, {})[seed] = points
+    return outcomes, curves
+
+
+def _seed_task_interval(outcomes: dict, comparison: dict, seed: int) -> list[float] | None:
+    """The interval of a comparison whose metric is a mean over tasks: resample seeds, then tasks."""
+    a = outcomes.get(comparison["arm"], {}).get(comparison["metric"], {})
+    b = outcomes.get(comparison["against"], {}).get(comparison["metric"], {})
+    seeds = [s for s in comparison["seeds"] if s in a and s in b]
+    if not seeds:
+        return None
+    tasks = sorted(set.intersection(*(set(a[s]) & set(b[s]) for s in seeds)))
+    if not tasks:
+        return None
+    d = np.array([[a[s][t] - b[s][t] for t in tasks] for s in seeds], dtype=float)
+    return list(seed_task_bootstrap(d, seed))
+
+
 def analyze(out: str | Path, charts: bool = True) -> dict:
     out = Path(out)
     spec = saved_spec(out)
     values, missing = collect(spec, out)
+    outcomes, curves = collect_extras(spec, out)
     arms = {arm: {label: {m: _summary(values[arm][label][m], spec.analysis_seed) for m in spec.metrics}
                   for label in spec.labels} for arm in spec.arms}
     comparisons = []
@@ -66,6 +102,9 @@ def analyze(out: str | Path, charts: bool = True) -> dict:
             tested = [c for c in family if c["n"] > 0]
             for c, p in zip(tested, holm([c["p"] for c in tested])):
                 c["holm_p"] = p
+                interval = _seed_task_interval(outcomes, c, spec.analysis_seed)
+                if interval is not None:
+                    c["seed_task_bootstrap95"] = interval
             comparisons += family
     result = {"spec": spec.name, "job": spec.job, "description": spec.description, "metrics": list(spec.metrics),
               "checkpoints": spec.labels, "seeds": list(spec.seeds), "baseline": spec.baseline, "arms": arms,
@@ -73,9 +112,13 @@ def analyze(out: str | Path, charts: bool = True) -> dict:
               "statistics": {"test": "two-sided paired sign-flip permutation test of the mean difference, exact "
                                      "over all 2^n sign vectors up to n = 20 seeds",
                              "interval": "paired percentile bootstrap 95% (scipy.stats.bootstrap)",
+                             "seed_task_interval": "where a metric is a mean over tasks: percentile bootstrap 95% of "
+                                                   "the paired per-task differences, resampling seeds then tasks",
                              "multiple_comparisons": "Holm across the spec's comparisons at each checkpoint and metric",
                              "seed": spec.analysis_seed}}
-    result["charts"] = make_charts(spec, values, arms, out) if charts else []
+    result["curves"] = {arm: {name: _mean_curve(by_seed) for name, by_seed in by_name.items()}
+                        for arm, by_name in curves.items()}
+    result["charts"] = make_charts(spec, values, arms, out, result["curves"]) if charts else []
     atomic_write_json(out / ANALYSIS, result, overwrite=True)
     atomic_write_text(out / REPORT, report_text(spec, result), overwrite=True)
     return result
@@ -87,6 +130,15 @@ def _summary(per_seed: dict[int, float], seed: int) -> dict:
             "sd": float(xs.std(ddof=1)) if len(xs) > 1 else None,
             "interval95": list(bootstrap_interval(xs, seed)) if len(xs) > 1 else None,
             "per_seed": {str(s): v for s, v in per_seed.items()}}
+
+
+def _mean_curve(by_seed: dict[int, list]) -> list[list[float]]:
+    """[[x, mean y over the seeds that reached x, seeds], ...]."""
+    at: dict[float, list[float]] = {}
+    for points in by_seed.values():
+        for x, y in points:
+            at.setdefault(float(x), []).append(float(y))
+    return [[x, float(np.mean(ys)), len(ys)] for x, ys in sorted(at.items())]
 
 
 def _compare(values: dict, arm: str, against: str, label: str, metric: str, seed: int) -> dict:
@@ -136,25 +188,33 @@ def report_text(spec: SweepSpec, result: dict) -> str:
     for arm in spec.arms:
         per_seed = result["arms"][arm][last][head]["per_seed"]
         lines.append(f"| {arm} | " + " | ".join(_fmt(head, per_seed.get(str(seed))) for seed in spec.seeds) + " |")
+    two_level = any("seed_task_bootstrap95" in c for c in result["comparisons"])
     lines += ["", "## Comparisons", "",
-              "| checkpoint | metric | comparison | mean difference | 95% bootstrap | wins | p (exact) | Holm p |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| checkpoint | metric | comparison | mean difference | 95% bootstrap (seeds) |"
+              + (" 95% bootstrap (seeds, tasks) |" if two_level else "") + " wins | p (exact) | Holm p |",
+              "|---|---|---|---|---|" + ("---|" if two_level else "") + "---|---|---|"]
     for c in result["comparisons"]:
         if c["n"] == 0:
             continue
-        ci = c["bootstrap95"]
-        lines.append(f"| {c['checkpoint']} | {c['metric']} | {c['arm']} - {c['against']} | "
-                     f"{_fmt(c['metric'], c['mean_difference'], True)} | {_fmt(c['metric'], ci[0], True)} .. "
-                     f"{_fmt(c['metric'], ci[1], True)} | {c['wins']}/{c['n']} | {c['p']:.4g} | {c['holm_p']:.4g} |")
+        ci, m = c["bootstrap95"], c["metric"]
+        cell = ""
+        if two_level:
+            st = c.get("seed_task_bootstrap95")
+            cell = (f" {_fmt(m, st[0], True)} .. {_fmt(m, st[1], True)} |" if st else " - |")
+        lines.append(f"| {c['checkpoint']} | {m} | {c['arm']} - {c['against']} | "
+                     f"{_fmt(m, c['mean_difference'], True)} | {_fmt(m, ci[0], True)} .. "
+                     f"{_fmt(m, ci[1], True)} |{cell} {c['wins']}/{c['n']} | {c['p']:.4g} | {c['holm_p']:.4g} |")
+    stats_text = result["statistics"]
     lines += ["", "Wins: seeds on which the first arm was better (lower for losses and perplexity). "
-              + result["statistics"]["test"] + "; " + result["statistics"]["interval"] + "; "
-              + result["statistics"]["multiple_comparisons"] + ".", ""]
+              + stats_text["test"] + "; " + stats_text["interval"] + "; "
+              + (stats_text["seed_task_interval"] + "; " if two_level else "")
+              + stats_text["multiple_comparisons"] + ".", ""]
     for chart in result["charts"]:
         lines.append(f"![{Path(chart).stem}]({chart})")
     return "\n".join(lines) + "\n"
 
 
-def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path) -> list[str]:
+def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path, curves: dict | None = None) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -210,4 +270,23 @@ def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path) -> list[st
         fig.savefig(charts_dir / f"{head}-curves.png", dpi=130)
         plt.close(fig)
         written.append(f"charts/{head}-curves.png")
+
+    names_of_curves = sorted({n for by_name in (curves or {}).values() for n in by_name})
+    if names_of_curves:  # training curves from the receipts (rl-eval: reward and zero-variance per arm)
+        fig, axes = plt.subplots(1, len(names_of_curves), figsize=(6.2 * len(names_of_curves), 4.4), squeeze=False)
+        for ax, name in zip(axes[0], names_of_curves):
+            for i, arm in enumerate(names):
+                points = curves.get(arm, {}).get(name)
+                if points:
+                    ax.plot([p[0] for p in points], [p[1] for p in points], color=f"C{i % 10}",
+                            ls="-" if i < 10 else "--", lw=1.6, marker=".", label=arm)
+            ax.set_xlabel("rollouts sampled")
+            ax.set_ylabel(name.replace("_", " "))
+            ax.set_title(f"{spec.name}: {name.replace('_', ' ')} per update (mean over seeds)", fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0][-1].legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(charts_dir / "training-curves.png", dpi=130)
+        plt.close(fig)
+        written.append("charts/training-curves.png")
     return written

@@ -17,6 +17,8 @@ def add_sweep_parser(sub) -> None:
     p.add_argument("--seeds", help="comma-separated seeds (or start:stop:step) replacing the spec's")
     p.add_argument("--workers", type=int, help="jobs at a time (default: cores / --threads-per-worker)")
     p.add_argument("--threads-per-worker", type=int, default=1, help="torch threads of each job (default: 1)")
+    p.add_argument("--setup-from", metavar="DIR", help="another sweep folder whose finished [setup] job is this "
+                                                        "spec's: start from its result instead of rerunning it")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="log lines instead of a progress bar")
     p.add_argument("--no-analyze", dest="analyze", action="store_false", help="skip the analysis at the end")
     p.set_defaults(func=cmd_sweep)
@@ -32,7 +34,8 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.threads_per_worker < 1:
         raise ValueError(f"--threads-per-worker must be >= 1, got {args.threads_per_worker}")
-    summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=args.progress)
+    summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=args.progress,
+                        setup_from=args.setup_from)
     print(f"sweep {spec.name}: {summary['done']} jobs run, {summary['skipped']} already finished, "
           f"{len(summary['failed'])} failed, {summary['seconds']:.1f} s")
     for f in summary["failed"]:

@@ -40,6 +40,7 @@ class Job:
     kind: str
     settings: dict
     checkpoints: tuple[int, ...]
+    setup_dir: str | None = None  # what "{setup}" in the settings stands for
 
     @property
     def name(self) -> str:
@@ -55,6 +56,7 @@ def run_job(job: Job, threads: int) -> int:
     """Run one job in this process: its receipt or its error lands in job.dir. Returns the exit status."""
     from ..io import atomic_write_json, run_lock
     from .jobs import job_kind
+    from .spec import resolve_setup
 
     job_dir = Path(job.dir)
     with run_lock(job_dir), open(job_dir / JOB_LOG, "a", encoding="utf-8", buffering=1) as log_file:
@@ -66,7 +68,7 @@ def run_job(job: Job, threads: int) -> int:
 
             torch.set_num_threads(threads)
             kind = job_kind(job.kind)
-            cfg = kind.make(job.settings, job.seed, job.checkpoints, job_dir)
+            cfg = kind.make(resolve_setup(job.settings, job.setup_dir), job.seed, job.checkpoints, job_dir)
             receipt = kind.run(cfg, job_dir, log)
             receipt = {**receipt, "arm": job.arm, "seed": job.seed, "kind": job.kind, "sweep_settings": job.settings,
                        "threads": threads}

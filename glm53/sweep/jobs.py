@@ -101,6 +101,105 @@ def _run_rl(cfg, job_dir: Path, log) -> dict:
             "run_receipt": "run/training-receipt.json"}
 
 
+# ---------------------------------------------------------------- rl-eval (RL, then one evaluation of its result)
+
+@dataclass
+class FinalEvalConfig:
+    """The evaluation that ends an rl-eval job, the same for every arm and seed: greedy pass@1 and sampled pass@k
+    (the unbiased estimator, k up to eval_samples) on a frozen split, over the families RL trained on."""
+
+    eval_split: str = setting("confirm", "frozen split scored after RL")
+    eval_per_family: int = setting(8, "tasks per trained family")
+    eval_samples: int = setting(8, "sampled completions per task for pass@k (0: greedy only)")
+    eval_temperature: float = setting(0.35, "temperature of the sampled completions")
+    eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)")
+    eval_seed: int = setting(20260827, "sampling seed (the same for every arm and training seed: paired)")
+    keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (about 100 MB each; a screen of 65 jobs "
+                                        "would keep 13 GB); their hashes stay in the receipts either way")
+
+
+@dataclass
+class RLEvalJob:
+    rl: Any
+    final: FinalEvalConfig
+
+    def to_dict(self) -> dict:
+        return {**self.rl.to_dict(), **asdict(self.final)}
+
+
+def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> RLEvalJob:
+    from ..settings import setting_names
+
+    eval_names = set(setting_names(FinalEvalConfig))
+    final = config_from_settings(FinalEvalConfig, {k: v for k, v in settings.items()
+                                                   if k.replace("-", "_") in eval_names}, "rl-eval")
+    rl_settings = {k: v for k, v in settings.items() if k.replace("-", "_") not in eval_names}
+    rl = _make_rl({"dev_per_family": 0, **rl_settings}, seed, checkpoints or (), job_dir)
+    if final.eval_per_family < 1 or final.eval_samples < 0 or final.eval_max_new_tokens < 0:
+        raise ValueError("rl-eval: eval_per_family must be >= 1, eval_samples and eval_max_new_tokens >= 0")
+    if final.eval_samples > 1 and final.eval_temperature <= 0:
+        raise ValueError("rl-eval: eval_samples > 1 needs an eval_temperature > 0")
+    return RLEvalJob(rl, final)
+
+
+def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
+    from ..evaluate import EvalConfig, evaluate
+    from ..generate import Sampling
+    from ..rl import rl_train
+    from ..tasks import frozen_tasks
+
+    cfg, final = job.rl, job.final
+    receipt = rl_train(cfg, log=log)
+    model = _load_final(cfg, receipt)
+    families = cfg.families if cfg.tasks_file is None else ",".join(sorted({r["family"] for r in receipt["rollouts"]}))
+    tasks = frozen_tasks(final.eval_split, final.eval_per_family, families)
+    cap = final.eval_max_new_tokens or cfg.max_new_tokens
+    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap)))
+    outcomes = {r["task_id"]: {"family": r["family"], "greedy_passed": r["passed"] > 0} for r in greedy["tasks"]}
+    metrics = {"greedy_pass_at_1": greedy["summary"]["pass_at_k"]["1"]}
+    sampled = None
+    if final.eval_samples:
+        sampled = evaluate(model, tasks, EvalConfig(samples=final.eval_samples, seed=final.eval_seed, sampling=Sampling(
+            temperature=final.eval_temperature, max_new_tokens=cap)))
+        for r in sampled["tasks"]:
+            outcomes[r["task_id"]]["samples_passed"] = r["passed"]
+        metrics["sampled_pass_at_1"] = sampled["summary"]["pass_at_k"]["1"]
+        metrics["sampled_pass_at_k"] = sampled["summary"]["pass_at_k"][str(final.eval_samples)]
+    steps, rollouts = receipt["steps"], receipt["rollouts"]
+    metrics["train_exact_rate"] = sum(r["verdict"]["status"] == "passed" for r in rollouts) / len(rollouts)
+    metrics["reward_mean"] = sum(r["reward"] for r in rollouts) / len(rollouts)
+    metrics["zero_variance_fraction"] = receipt["zero_variance_groups"] / max(1, sum(
+        s["groups_done"] - (steps[i - 1]["groups_done"] if i else 0) for i, s in enumerate(steps)))
+    curves = {name: [[s["groups_done"] * cfg.group_size, s[name]] for s in steps]
+              for name in ("reward_mean", "zero_variance_fraction")}
+    if not final.keep_weights:
+        _drop_weights(Path(cfg.out))
+    log(f"{final.eval_split}: greedy {sum(o['greedy_passed'] for o in outcomes.values())}/{len(tasks)}"
+        + (f", sampled pass@1 {metrics['sampled_pass_at_1']:.3f}" if sampled else ""))
+    return {"job": "rl-eval", "settings": job.to_dict(), "seed": cfg.seed, "metrics": {"eval": metrics},
+            "task_outcomes": {"greedy_pass_at_1": {t: float(o["greedy_passed"]) for t, o in outcomes.items()}},
+            "tasks": outcomes, "curves": curves, "curve_x": "rollouts",
+            "final_weights_sha256": model.weights_sha256, "initial_sha256": receipt["initial_sha256"],
+            "eval_settings": {"greedy": greedy["settings"], "sampled": sampled["settings"] if sampled else None},
+            "rl_seconds": receipt["elapsed_seconds_this_invocation"], "run_receipt": "run/training-receipt.json",
+            "eval_seconds": greedy["elapsed_seconds"] + (sampled["elapsed_seconds"] if sampled else 0.0)}
+
+
+def _drop_weights(run: Path) -> None:
+    from ..checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME
+
+    for folder in run.glob("checkpoint-*"):
+        for name in (WEIGHTS_NAME, TRAINER_STATE_NAME):
+            (folder / name).unlink(missing_ok=True)
+
+
+def _load_final(cfg, receipt: dict):
+    from ..checkpoint import load_model
+
+    last = max(receipt["checkpoints"], key=lambda c: c["group"])
+    return load_model(Path(cfg.out) / last["path"])
+
+
 # ---------------------------------------------------------------- eval (sampled evaluation of one checkpoint)
 
 @dataclass
@@ -153,6 +252,10 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
             ("dev_pass_rate", "train_loss"), _make_pretrain, _run_pretrain),
     JobKind("rl", "post-training from the checkpoint named by init (glm53 rl), dev scores at each checkpoint; the "
                   "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"), _make_rl, _run_rl),
+    JobKind("rl-eval", "post-training from init (glm53 rl), then greedy pass@1 and sampled pass@k on a frozen split "
+                       "over the trained families; the seed is the RL seed, the evaluation's seed is fixed",
+            ("greedy_pass_at_1", "sampled_pass_at_1", "sampled_pass_at_k", "train_exact_rate", "reward_mean",
+             "zero_variance_fraction"), _make_rl_eval, _run_rl_eval, uses_checkpoints=False),
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
 )}

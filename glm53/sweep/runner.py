@@ -2,6 +2,7 @@
 
 Layout of a sweep folder:
     spec.json                       the resolved spec (a folder belongs to one spec; another is refused)
+    setup/receipt.json              the spec's [setup] job, if any: run once, alone, before the arms
     runs/ARM/seed-S/receipt.json    a finished job (written atomically); error.json + log.txt for a failed one
     sweep-log.jsonl                 one line per finished or failed job, with its wall time
     analysis.json, REPORT.md, charts/   written by `glm53 analyze` (also run at the end of every sweep)
@@ -72,9 +73,34 @@ def is_finished(job: Job) -> bool:
     return held.get("sweep_settings") == job.settings and held.get("seed") == job.seed
 
 
-def plan_jobs(spec: SweepSpec, out: Path) -> list[Job]:
-    return [Job(arm, seed, str(job_dir(out, arm, seed)), spec.job, spec.settings(arm), tuple(spec.checkpoints))
-            for arm in spec.arms for seed in spec.seeds]
+def setup_job(spec: SweepSpec, out: Path) -> Job | None:
+    if spec.setup is None:
+        return None
+    s = spec.setup
+    return Job("setup", s["seed"], str(out / "setup"), s["job"], s["settings"], tuple(s["checkpoints"]))
+
+
+def shared_setup(spec: SweepSpec, other: Path) -> Path:
+    """The finished setup job of another sweep folder, when it is this spec's setup (same job, seed, settings)."""
+    if spec.setup is None:
+        raise ValueError(f"--setup-from {other}: spec {spec.name!r} has no [setup] job to share")
+    setup = setup_job(spec, other)
+    receipt = Path(setup.dir) / RECEIPT
+    if not receipt.is_file():
+        raise ValueError(f"--setup-from {other}: no finished setup job there ({receipt} is missing)")
+    held = json.loads(receipt.read_text())
+    if not is_finished(setup) or held.get("kind") != setup.kind:
+        raise ValueError(f"--setup-from {other}: its setup job ({held.get('kind')}, seed {held.get('seed')}, "
+                         f"{held.get('sweep_settings')}) is not this spec's ({setup.kind}, seed {setup.seed}, "
+                         f"{setup.settings})")
+    return Path(setup.dir).resolve()
+
+
+def plan_jobs(spec: SweepSpec, out: Path, setup_dir: Path | None = None) -> list[Job]:
+    if spec.setup is not None:
+        setup_dir = str(setup_dir or (out / "setup").resolve())
+    return [Job(arm, seed, str(job_dir(out, arm, seed)), spec.job, spec.settings(arm), tuple(spec.checkpoints),
+                setup_dir) for arm in spec.arms for seed in spec.seeds]
 
 
 def clear_job(job: Job) -> None:
@@ -86,16 +112,24 @@ def clear_job(job: Job) -> None:
 
 
 def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = None, threads_per_worker: int = 1,
-              progress: bool = True, executor: Executor | None = None, log=print) -> dict:
-    """Run what is left of the sweep; returns {"jobs", "skipped", "done", "failed": [{job, error}], "seconds"}."""
+              progress: bool = True, executor: Executor | None = None, log=print,
+              setup_from: str | os.PathLike | None = None) -> dict:
+    """Run what is left of the sweep; returns {"jobs", "skipped", "done", "failed": [{job, error}], "seconds"}.
+    `setup_from`: another sweep folder whose finished setup job is this spec's; its result is used, not rerun."""
     out = Path(out)
+    shared = shared_setup(spec, Path(setup_from)) if setup_from is not None else None
     workers = workers or default_workers(threads_per_worker)
     executor = executor or LocalExecutor(workers, threads_per_worker)
     existed = check_sweep_folder(spec, out)
     with run_lock(out):
         if not existed:
             atomic_write_json(out / SPEC_FILE, spec.to_dict())
-        jobs = plan_jobs(spec, out)
+        setup = setup_job(spec, out)
+        if shared is not None:
+            log(f"setup: using the finished setup job in {shared}")
+        elif setup is not None and not is_finished(setup):
+            _run_setup(setup, executor, workers, threads_per_worker, out, log)
+        jobs = plan_jobs(spec, out, shared)
         todo = [j for j in jobs if not is_finished(j)]
         for job in todo:
             clear_job(job)
@@ -132,3 +166,25 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = Non
             bar.close()
         seconds = time.perf_counter() - started
     return {"jobs": len(jobs), "skipped": len(jobs) - len(todo), "done": done, "failed": failed, "seconds": seconds}
+
+
+def _run_setup(setup: Job, executor: Executor, workers: int, threads_per_worker: int, out: Path, log) -> None:
+    """The setup job alone, with every thread the arms will share (the local pool), before any arm starts."""
+    clear_job(setup)
+    if isinstance(executor, LocalExecutor):
+        executor = LocalExecutor(1, workers * threads_per_worker)
+    log(f"setup: {setup.kind} job (seed {setup.seed}) in {setup.dir}, which every arm starts from")
+    started, outcome = time.perf_counter(), {}
+
+    def on_event(event: str, job: Job, detail: str) -> None:
+        if event != "started":
+            outcome[event] = detail
+            with open(out / SWEEP_LOG, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"job": "setup", "status": event,
+                                    "seconds": round(time.perf_counter() - started, 3), "error": detail or None}) + "\n")
+
+    executor.run([setup], on_event)
+    if "done" not in outcome:
+        raise RuntimeError(f"the sweep's setup job failed: {outcome.get('failed')} (see {Path(setup.dir) / 'log.txt'}); "
+                           "no arm was started; fix the cause and rerun the same command")
+    log(f"setup done in {time.perf_counter() - started:.1f} s")

@@ -17,6 +17,16 @@ checkpoints to evaluate, the metrics, the baseline arm and the comparisons.
     arm = "diverse-88"
     against = "repeated-8"
 
+A spec may name one `[setup]` job that runs once, before the arms, in DIR/setup/ (for example the pretraining run
+every RL arm starts from); the arms' settings name its folder as "{setup}":
+
+    [setup]
+    job = "pretrain"
+    seed = 42
+    steps = 100                          # the rest are the setup job's settings
+    [base]
+    init = "{setup}/run/checkpoint-0100"
+
 The specs shipped in glm53/sweep/specs/ run by name (`glm53 sweep pretraining-data`). Loading checks all of
 it, including that every arm's settings make a valid job, before anything is written.
 """
@@ -31,7 +41,8 @@ from .jobs import job_kind
 
 SPECS_DIR = Path(__file__).parent / "specs"
 KEYS = {"name", "description", "job", "seeds", "checkpoints", "metrics", "baseline", "base", "arms", "comparisons",
-        "analysis_seed"}
+        "analysis_seed", "setup"}
+SETUP_MARK = "{setup}"
 DEFAULT_ANALYSIS_SEED = 20261130
 
 
@@ -48,6 +59,7 @@ class SweepSpec:
     arms: dict[str, dict]
     comparisons: tuple[tuple[str, str], ...]  # (arm, against): the difference is arm - against
     analysis_seed: int = DEFAULT_ANALYSIS_SEED
+    setup: dict | None = None  # {"job", "seed", "checkpoints", "settings"}: run once before the arms
 
     def settings(self, arm: str) -> dict:
         return {**self.base, **self.arms[arm]}
@@ -72,6 +84,39 @@ class SweepSpec:
     @property
     def labels(self) -> list[str]:
         return job_kind(self.job).labels(self.checkpoints)
+
+
+def uses_setup(settings: dict) -> bool:
+    return any(isinstance(v, str) and SETUP_MARK in v for v in settings.values())
+
+
+def resolve_setup(settings: dict, setup_dir: str | None) -> dict:
+    """The settings with "{setup}" replaced by the setup job's folder (kept as written in the spec and the job's
+    identity, so a sweep folder may move)."""
+    if setup_dir is None:
+        return dict(settings)
+    return {k: v.replace(SETUP_MARK, setup_dir) if isinstance(v, str) else v for k, v in settings.items()}
+
+
+def _setup_from_dict(where: str, raw) -> dict:
+    if not isinstance(raw, dict) or "job" not in raw:
+        _fail(where, 'setup must be a table naming its job ([setup] job = "pretrain", then its settings)')
+    try:
+        kind = job_kind(raw["job"])
+    except ValueError as err:
+        _fail(where, f"setup: {err}")
+    seed = raw.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        _fail(where, f"setup seed must be an integer, got {seed!r}")
+    checkpoints = _int_list(where, "setup checkpoints", raw.get("checkpoints", []), allow_empty=True)
+    settings = {k: v for k, v in raw.items() if k not in ("job", "seed", "checkpoints")}
+    if uses_setup(settings):
+        _fail(where, "the setup job cannot refer to its own folder ({setup})")
+    try:
+        kind.make(settings, seed, checkpoints, Path("."))
+    except ValueError as err:
+        _fail(where, f"setup: {err}")
+    return {"job": kind.name, "seed": seed, "checkpoints": list(checkpoints), "settings": settings}
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -149,11 +194,14 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
         _fail(where, "base must be a table of settings")
     if not isinstance(arms, dict) or not arms:
         _fail(where, "arms is empty; add at least one [arms.NAME] table")
+    setup = _setup_from_dict(where, raw["setup"]) if "setup" in raw else None
     for name, overrides in arms.items():
         if not isinstance(overrides, dict):
             _fail(where, f"arm {name!r} must be a table of settings ([arms.{name}])")
         if "seed" in overrides or "seed" in base:
             _fail(where, "seed is set by the sweep (seeds = [...] or --seeds), not by base or an arm")
+        if setup is None and uses_setup({**base, **overrides}):
+            _fail(where, f"arm {name!r} refers to {SETUP_MARK} but the spec has no [setup] job")
     baseline = raw["baseline"]
     if baseline not in arms:
         _fail(where, f"baseline {baseline!r} is not an arm; arms are {', '.join(arms)}")
@@ -180,7 +228,7 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
     spec = SweepSpec(name=str(raw.get("name", Path(where).stem)), description=str(raw.get("description", "")),
                      job=kind.name, seeds=seed_list, checkpoints=checkpoints, metrics=tuple(metrics),
                      baseline=baseline, base=dict(base), arms={k: dict(v) for k, v in arms.items()},
-                     comparisons=pairs, analysis_seed=analysis_seed)
+                     comparisons=pairs, analysis_seed=analysis_seed, setup=setup)
     for arm in spec.arms:  # every arm must make a valid job before anything is written
         try:
             kind.make(spec.settings(arm), seed_list[0], checkpoints, Path("."))

@@ -190,3 +190,86 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     assert receipt(rl_out, "grpo", 3)["settings"]["reward_scaling"] == "group-std"
     recorded = json.loads((checkpoint / "metadata.json").read_text())["weights_sha256"]
     assert receipt(out, "t35", 5)["checkpoint_sha256"] == recorded == r["metrics"]["2"]["weights_sha256"]
+
+
+TINY_MODEL = 'dim = 32\nlayers = 4\nheads = 4\nexpert_hidden = 48\nexperts = 4\nsparse_window = 8\nsparse_stride = 8\n'
+RL_EVAL_SPEC = """
+name = "tiny-rl"
+job = "rl-eval"
+seeds = [3, 4]
+metrics = ["greedy_pass_at_1", "sampled_pass_at_1", "zero_variance_fraction"]
+baseline = "rloo"
+[setup]
+job = "pretrain"
+seed = 7
+checkpoints = [2]
+steps = 2
+batch_size = 2
+sequence_length = 128
+max_sequence_length = 160
+dev_max_new_tokens = 4
+precision = "fp32"
+{model}
+[base]
+init = "{{setup}}/run/checkpoint-0002"
+groups = 2
+group_size = 2
+groups_per_step = 1
+families = "increment,double"
+tasks_per_family = 1
+max_new_tokens = 4
+temperature = 1.0
+eval_per_family = 2
+eval_samples = 2
+[arms.rloo]
+[arms.grpo]
+advantage_baseline = "group-mean"
+reward_scaling = "group-std"
+"""
+
+
+def test_setup_job_runs_once_and_rl_eval_arms_start_from_it(tmp_path):
+    path = tmp_path / "rl.toml"
+    path.write_text(RL_EVAL_SPEC.format(model=TINY_MODEL))
+    spec = load_spec(path)
+    out = tmp_path / "rl"
+    summary = run_sweep(spec, out, workers=2, progress=False, log=lambda *_: None)
+    assert summary["done"] == 4 and not summary["failed"]
+    setup = json.loads((out / "setup" / "receipt.json").read_text())
+    start_sha = setup["metrics"]["2"]["weights_sha256"]
+    for arm in ("rloo", "grpo"):
+        r = receipt(out, arm, 3)
+        assert r["initial_sha256"] == start_sha and r["sweep_settings"]["init"] == "{setup}/run/checkpoint-0002"
+        assert r["settings"]["init"] == str((out / "setup").resolve() / "run" / "checkpoint-0002")
+        assert len(r["tasks"]) == 4 and {o["family"] for o in r["tasks"].values()} == {"increment", "double"}
+        assert r["curves"]["reward_mean"][-1][0] == 4  # x: rollouts sampled (2 groups of 2)
+        assert not list((out / "runs" / arm / "seed-3" / "run").glob("checkpoint-*/model.safetensors"))
+    result = analyze(out)
+    c = result["comparisons"][0]
+    assert c["arm"] == "grpo" and len(c["seed_task_bootstrap95"]) == 2
+    assert set(result["curves"]["rloo"]) == {"reward_mean", "zero_variance_fraction"}
+    assert "charts/training-curves.png" in result["charts"] and (out / "charts" / "training-curves.png").is_file()
+    mtime = (out / "setup" / "receipt.json").stat().st_mtime
+    again = run_sweep(spec, out, workers=2, progress=False, log=lambda *_: None)
+    assert again["skipped"] == 4 and (out / "setup" / "receipt.json").stat().st_mtime == mtime
+
+    # a second study shares the first one's start (the larger-budget follow-up) instead of pretraining again
+    bigger = tmp_path / "bigger.toml"
+    bigger.write_text(RL_EVAL_SPEC.format(model=TINY_MODEL).replace("groups = 2\n", "groups = 4\n")
+                      .replace("seeds = [3, 4]", "seeds = [3]"))
+    out2 = tmp_path / "bigger"
+    done = run_sweep(load_spec(bigger), out2, workers=2, progress=False, log=lambda *_: None, setup_from=out)
+    assert done["done"] == 2 and not (out2 / "setup").exists()
+    assert receipt(out2, "grpo", 3)["initial_sha256"] == start_sha
+    other = tmp_path / "other.toml"
+    other.write_text(RL_EVAL_SPEC.format(model=TINY_MODEL).replace("seed = 7", "seed = 8"))
+    with pytest.raises(ValueError, match="is not this spec's"):
+        run_sweep(load_spec(other), tmp_path / "other", progress=False, log=lambda *_: None, setup_from=out)
+
+
+def test_setup_mark_without_a_setup_job_is_refused(tmp_path):
+    path = tmp_path / "rl.toml"
+    text = RL_EVAL_SPEC.format(model=TINY_MODEL)
+    path.write_text(text[:text.index("[setup]")] + text[text.index("[base]"):])
+    with pytest.raises(ValueError, match="refers to {setup} but the spec has no"):
+        load_spec(path)
