@@ -29,7 +29,7 @@ ERROR = "error.json"
 JOB_LOG = "log.txt"
 # torch._dynamo is imported by the first optimizer a process builds: 1.5 s of every job, paid once here instead
 PRELOAD = ["torch", "torch._dynamo", "glm53.sweep.jobs", "glm53.expression_pretrain", "glm53.pretrain",
-           "glm53.evaluate"]
+           "glm53.evaluate", "glm53.rl"]
 
 
 @dataclass(frozen=True)
