@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .completion_batch import FORMS as UPDATE_IMPLS, completion_batch, make_completion_batch  # noqa: F401
 from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
                          restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .data import IGNORE_INDEX, encode_documents
@@ -89,6 +90,9 @@ class RLConfig:
                                             "until the step's groups all carry signal or the draw cap is reached")
     dynamic_sampling_max_draws: int = setting(3, "with --dynamic-sampling: at most this many times a step's "
                                                  "groups are sampled in all")
+    update_impl: str = setting("fast", "forward of the policy update: fast runs each group's shared prompt once and "
+                                       "copies its cache to the group's rows; plain runs every row in full (equal up "
+                                       "to rounding)", choices=UPDATE_IMPLS)
     kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)")
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
     replay_batch: int = setting(16, "replay examples per step")
@@ -122,6 +126,7 @@ class RLConfig:
         check.one_of("normalization", self.normalization, NORMALIZATIONS)
         check.one_of("advantage_baseline", self.advantage_baseline, BASELINES)
         check.one_of("reward_scaling", self.reward_scaling, REWARD_SCALINGS)
+        check.one_of("update_impl", self.update_impl, UPDATE_IMPLS)
         check.at_least("entropy_coef", self.entropy_coef, 0)
         check.at_least("iterations", self.iterations, 1)
         check.at_least("dynamic_sampling_max_draws", self.dynamic_sampling_max_draws, 1)
@@ -191,21 +196,6 @@ def step_boundaries(groups: int, per_step: int, checkpoints: tuple[int, ...]) ->
             bounds.append((start, end))
             start = end
     return bounds
-
-
-def completion_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]], device):
-    """Right-padded inputs [R, L] and a mask [R, L] that marks the positions predicting completion tokens."""
-    rows = [p + c for p, c in zip(prompt_ids, completion_ids)]
-    length = max(len(r) for r in rows) - 1
-    inputs = torch.zeros(len(rows), length, dtype=torch.long)
-    targets = torch.zeros(len(rows), length, dtype=torch.long)
-    mask = torch.zeros(len(rows), length, dtype=torch.bool)
-    for i, (row, p) in enumerate(zip(rows, prompt_ids)):
-        n = len(row) - 1
-        inputs[i, :n] = torch.tensor(row[:-1])
-        targets[i, :n] = torch.tensor(row[1:])
-        mask[i, len(p) - 1 : n] = True
-    return inputs.to(device), targets.to(device), mask.to(device)
 
 
 def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -416,12 +406,12 @@ def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: st
     Returns the step's figures (those of the last pass, with clip fractions averaged over the passes)."""
     if not advantages and cfg.replay_coef <= 0:
         return {"updated": False, "loss": 0.0, "grad_norm": 0.0, "entropy": None, "kl": None}
-    batch = completion_batch(prompt_ids, completion_ids, device) if advantages else None
+    batch = make_completion_batch(cfg.update_impl, prompt_ids, completion_ids, device) if advantages else None
     old_logp, clipped = None, []
     if cfg.iterations > 1 and advantages:
         with torch.no_grad(), autocast(device, precision):
             model.train()
-            old_logp = _token_logp(model(batch[0]), batch[1], batch[2]).detach()
+            old_logp = _token_logp(batch.logits(model), batch.targets, batch.mask).detach()
     for _ in range(cfg.iterations):
         figures = _update_pass(model, reference, optimizer, trainable, cfg, precision, device, batch, advantages,
                                step, old_logp)
@@ -443,9 +433,9 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
     loss = torch.zeros((), device=device)
     figures: dict = {"updated": True}
     if advantages:
-        inputs, targets, mask = batch
+        targets, mask = batch.targets, batch.mask
         with autocast(device, precision):
-            logits = model(inputs)
+            logits = batch.logits(model)
         logp_all = logits.float().log_softmax(dim=-1)
         token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
         adv = torch.tensor(advantages, device=device)
@@ -465,7 +455,7 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
         figures["policy_loss"] = float(policy_loss.detach())
         if reference is not None:
             with torch.no_grad(), autocast(device, precision):
-                ref_logits = reference(inputs)
+                ref_logits = batch.logits(reference)
             ref_logp = ref_logits.float().log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
             log_ratio = (ref_logp - token_logp) * mask
             kl = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / mask.sum()

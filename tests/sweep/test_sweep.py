@@ -261,6 +261,13 @@ def test_setup_job_runs_once_and_rl_eval_arms_start_from_it(tmp_path):
     done = run_sweep(load_spec(bigger), out2, workers=2, progress=False, log=lambda *_: None, setup_from=out)
     assert done["done"] == 2 and not (out2 / "setup").exists()
     assert receipt(out2, "grpo", 3)["initial_sha256"] == start_sha
+    # same seeds, same results: the same spec again, from the same start, gives the same receipts (timings aside)
+    out3 = tmp_path / "again"
+    run_sweep(spec, out3, workers=2, progress=False, log=lambda *_: None, setup_from=out)
+    for arm in ("rloo", "grpo"):
+        first, second = receipt(out, arm, 4), receipt(out3, arm, 4)
+        for key in ("metrics", "tasks", "curves", "final_weights_sha256", "task_outcomes"):
+            assert first[key] == second[key], key
     other = tmp_path / "other.toml"
     other.write_text(RL_EVAL_SPEC.format(model=TINY_MODEL).replace("seed = 7", "seed = 8"))
     with pytest.raises(ValueError, match="is not this spec's"):
