@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from .device import DEVICE_CHOICES
-from .io import atomic_write_json, refuse_existing, refuse_nonempty_dir
+from .io import atomic_write_json, json_text, refuse_existing, refuse_nonempty_dir
 from .model.config import MODEL_PRESETS, ModelConfig
 from .settings import add_config_arguments, config_from_args
 from .sweep.commands import add_analyze_parser, add_sweep_parser
@@ -150,7 +150,7 @@ def cmd_generate(args) -> int:
     samples = generate(model, [prompt], args.samples, sampling, generator=generator, stop=stop)[0]
     for i, out in enumerate(samples):
         if args.json:
-            print(json.dumps({"prompt": prompt, **out}, ensure_ascii=False))
+            print(json_text({"prompt": prompt, **out}))
         else:
             if args.samples > 1:
                 print(f"--- sample {i + 1}")

@@ -105,8 +105,15 @@ def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = Fals
         f.write(text)
 
 
+def json_text(obj, **kwargs) -> str:
+    """JSON that keeps non-ASCII text readable and can always be written as UTF-8: a model's completion may hold
+    a lone surrogate (the byte tokenizer decodes any bytes, exactly), which UTF-8 cannot encode, so those are
+    written as JSON escapes (\\udXXX), which json.loads reads back as the same character."""
+    return json.dumps(obj, ensure_ascii=False, **kwargs).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def atomic_write_json(path: str | os.PathLike, obj, overwrite: bool = False) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", overwrite)
+    atomic_write_text(path, json_text(obj, indent=2, sort_keys=True) + "\n", overwrite)
 
 
 class AtomicDirectory:
@@ -170,5 +177,5 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 def truncate_jsonl(path: str | os.PathLike, keep) -> list[dict]:
     """Keep only the rows for which keep(row) is true (a resumed run drops what came after its checkpoint)."""
     rows = [r for r in read_jsonl(path) if keep(r)]
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), overwrite=True)
+    atomic_write_text(path, "".join(json_text(r) + "\n" for r in rows), overwrite=True)
     return rows

@@ -10,7 +10,9 @@ solution tokens only. Groups whose rewards are all equal carry no signal: they a
 Reference settings (the defaults): 96 groups of 16 over increment, double and even (32 rl-split tasks each),
 temperature 0.35, 48 new tokens, lr 5e-5, last-block-head, binary reward with -0.1 for invalid programs,
 checkpoints at 24, 48, 72 and 96 groups, seed 31415. Unlike the reference (one group per update), one update
-sees up to 16 groups at once (`groups_per_step`), which also samples faster.
+sees up to 16 groups at once (`groups_per_step`), which also samples faster. The update's forward runs each
+group's prompt once and only the completions per row (`update_impl = "fast"`, completion_batch.py), equal up to
+rounding to running every row in full (`"plain"`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from .data import IGNORE_INDEX, encode_documents
 from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
 from .evaluate import EvalConfig, evaluate, sample_and_verify
 from .generate import Sampling
-from .io import atomic_write_json, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
+from .io import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from .model.model import GLM53
 from .policy_gradient import (AGGREGATIONS, BASELINES, REWARD_SCALINGS, aggregate_objective, aggregate_policy_loss,
                               clipped_token_objective, group_advantages, step_advantages)
@@ -318,7 +320,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
         with open(out / LOG_NAME, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         with open(out / ROLLOUTS_NAME, "a", encoding="utf-8") as f:
-            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rollouts))
+            f.write("".join(json_text(r) + "\n" for r in rollouts))
         bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rewards)}", skipped=zero_variance)
         bar.update(end - first)
         if not cfg.progress:

@@ -242,7 +242,7 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
 
 def write_tasks(tasks: Iterable[Task], path: str | os.PathLike) -> None:
     """Write JSON Lines atomically; refuses to overwrite an existing file."""
-    from .io import atomic_write_text
+    from .io import atomic_write_text, json_text
 
-    text = "".join(json.dumps(t.to_json(), ensure_ascii=False) + "\n" for t in tasks)
+    text = "".join(json_text(t.to_json()) + "\n" for t in tasks)
     atomic_write_text(path, text, overwrite=False)

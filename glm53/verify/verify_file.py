@@ -12,7 +12,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 
-from ..io import atomic_writer
+from ..io import atomic_writer, json_text
 from .verifier import DEFAULT_TIMEOUT_S, SandboxPool, verify_stream
 
 FIELDS = {"prompt": str, "completion": str, "entry_point": str, "cases": list}
@@ -62,5 +62,5 @@ def verify_file(input_path: str | os.PathLike, out_path: str | os.PathLike, time
         for verdict in verify_stream(items(), timeout_s=timeout_s, pool=pool):
             row = pending.popleft()
             counts[verdict.status] = counts.get(verdict.status, 0) + 1
-            out.write(json.dumps({**row, "verdict": verdict.to_json()}, ensure_ascii=False) + "\n")
+            out.write(json_text({**row, "verdict": verdict.to_json()}) + "\n")
     return counts
