@@ -89,8 +89,15 @@ def _die_with_parent() -> None:
 
 
 def _job_process(job: Job, threads: int) -> None:
+    import threading
+
+    from tqdm import tqdm
+
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle: it stops the jobs itself
+    # tqdm's default lock is a multiprocessing semaphore, which os._exit would leave behind for the resource
+    # tracker to report at the end of the sweep; a job process has no other process to share its bars with
+    tqdm.set_lock(threading.RLock())
     os._exit(run_job(job, threads))
 
 

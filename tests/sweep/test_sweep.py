@@ -95,6 +95,20 @@ def test_interrupted_sweep_completes_without_redoing_finished_jobs(tmp_path, how
     assert analyze(out) == analyze(reference)
 
 
+def test_a_finished_sweep_leaves_nothing_for_the_resource_tracker(tmp_path):
+    # pretraining makes a (hidden) tqdm bar, whose default lock is a multiprocessing semaphore
+    tiny = 'dim = 32\nlayers = 4\nheads = 4\nexpert_hidden = 48\nexperts = 4\nsparse_window = 8\nsparse_stride = 8\n'
+    (tmp_path / "p.toml").write_text(
+        'job = "pretrain"\nseeds = [1, 2]\ncheckpoints = [1]\nbaseline = "a"\n[base]\nsteps = 1\nbatch_size = 2\n'
+        'sequence_length = 128\nmax_sequence_length = 160\ndev_max_new_tokens = 2\nprecision = "fp32"\n' + tiny
+        + '[arms.a]\n')
+    command = [sys.executable, "-m", "glm53", "sweep", str(tmp_path / "p.toml"), "--out", str(tmp_path / "s"),
+               "--workers", "2", "--no-progress", "--no-analyze"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "leaked" not in done.stderr, done.stderr
+
+
 def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path, capsys):
     # 40 tokens per row cannot hold an expression example (72-124 tokens): every job of that arm fails at run time
     spec = write_spec(tmp_path, extra='[arms.too-short]\ndata_order = "diverse-88"\nsequence_length = 40\n')
