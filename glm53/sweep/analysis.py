@@ -228,7 +228,7 @@ def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path, curves: di
     names = list(spec.arms)
     written = []
 
-    fig, ax = plt.subplots(figsize=(1.9 * len(names) + 2, 4.2))
+    fig, ax = plt.subplots(figsize=(min(14.0, 1.9 * len(names) + 2), 4.6))
     for seed in spec.seeds:  # one faint line a seed joins its arms: the pairing the tests use
         ys = [values[a][last][head].get(seed) for a in names]
         xs = [i for i, y in enumerate(ys) if y is not None]
@@ -241,9 +241,14 @@ def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path, curves: di
         low, high = s["interval95"] or (s["mean"], s["mean"])
         ax.errorbar([i + 0.12], [s["mean"] * scale], yerr=[[(s["mean"] - low) * scale], [(high - s["mean"]) * scale]],
                     fmt="D", color="C3", capsize=4, zorder=3)
-    ax.set_xticks(range(len(names)), names, rotation=15)
+    base = arms[spec.baseline][last][head]["mean"]
+    if base is not None:
+        ax.axhline(base * scale, color="C3", lw=0.8, ls=":", zorder=0)
+    ax.set_xticks(range(len(names)), names, rotation=15 if len(names) <= 6 else 35, ha="center" if len(names) <= 6
+                  else "right")
     ax.set_ylabel(head + unit)
-    ax.set_title(f"{spec.name}: {head} at {last}, per seed (grey) and arm mean with 95% interval (red)", fontsize=9)
+    ax.set_title(f"{spec.name}: {head} at {last}, per seed (grey) and arm mean with 95% interval (red; dotted: "
+                 f"the baseline's mean)", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(charts_dir / f"{head}-per-seed.png", dpi=130)
@@ -280,7 +285,7 @@ def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path, curves: di
                 if points:
                     ax.plot([p[0] for p in points], [p[1] for p in points], color=f"C{i % 10}",
                             ls="-" if i < 10 else "--", lw=1.6, marker=".", label=arm)
-            ax.set_xlabel("rollouts sampled")
+            ax.set_xlabel("rollouts (scheduled groups x group size)")
             ax.set_ylabel(name.replace("_", " "))
             ax.set_title(f"{spec.name}: {name.replace('_', ' ')} per update (mean over seeds)", fontsize=9)
             ax.grid(alpha=0.3)
