@@ -168,8 +168,7 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     steps, rollouts = receipt["steps"], receipt["rollouts"]
     metrics["train_exact_rate"] = sum(r["verdict"]["status"] == "passed" for r in rollouts) / len(rollouts)
     metrics["reward_mean"] = sum(r["reward"] for r in rollouts) / len(rollouts)
-    metrics["zero_variance_fraction"] = receipt["zero_variance_groups"] / max(1, sum(
-        s["groups_done"] - (steps[i - 1]["groups_done"] if i else 0) for i, s in enumerate(steps)))
+    metrics["zero_variance_fraction"] = receipt["zero_variance_groups"] / cfg.groups
     curves = {name: [[s["groups_done"] * cfg.group_size, s[name]] for s in steps]
               for name in ("reward_mean", "zero_variance_fraction")}
     if not final.keep_weights:
