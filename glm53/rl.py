@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .completion_batch import FORMS as UPDATE_IMPLS, completion_batch, make_completion_batch  # noqa: F401
+from .completion_batch import FORMS as UPDATE_IMPLS, make_completion_batch
 from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
                          restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .data import IGNORE_INDEX, encode_documents

@@ -5,7 +5,8 @@ import torch
 
 from glm53 import GLM53, ModelConfig
 from glm53.pretrain import PretrainConfig, pretrain
-from glm53.rl import (RLConfig, completion_batch, leave_one_out_advantages, rl_train, set_train_scope,
+from glm53.completion_batch import completion_batch
+from glm53.rl import (RLConfig, leave_one_out_advantages, rl_train, set_train_scope,
                       step_boundaries, task_schedule)
 from glm53.tasks import frozen_tasks
 

@@ -35,17 +35,27 @@ def saved_spec(out: Path) -> SweepSpec:
     return SweepSpec.from_saved(json.loads(path.read_text()))
 
 
-def collect(spec: SweepSpec, out: Path) -> tuple[dict, list[str]]:
+def load_receipts(spec: SweepSpec, out: Path) -> dict[tuple[str, int], dict]:
+    """{(arm, seed): receipt} of the finished jobs."""
+    receipts = {}
+    for arm in spec.arms:
+        for seed in spec.seeds:
+            path = job_dir(out, arm, seed) / RECEIPT
+            if path.is_file():
+                receipts[arm, seed] = json.loads(path.read_text())
+    return receipts
+
+
+def collect(spec: SweepSpec, receipts: dict) -> tuple[dict, list[str]]:
     """values[arm][label][metric][seed] from the finished receipts, and the jobs that have none."""
     values, missing = {}, []
     for arm in spec.arms:
         values[arm] = {label: {m: {} for m in spec.metrics} for label in spec.labels}
         for seed in spec.seeds:
-            receipt = _receipt(out, arm, seed)
-            if receipt is None:
+            if (arm, seed) not in receipts:
                 missing.append(f"{arm}/seed-{seed}")
                 continue
-            metrics = receipt["metrics"]
+            metrics = receipts[arm, seed]["metrics"]
             for label in spec.labels:
                 for m in spec.metrics:
                     if label in metrics and m in metrics[label]:
@@ -53,19 +63,14 @@ def collect(spec: SweepSpec, out: Path) -> tuple[dict, list[str]]:
     return values, missing
 
 
-def _receipt(out: Path, arm: str, seed: int) -> dict | None:
-    path = job_dir(out, arm, seed) / RECEIPT
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def collect_extras(spec: SweepSpec, out: Path) -> tuple[dict, dict]:
+def collect_extras(spec: SweepSpec, receipts: dict) -> tuple[dict, dict]:
     """What some job kinds add to their receipts (jobs with one evaluation): per-task outcomes,
     outcomes[arm][metric][seed] = {task: value}, and training curves, curves[arm][name][seed] = [[x, y], ...]."""
     outcomes, curves = {}, {}
     for arm in spec.arms:
         outcomes[arm], curves[arm] = {}, {}
         for seed in spec.seeds:
-            receipt = _receipt(out, arm, seed) or {}
+            receipt = receipts.get((arm, seed), {})
             for metric, by_task in (receipt.get("task_outcomes") or {}).items():
                 outcomes[arm].setdefault(metric, {})[seed] = by_task
             for name, points in (receipt.get("curves") or {}).items():
@@ -90,8 +95,9 @@ def _seed_task_interval(outcomes: dict, comparison: dict, seed: int) -> list[flo
 def analyze(out: str | Path, charts: bool = True) -> dict:
     out = Path(out)
     spec = saved_spec(out)
-    values, missing = collect(spec, out)
-    outcomes, curves = collect_extras(spec, out)
+    receipts = load_receipts(spec, out)
+    values, missing = collect(spec, receipts)
+    outcomes, curves = collect_extras(spec, receipts)
     arms = {arm: {label: {m: _summary(values[arm][label][m], spec.analysis_seed) for m in spec.metrics}
                   for label in spec.labels} for arm in spec.arms}
     comparisons = []

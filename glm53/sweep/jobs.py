@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..settings import config_from_settings, setting
+from ..settings import Checks, config_from_settings, setting
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,15 @@ class FinalEvalConfig:
     keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (about 100 MB each; a screen of 65 jobs "
                                         "would keep 13 GB); their hashes stay in the receipts either way")
 
+    def __post_init__(self) -> None:
+        check = Checks("rl-eval")
+        check.at_least("eval_per_family", self.eval_per_family, 1)
+        check.at_least("eval_samples", self.eval_samples, 0)
+        check.at_least("eval_max_new_tokens", self.eval_max_new_tokens, 0)
+        check.require(self.eval_samples <= 1 or self.eval_temperature > 0,
+                      "eval_samples > 1 needs an eval_temperature > 0")
+        check.done()
+
 
 @dataclass
 class RLEvalJob:
@@ -135,10 +144,6 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
                                                    if k.replace("-", "_") in eval_names}, "rl-eval")
     rl_settings = {k: v for k, v in settings.items() if k.replace("-", "_") not in eval_names}
     rl = _make_rl({"dev_per_family": 0, **rl_settings}, seed, checkpoints or (), job_dir)
-    if final.eval_per_family < 1 or final.eval_samples < 0 or final.eval_max_new_tokens < 0:
-        raise ValueError("rl-eval: eval_per_family must be >= 1, eval_samples and eval_max_new_tokens >= 0")
-    if final.eval_samples > 1 and final.eval_temperature <= 0:
-        raise ValueError("rl-eval: eval_samples > 1 needs an eval_temperature > 0")
     return RLEvalJob(rl, final)
 
 

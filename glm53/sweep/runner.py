@@ -89,7 +89,8 @@ def shared_setup(spec: SweepSpec, other: Path) -> Path:
     if not receipt.is_file():
         raise ValueError(f"--setup-from {other}: no finished setup job there ({receipt} is missing)")
     held = json.loads(receipt.read_text())
-    if not is_finished(setup) or held.get("kind") != setup.kind:
+    same = (held.get("sweep_settings"), held.get("seed"), held.get("kind")) == (setup.settings, setup.seed, setup.kind)
+    if not same:
         raise ValueError(f"--setup-from {other}: its setup job ({held.get('kind')}, seed {held.get('seed')}, "
                          f"{held.get('sweep_settings')}) is not this spec's ({setup.kind}, seed {setup.seed}, "
                          f"{setup.settings})")
