@@ -145,11 +145,14 @@ def _prompt_of(tokens: int) -> str:
     return text
 
 
-def run_profile(quick: bool = False, seed: int = 0, log=print) -> dict:
-    """Per-component seconds per training step, fast (default precision) and plain (fp32), each in a fresh process."""
+def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "reference") -> dict:
+    """Per-component seconds per training step, fast (default precision) and plain (fp32), each in a fresh process,
+    for the named architecture `model` (see MODEL_PRESETS; "released" has the released model's attention)."""
+    from .model.config import MODEL_PRESETS
     from .profile import format_profile, profile_phase
 
     s = QUICK if quick else FULL
+    s = {**s, "model": {**MODEL_PRESETS[model], **s["model"]}, "architecture": model}
     fast_precision = resolve_precision("auto", torch.device("cpu"))
     steps = 1 if quick else 3
     with mp.get_context("spawn").Pool(1) as pool:

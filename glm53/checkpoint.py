@@ -58,10 +58,20 @@ def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, train
     return sha
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> GLM53:
+def check_switches(path: Path, saved: ModelConfig, asked: ModelConfig) -> None:
+    """Refuse a checkpoint whose architecture (switches and sizes) differs from the config that asks for it; some
+    switches (position) leave every weight's shape alone, so loading would silently compute another model."""
+    differences = saved.architecture_differences(asked)
+    if differences:
+        raise ValueError(f"{path} was saved with other model settings than asked (saved != asked): "
+                         + "; ".join(differences) + ". Ask for the checkpoint's settings, or start a new run")
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None) -> GLM53:
     """Load a checkpoint's model: the weights' sha256 checked against metadata.json (when the checkpoint has
-    one), the config checked, every weight present and of the right shape. Any problem is a ValueError that
-    names the file. The sha256 is kept on the model as `weights_sha256` for receipts."""
+    one), the config checked (against `expect` too, when given: see `check_switches`), every weight present and of
+    the right shape. Any problem is a ValueError that names the file. The sha256 is kept on the model as
+    `weights_sha256` for receipts."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
@@ -73,6 +83,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> G
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
     except (ValueError, TypeError) as err:
         raise ValueError(f"{path / 'config.json'} is not a valid model config: {err}") from None
+    if expect is not None:
+        check_switches(path, config, expect)
     try:
         from safetensors.torch import load_file
 
@@ -133,6 +145,9 @@ def check_resume_settings(out: Path, now: dict, may_change: set[str]) -> None:
         recorded["model"] = ModelConfig.from_dict(recorded["model"]).to_dict()
     now = json.loads(json.dumps(now))
     diffs = [k for k in now if k not in may_change and recorded.get(k) != now[k]]
+    if "model" in diffs and isinstance(now.get("model"), dict) and isinstance(recorded.get("model"), dict):
+        diffs.remove("model")  # name the model fields themselves
+        diffs += [f"model.{k}" for k in now["model"] if recorded["model"].get(k) != now["model"][k]]
     if diffs:
         raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
                          "Resume with the original settings, or start a new --out")
@@ -177,6 +192,7 @@ def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> t
     if not found:
         raise FileNotFoundError(f"--resume: no checkpoint with trainer state in {out}")
     latest = found[-1]
+    check_switches(latest, ModelConfig.from_dict(json.loads((latest / "config.json").read_text())), model.config)
     sha = verify_checkpoint(latest)
     state = load_trainer_state(latest)
     load_weights(model, str(latest / WEIGHTS_NAME), strict=True, device=str(device))

@@ -7,11 +7,12 @@ import argparse
 import json
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .device import DEVICE_CHOICES
 from .io import atomic_write_json, json_text, refuse_existing, refuse_nonempty_dir
-from .model.config import MODEL_PRESETS, ModelConfig
+from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
 from .settings import add_config_arguments, config_from_args
 from .sweep.commands import add_analyze_parser, add_sweep_parser
 
@@ -36,9 +37,10 @@ def add_info_parser(sub) -> None:
     p = sub.add_parser("info", help="print config, parameter counts, layer pattern and device")
     _device_flag(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
-    p.add_argument("--model", default="reference", choices=tuple(MODEL_PRESETS),
+    p.add_argument("--model", "--preset", dest="model", default="reference", choices=tuple(MODEL_PRESETS),
                    help="named architecture the flags below start from (default: reference, the 25.7M model; "
-                        "miniature: the 248K model of the pretraining-data studies)")
+                        "released: the released GLM-5.3-Flash's parts switched on; miniature: the 248K model of the "
+                        "pretraining-data studies)")
     add_config_arguments(p, ModelConfig, title="model (defaults: the named --model)")
     p.set_defaults(func=cmd_info)
 
@@ -61,6 +63,11 @@ def cmd_info(args) -> int:
         return 0
     print("glm53 model")
     print(f"  parameters     {counts['total']:,} total, {counts['active']:,} active per token")
+    switches = {k: getattr(cfg, k) for k, v in SWITCH_DEFAULTS.items() if getattr(cfg, k) != v}
+    if switches:  # the same sizes with the reference's forms: what the released parts add
+        base = GLM53(replace(cfg, **{k: SWITCH_DEFAULTS[k] for k in switches})).parameter_counts()["total"]
+        print(f"  vs reference   {counts['total'] - base:+,} ({(counts['total'] - base) / base:+.1%}) from "
+              + ", ".join(f"{k}={v}" for k, v in switches.items()))
     sparse_note = "" if "S" in cfg.layer_pattern else "; no sparse layer at all"
     print(f"  model          {args.model}")
     print(f"  layer pattern  {cfg.layer_pattern}  (L = linear attention, S = sparse attention{sparse_note})")
@@ -168,6 +175,8 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
     p.add_argument("--profile", action="store_true",
                    help="instead: seconds per training step by component, forward and backward, fast and plain")
+    p.add_argument("--model", default="reference", choices=tuple(MODEL_PRESETS),
+                   help="with --profile: the named architecture to profile (released: KDA, indexer, NoPE)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -179,7 +188,7 @@ def cmd_bench(args) -> int:
     out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     refuse_existing(out)
     if args.profile:
-        result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print)
+        result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print, model=args.model)
         atomic_write_json(out, result)
         print(json.dumps(result, indent=2) if args.json else f"\nwritten to {out}")
         return 0

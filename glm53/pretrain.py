@@ -53,6 +53,10 @@ class PretrainConfig:
     weight_decay: float = setting(0.1, "AdamW weight decay on matrices")
     grad_clip: float = setting(1.0, "gradient-norm clip")
     balance_coef: float = setting(0.01, "weight of the router balance loss")
+    indexer_coef: float = setting(1.0, "weight of the indexer's KL term (sparse_selection=indexer); it trains only "
+                                       "the indexers, whose input is detached")
+    indexer_warmup_steps: int = setting(0, "first steps in which indexer layers attend densely while their indexer "
+                                           "learns toward that attention (sparse_selection=indexer)")
     lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
     warmup_steps: int = setting(0, "linear warmup steps")
     min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr")
@@ -82,6 +86,10 @@ class PretrainConfig:
         check.at_least("weight_decay", self.weight_decay, 0)
         check.positive("grad_clip", self.grad_clip)
         check.at_least("balance_coef", self.balance_coef, 0)
+        check.at_least("indexer_coef", self.indexer_coef, 0)
+        check.within("indexer_warmup_steps", self.indexer_warmup_steps, 0, self.steps)
+        check.require(self.indexer_warmup_steps == 0 or self.model.sparse_selection == "indexer",
+                      "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
         check.one_of("lr_schedule", self.lr_schedule, SCHEDULES)
         check.within("warmup_steps", self.warmup_steps, 0, self.steps)
         check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
@@ -141,10 +149,11 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     lr = learning_rate(cfg, step)
     for group in optimizer.param_groups:
         group["lr"] = lr
+    model.set_indexer_dense(step < cfg.indexer_warmup_steps)
     with autocast(device, precision):
         logits, aux = forward(inputs, return_aux=True)
         lm_loss = language_loss(logits, labels)
-        loss = lm_loss + cfg.balance_coef * aux.balance_loss
+        loss = lm_loss + cfg.balance_coef * aux.balance_loss + cfg.indexer_coef * aux.indexer_loss
     if not torch.isfinite(loss):
         raise FloatingPointError(f"step {step + 1}: loss is {loss.item()}; lower --lr or check the data")
     optimizer.zero_grad(set_to_none=True)
@@ -152,6 +161,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     optimizer.step()
     return {"step": step + 1, "loss": lm_loss.item(), "balance_loss": aux.balance_loss.item(),
+            "indexer_loss": aux.indexer_loss.item(),
             "grad_norm": float(grad_norm), "lr": lr, "tokens": int((labels != IGNORE_INDEX).sum())}
 
 

@@ -19,13 +19,18 @@ import torch
 from torch import nn
 
 from .model.hyper_connections import HyperConnection
+from .model.indexer_attention import IndexerSparseAttention
+from .model.kimi_delta_attention import KimiDeltaAttention
 from .model.linear_attention import LinearAttention
 from .model.moe import MixtureOfExperts
 from .model.norm import RMSNorm
 from .model.sparse_attention import SparseAttention
 
 COMPONENTS = {nn.Embedding: "embedding", RMSNorm: "block norms", LinearAttention: "linear attention",
-              SparseAttention: "sparse attention", MixtureOfExperts: "moe experts", HyperConnection: "hyper-connections"}
+              KimiDeltaAttention: "linear attention", SparseAttention: "sparse attention",
+              IndexerSparseAttention: "sparse attention", MixtureOfExperts: "moe experts",
+              HyperConnection: "hyper-connections"}
+BLOCK_NORMS = ("attention_norm", "moe_norm")  # not the norms inside an attention layer: their time is the layer's
 
 
 class ComponentTimer:
@@ -34,10 +39,12 @@ class ComponentTimer:
     def __init__(self, model: nn.Module):
         self.seconds: dict[tuple[str, str], float] = defaultdict(float)
         self.handles, self._starts = [], {}
-        for module in model.modules():
+        for path, module in model.named_modules():
             name = next((n for cls, n in COMPONENTS.items() if isinstance(module, cls)), None)
             if module is getattr(model, "final_norm", None):
                 name = "final norm"
+            elif isinstance(module, RMSNorm) and not path.endswith(BLOCK_NORMS):
+                name = None
             if name is not None:
                 self._attach(module, name)
             if isinstance(module, MixtureOfExperts):

@@ -141,3 +141,37 @@ def test_results_are_readable_like_other_files(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "receipt.json").stat().st_mode & 0o777 == 0o644
+
+
+def released_run(out, **kw):
+    from glm53 import ModelConfig
+
+    model = ModelConfig(**{**TINY, "max_sequence_length": 160}, linear_attention="kda", sparse_selection="indexer",
+                        position="none", indexer_top_k=4)
+    return tiny_run(out, model=model, indexer_warmup_steps=2, **kw)
+
+
+def test_released_switches_train_and_resume_exactly_across_the_indexer_warmup(tmp_path):
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    pretrain(released_run(whole, steps=6, checkpoints=(3, 6)), dev_tasks=[], log=lambda *_: None)
+    pretrain(released_run(part, steps=3, checkpoints=(3,)), dev_tasks=[], log=lambda *_: None)
+    (part / "training-receipt.json").unlink()
+    pretrain(released_run(part, steps=6, checkpoints=(3, 6), resume=True), dev_tasks=[], log=lambda *_: None)
+    assert losses(part) == losses(whole)
+    rows = [json.loads(line) for line in (whole / "train_log.jsonl").read_text().splitlines()]
+    assert all(r["indexer_loss"] > 0 for r in rows)
+    assert read_metadata(part / "checkpoint-0006")["weights_sha256"] == read_metadata(whole / "checkpoint-0006")["weights_sha256"]
+
+
+def test_resume_refuses_another_switch_and_names_it(tmp_path):
+    import dataclasses
+
+    out = tmp_path / "run"
+    cfg = tiny_run(out, steps=2, checkpoints=(2,))
+    pretrain(cfg, dev_tasks=[], log=lambda *_: None)
+    (out / "training-receipt.json").unlink()
+    nope = dataclasses.replace(cfg.model, position="none")
+    with pytest.raises(ValueError, match="model.position"):
+        pretrain(tiny_run(out, steps=4, checkpoints=(2, 4), model=nope, resume=True), dev_tasks=[], log=lambda *_: None)
+    with pytest.raises(ValueError, match="--indexer-warmup-steps needs --sparse-selection indexer"):
+        tiny_run(tmp_path / "x", indexer_warmup_steps=2)

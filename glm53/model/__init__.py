@@ -3,17 +3,21 @@
     config.py             ModelConfig: every size and switch, defaults = the reference 25.7M model
     rope.py               rotary position embedding
     norm.py               RMSNorm
-    attention.py          what both attentions share: qkv projection with RoPE, output projection
+    attention.py          what the softmax and elu attentions share: qkv projection with RoPE, output projection
     linear_attention.py   elu+1 linear attention: plain (cumulative), recurrent, fast (chunked)
+    kimi_delta_attention.py  the released model's linear attention (KDA): plain (recurrent), fast (chunked), step
     sparse_attention.py   sliding window + strided anchors: plain (gathered), fast (masked SDPA)
+    indexer_attention.py  the released model's sparse attention: a lightning indexer picks each query's keys;
+                          plain (gathered), fast (masked SDPA)
     moe.py                router, balance loss, SwiGLU experts: plain (looped), fast (grouped)
     hyper_connections.py  4 residual streams with learned read/write weights
-    cache.py              decoding state: recurrent (S, z) per linear layer, KV cache per sparse layer
+    cache.py              decoding state: recurrent state per linear layer, KV cache per sparse layer
     model.py              GLM53: the blocks assembled, parameter counts, save/load
 
 Axis names in einops patterns and shape comments: b batch, t time (tokens), h heads, d head dimension
 (e the value dimension where it differs), n chunks, c tokens in a chunk, s residual streams, w keys a query
-sees in the plain sparse form, e experts in the MoE, D model width.
+sees in the plain sparse form, e experts in the MoE, D model width; j indexer heads, s keys where a query
+meets every key, p keys in a pooled block.
 """
 
 from .config import ModelConfig

@@ -1,4 +1,5 @@
-"""What both attention types share: a bias-free qkv projection with RoPE on q and k, and an output projection.
+"""What the softmax and elu attentions share: a bias-free qkv projection with RoPE on q and k (none when
+`position="none"`, the released model's NoPE), and an output projection.
 
 The attention cores run in fp32 even under bf16 autocast: the running sums of linear attention and the softmax
 lose too much in bf16, CPU SDPA measured twice as slow in bf16 on one CPU, and the cores are a small share of the
@@ -19,11 +20,14 @@ class AttentionProjections(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.heads = config.heads
+        self.rotary = config.position == "rope"
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.out = nn.Linear(config.dim, config.dim, bias=False)
 
     def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        """x [B, T, D] -> q, k, v [B, T, H, d] in fp32, RoPE applied to q and k."""
+        """x [B, T, D] -> q, k, v [B, T, H, d] in fp32, RoPE applied to q and k (unless position is none)."""
         q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
         q, k, v = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (q, k, v))
+        if not self.rotary:
+            return q, k, v
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v

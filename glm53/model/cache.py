@@ -1,4 +1,5 @@
-"""Decoding state: a recurrent (S, z) state for each linear-attention layer, a KV cache for each sparse layer.
+"""Decoding state: a recurrent state for each linear-attention layer ((S, z) for elu; (S,) and the short
+convolution's last inputs for KDA), a KV cache for each sparse layer (plus the indexer's keys when it selects).
 
 Rows may sit at different positions (prompts of different lengths decoded together), so the cache keeps one
 position per row. Every tensor has the batch as its first dimension, which makes copying a prompt's state to
@@ -15,15 +16,35 @@ import torch
 
 @dataclass
 class LayerCache:
-    """linear layers: state = (S [B, H, d, d], z [B, H, d]); sparse layers: k, v [B, H, max_length, d]."""
+    """elu linear layers: state = (S [B, H, d, d], z [B, H, d]); KDA layers: state = (S [B, H, d, d],) and
+    conv [B, kernel - 1, 3 * dim]; sparse layers: k, v [B, H, max_length, d], and index_k
+    [B, max_length, indexer_dim] when the indexer selects keys."""
 
-    state: tuple[torch.Tensor, torch.Tensor] | None = None
+    state: tuple[torch.Tensor, ...] | None = None
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
+    conv: torch.Tensor | None = None
+    index_k: torch.Tensor | None = None
 
     def map(self, fn) -> "LayerCache":
-        return LayerCache(state=None if self.state is None else tuple(fn(t) for t in self.state),
-                          k=None if self.k is None else fn(self.k), v=None if self.v is None else fn(self.v))
+        return LayerCache(**{name: _apply(fn, value) for name, value in vars(self).items()})
+
+    @staticmethod
+    def concat(parts: list["LayerCache"]) -> "LayerCache":
+        def join(values):
+            if values[0] is None:
+                return None
+            if isinstance(values[0], tuple):
+                return tuple(torch.cat([v[j] for v in values]) for j in range(len(values[0])))
+            return torch.cat(values)
+
+        return LayerCache(**{name: join([vars(p)[name] for p in parts]) for name in vars(parts[0])})
+
+
+def _apply(fn, value):
+    if value is None:
+        return None
+    return tuple(fn(t) for t in value) if isinstance(value, tuple) else fn(value)
 
 
 @dataclass
@@ -42,12 +63,19 @@ class InferenceCache:
         layers = []
         for i in range(config.layers):
             if config.is_sparse_layer(i):
-                layers.append(LayerCache(k=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype),
-                                         v=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype)))
+                layer = LayerCache(k=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype),
+                                   v=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype))
+                if config.sparse_selection == "indexer":
+                    layer.index_k = torch.zeros(batch, max_length, config.indexer_dim, device=device, dtype=dtype)
+            elif config.linear_attention == "kda":
+                layer = LayerCache(state=(torch.zeros(batch, H, d, d, device=device, dtype=state_dtype),),
+                                   conv=torch.zeros(batch, config.kda_conv_kernel - 1, 3 * config.dim, device=device,
+                                                    dtype=dtype))
             else:
                 # recurrent sums stay in fp32 whatever the weights' dtype: they accumulate over the whole sequence
-                layers.append(LayerCache(state=(torch.zeros(batch, H, d, d, device=device, dtype=state_dtype),
-                                                torch.zeros(batch, H, d, device=device, dtype=state_dtype))))
+                layer = LayerCache(state=(torch.zeros(batch, H, d, d, device=device, dtype=state_dtype),
+                                          torch.zeros(batch, H, d, device=device, dtype=state_dtype)))
+            layers.append(layer)
         return cls(max_length, torch.zeros(batch, dtype=torch.long, device=device), layers)
 
     @property
@@ -69,11 +97,5 @@ class InferenceCache:
         first = caches[0]
         if any(c.max_length != first.max_length for c in caches):
             raise ValueError("caches to concatenate must share max_length")
-        layers = []
-        for i in range(len(first.layers)):
-            parts = [c.layers[i] for c in caches]
-            layers.append(LayerCache(
-                state=None if parts[0].state is None else tuple(torch.cat([p.state[j] for p in parts]) for j in range(2)),
-                k=None if parts[0].k is None else torch.cat([p.k for p in parts]),
-                v=None if parts[0].v is None else torch.cat([p.v for p in parts])))
+        layers = [LayerCache.concat([c.layers[i] for c in caches]) for i in range(len(first.layers))]
         return InferenceCache(first.max_length, torch.cat([c.positions for c in caches]), layers)

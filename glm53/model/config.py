@@ -14,6 +14,13 @@ LEGACY_IMPL_NAMES = {"cumulative": "plain", "chunked": "fast", "gathered": "plai
 IMPL_FIELDS = ("linear_attention_impl", "sparse_attention_impl", "moe_impl")
 KERNEL_FIELDS = ("linear_attention_chunk", "expert_row_padding", "sparse_attention_core")
 CORE_DTYPES = ("fp32", "bf16")
+# Architecture switches: the reference's simplified form first (the default), the released GLM-5.3-Flash's after.
+LINEAR_ATTENTIONS = ("elu", "kda")
+SPARSE_SELECTIONS = ("fixed", "indexer")
+POSITIONS = ("rope", "none")
+SWITCH_DEFAULTS = {"linear_attention": "elu", "sparse_selection": "fixed", "position": "rope"}  # the reference's forms
+# exp(-decay summed over a chunk) must stay finite in fp32 (about exp(88)); the fast KDA form keeps a margin.
+KDA_MAX_CHUNK_DECAY = 80.0
 
 
 @dataclass
@@ -43,6 +50,25 @@ class ModelConfig:
     # The reference writes the block's output *including its input* back onto every stream, so the
     # residual is counted twice; False writes only the block's update. See hyper_connections.py.
     hc_double_residual: bool = setting(False, "write input + update back to the streams, as the reference did")
+    # The released model's attention (see released-model.md in the shared reference); defaults keep the reference.
+    linear_attention: str = setting("elu", "linear layers: elu (elu+1 linear attention, the reference) or kda "
+                                           "(Kimi delta attention: per-channel decay and a delta-rule state)",
+                                    choices=LINEAR_ATTENTIONS)
+    kda_decay_lower_bound: float = setting(-5.0, "KDA: the most negative log-decay a token may apply per channel")
+    kda_conv_kernel: int = setting(4, "KDA: width of the short causal depthwise convolution on q, k and v")
+    kda_decay_rank: int = setting(32, "KDA: rank of the low-rank projection that produces the decay")
+    kda_chunk: int = setting(16, "KDA: tokens per chunk in the fast (chunked) form; chunk x |lower bound| must "
+                                 f"stay <= {KDA_MAX_CHUNK_DECAY:g} so exp() of a chunk's decay fits fp32")
+    sparse_selection: str = setting("fixed", "sparse layers: fixed (local window + strided anchors, the reference) "
+                                             "or indexer (a learned lightning indexer picks each query's keys)",
+                                    choices=SPARSE_SELECTIONS)
+    indexer_top_k: int = setting(32, "indexer: keys each query keeps, besides itself (all when fewer exist)")
+    indexer_heads: int = setting(4, "indexer: number of small indexer heads")
+    indexer_dim: int = setting(32, "indexer: width of each indexer head")
+    index_pool: int = setting(1, "indexer: score blocks of this many keys by their mean indexer key (the "
+                                 "released KPool); 1 scores every key")
+    position: str = setting("rope", "rope (rotary, the reference) or none (no positional encoding, as the "
+                                    "released text model)", choices=POSITIONS)
     linear_attention_impl: str = setting("fast", "linear attention form", choices=IMPLS)
     linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention")
     sparse_attention_impl: str = setting("fast", "sparse attention form", choices=IMPLS)
@@ -64,7 +90,8 @@ class ModelConfig:
                 need(isinstance(getattr(self, f.name), int), f"{f.name} must be an int, got {getattr(self, f.name)!r}")
         need(self.dim > 0 and self.layers > 0 and self.heads > 0, "dim, layers and heads must be positive")
         need(self.dim % self.heads == 0, f"dim ({self.dim}) must be divisible by heads ({self.heads})")
-        need(self.head_dim % 2 == 0, f"head_dim = dim/heads = {self.head_dim} must be even for RoPE")
+        need(self.position == "none" or self.head_dim % 2 == 0,
+             f"head_dim = dim/heads = {self.head_dim} must be even for RoPE (or position = none)")
         need(self.experts >= 1, "experts must be at least 1")
         need(1 <= self.top_k <= self.experts, f"top_k ({self.top_k}) must lie in [1, experts={self.experts}]")
         need(self.shared_experts >= 0, "shared_experts must be >= 0")
@@ -78,6 +105,23 @@ class ModelConfig:
         need(self.linear_attention_chunk >= 1, "linear_attention_chunk must be >= 1")
         need(self.expert_row_padding >= 0, "expert_row_padding must be >= 0")
         need(self.sparse_attention_core in CORE_DTYPES, f"sparse_attention_core must be one of {CORE_DTYPES}")
+        need(self.linear_attention in LINEAR_ATTENTIONS,
+             f"linear_attention must be one of {LINEAR_ATTENTIONS}, got {self.linear_attention!r}")
+        need(self.sparse_selection in SPARSE_SELECTIONS,
+             f"sparse_selection must be one of {SPARSE_SELECTIONS}, got {self.sparse_selection!r}")
+        need(self.position in POSITIONS, f"position must be one of {POSITIONS}, got {self.position!r}")
+        need(self.kda_decay_lower_bound < 0, f"kda_decay_lower_bound must be negative, got {self.kda_decay_lower_bound}")
+        need(self.kda_conv_kernel >= 1, f"kda_conv_kernel must be >= 1, got {self.kda_conv_kernel}")
+        need(self.kda_decay_rank >= 1, f"kda_decay_rank must be >= 1, got {self.kda_decay_rank}")
+        need(self.kda_chunk >= 1 and self.kda_chunk * -self.kda_decay_lower_bound <= KDA_MAX_CHUNK_DECAY,
+             f"kda_chunk ({self.kda_chunk}) x |kda_decay_lower_bound| ({-self.kda_decay_lower_bound:g}) must lie in "
+             f"[1, {KDA_MAX_CHUNK_DECAY:g}] so the chunk's decay stays finite in fp32; lower kda_chunk")
+        need(self.indexer_top_k >= 1, f"indexer_top_k must be >= 1, got {self.indexer_top_k}")
+        need(self.indexer_heads >= 1 and self.indexer_dim >= 1,
+             f"indexer_heads and indexer_dim must be >= 1, got {self.indexer_heads} and {self.indexer_dim}")
+        need(self.index_pool >= 1, f"index_pool must be >= 1, got {self.index_pool}")
+        need(self.position == "none" or self.sparse_selection != "indexer" or self.indexer_dim % 2 == 0,
+             f"indexer_dim ({self.indexer_dim}) must be even for RoPE on the indexer's keys (or position = none)")
 
     @property
     def head_dim(self) -> int:
@@ -93,6 +137,13 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def architecture_differences(self, other: "ModelConfig") -> list[str]:
+        """Fields that change what the model computes (every field but the plain/fast forms and kernel settings),
+        as "name: mine != other's" lines; empty when a checkpoint of one config may be loaded as the other."""
+        free = set(IMPL_FIELDS) | set(KERNEL_FIELDS) | {"kda_chunk"}
+        return [f"{f.name}: {getattr(self, f.name)!r} != {getattr(other, f.name)!r}" for f in fields(self)
+                if f.name not in free and getattr(self, f.name) != getattr(other, f.name)]
 
     def plain(self) -> "ModelConfig":
         """The same model with every plain reference form selected (for tests and benchmarks)."""
@@ -115,11 +166,14 @@ class ModelConfig:
         return cls(**d)
 
 
-# Named architectures. "miniature" is the 248,412-parameter model of the reference's pretraining-data studies
+# Named architectures. "released" switches on every part of the released GLM-5.3-Flash that this code has:
+# Kimi delta attention, indexer-selected sparse attention and no positional encoding, at the reference's sizes.
+# "miniature" is the 248,412-parameter model of the reference's pretraining-data studies
 # (reference-system.md §2.4): 3 layers, so the rhythm gives [L, L, L] and no sparse layer at all; top-1 of 4
 # experts, 2 streams.
 MODEL_PRESETS: dict[str, dict] = {
     "reference": {},
+    "released": dict(linear_attention="kda", sparse_selection="indexer", position="none"),
     "miniature": dict(dim=48, layers=3, heads=3, expert_hidden=96, experts=4, top_k=1, streams=2, sparse_window=24,
                       sparse_stride=24, max_sequence_length=128),
 }

@@ -9,7 +9,8 @@ Three forms of the same function, fla-style, tested against each other:
   running state across chunks, never materializing a per-token d x d tensor.
 
 Simplifications vs GLM-5.3-Flash: the released model's linear layers use a gated delta rule (a decaying,
-error-correcting state update with short convolutions and output gating). This is the older "linear
+error-correcting state update with short convolutions and output gating): `linear_attention="kda"` switches to
+it (kimi_delta_attention.py). This is the older "linear
 transformer" of Katharopoulos et al. 2020: no decay, no gate, no delta correction, no 1/sqrt(d) scale. As in
 the reference, RoPE is applied to q and k *before* the feature map.
 """

@@ -3,7 +3,8 @@
     ids -> embedding -> copied into S streams -> 12 x HyperConnection(HybridBlock) -> mean of streams
         -> RMSNorm -> logits = hidden @ embedding^T
 
-Layer i uses sparse attention when (i + 1) % 4 == 0, linear attention otherwise (L L L S x 3).
+Layer i uses sparse attention when (i + 1) % 4 == 0, linear attention otherwise (L L L S x 3). Switches pick
+the released model's forms instead (ModelConfig: linear_attention, sparse_selection, position).
 
 Simplifications vs GLM-5.3-Flash, beyond those in each component's file: byte vocabulary, 12 layers of width
 192, no multi-token-prediction head, no dense first layers, a tied input/output embedding, and Normal(0, 0.02)
@@ -23,6 +24,8 @@ from torch import nn
 from .cache import InferenceCache
 from .config import ModelConfig
 from .hyper_connections import HyperConnection
+from .indexer_attention import IndexerSparseAttention
+from .kimi_delta_attention import KimiDeltaAttention
 from .linear_attention import LinearAttention
 from .moe import MixtureOfExperts
 from .norm import RMSNorm
@@ -30,21 +33,29 @@ from .rope import RotaryEmbedding
 from .sparse_attention import SparseAttention
 
 
+def attention_for(config: ModelConfig, sparse: bool) -> nn.Module:
+    if sparse:
+        return IndexerSparseAttention(config) if config.sparse_selection == "indexer" else SparseAttention(config)
+    return KimiDeltaAttention(config) if config.linear_attention == "kda" else LinearAttention(config)
+
+
 class HybridBlock(nn.Module):
-    """Pre-norm block: a = attn(norm(x)); m = moe(norm(x + a)). Returns the residual update a + m."""
+    """Pre-norm block: a = attn(norm(x)); m = moe(norm(x + a)). Returns the residual update a + m, the router's
+    balance loss and expert usage, and the indexer's KL term (None for layers without an indexer)."""
 
     def __init__(self, config: ModelConfig, sparse: bool):
         super().__init__()
         self.sparse = sparse
         self.attention_norm = RMSNorm(config.dim, config.norm_eps)
-        self.attention = SparseAttention(config) if sparse else LinearAttention(config)
+        self.attention = attention_for(config, sparse)
         self.moe_norm = RMSNorm(config.dim, config.norm_eps)
         self.moe = MixtureOfExperts(config)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None):
         a = self.attention(self.attention_norm(x), cos, sin, cache, positions)
+        indexer_loss = self.attention.take_indexer_loss() if isinstance(self.attention, IndexerSparseAttention) else None
         m, balance_loss, usage = self.moe(self.moe_norm(x + a))
-        return a + m, balance_loss, usage
+        return a + m, balance_loss, usage, indexer_loss
 
 
 @dataclass
@@ -53,10 +64,13 @@ class ModelAux:
 
     balance_loss: mean over layers of the per-layer router balance loss (differentiable, 1.0 = uniform).
     expert_usage: [layers, experts], the fraction of routing assignments each expert received (no gradient).
+    indexer_loss: mean over indexer layers of their KL term (0 without an indexer or without gradients); it
+        trains only the indexers, whose input is detached.
     """
 
     balance_loss: torch.Tensor
     expert_usage: torch.Tensor
+    indexer_loss: torch.Tensor
 
 
 class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
@@ -123,19 +137,28 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                 raise ValueError(f"position {int(positions.max())} is beyond the cache's max_length {cache.max_length}")
             cos, sin = self.rope.at(positions)
         streams = inputs_embeds[:, :, None, :].expand(B, T, self.config.streams, D)
-        balance_losses, usages = [], []
+        balance_losses, usages, indexer_losses = [], [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            streams, balance_loss, usage = layer(streams, cos, sin, layer_cache, positions)
+            streams, balance_loss, usage, indexer_loss = layer(streams, cos, sin, layer_cache, positions)
             balance_losses.append(balance_loss)
             usages.append(usage)
+            if indexer_loss is not None:
+                indexer_losses.append(indexer_loss)
         hidden = self.final_norm(streams.mean(dim=2))
         logits = F.linear(hidden, self.embedding.weight)
         if cache is not None:
             cache.positions = cache.positions + T
         if not return_aux:
             return logits
-        return logits, ModelAux(torch.stack(balance_losses).mean(), torch.stack(usages))
+        indexer_loss = torch.stack(indexer_losses).mean() if indexer_losses else logits.new_zeros(())
+        return logits, ModelAux(torch.stack(balance_losses).mean(), torch.stack(usages), indexer_loss)
+
+    def set_indexer_dense(self, dense: bool) -> None:
+        """Dense warm-up of the indexer layers: their attention sees every earlier key (no-op without indexers)."""
+        for module in self.modules():
+            if isinstance(module, IndexerSparseAttention):
+                module.set_dense(dense)
 
     def new_cache(self, batch: int, max_length: int | None = None) -> InferenceCache:
         """An empty decoding cache for `batch` rows (in the dtype of the model's weights)."""

@@ -1,7 +1,8 @@
 """Rotary position embedding with interleaved (even, odd) pairs and a cached cos/sin table.
 
-Simplification vs GLM-5.3-Flash: RoPE rotates the whole head (no partial-rotary split, no YaRN scaling)
-and positions are absolute indices 0..T-1 (plus an offset when decoding with a cache).
+Simplification vs GLM-5.3-Flash: the released text model has no positional encoding at all (NoPE:
+`position="none"`). Here RoPE rotates the whole head (no partial-rotary split, no YaRN scaling) and positions are
+absolute indices 0..T-1 (plus an offset when decoding with a cache).
 """
 
 from __future__ import annotations

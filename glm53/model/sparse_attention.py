@@ -10,7 +10,8 @@ Two forms, tested against each other:
   `scaled_dot_product_attention`.
 
 Simplification vs GLM-5.3-Flash: the released model selects keys with a learned top-k "lightning indexer"
-(DeepSeek Sparse Attention) over a latent (MLA) KV cache. Here the pattern is fixed, heads are plain
+(DeepSeek Sparse Attention) over a latent (MLA) KV cache; `sparse_selection="indexer"` switches to such an
+indexer (indexer_attention.py). Here the pattern is fixed, heads are plain
 multi-head (no MLA, no GQA) and there is no attention sink.
 """
 

@@ -75,6 +75,95 @@ def _read_curve(out: Path) -> list[dict]:
     return read_jsonl(out / LOG_NAME)
 
 
+# ---------------------------------------------------------------- pretrain-eval (architecture ablations)
+
+@dataclass
+class PretrainEvalSettings:
+    """What a pretrain-eval job adds to `glm53 pretrain`: a greedy evaluation on a frozen split at some of its
+    checkpoints (the decoding speed measured on the same completions) and the window of the loss average."""
+
+    eval_at: tuple[int, ...] = setting((100,), "checkpoints scored greedily on the frozen split")
+    eval_split: str = setting("confirm", "frozen split scored")
+    eval_per_family: int = setting(8, "tasks per family")
+    eval_max_new_tokens: int = setting(48, "token cap of the greedy completions")
+    loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N")
+
+    def __post_init__(self) -> None:
+        self.eval_at = tuple(self.eval_at)
+        check = Checks("pretrain-eval")
+        check.at_least("eval_per_family", self.eval_per_family, 1)
+        check.at_least("eval_max_new_tokens", self.eval_max_new_tokens, 1)
+        check.at_least("loss_window", self.loss_window, 1)
+        check.done()
+
+
+@dataclass
+class PretrainEvalJob:
+    pretrain: Any
+    extra: PretrainEvalSettings
+
+    def to_dict(self) -> dict:
+        return {**self.pretrain.to_dict(), **asdict(self.extra), "eval_at": list(self.extra.eval_at)}
+
+
+def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainEvalJob:
+    from ..settings import setting_names
+
+    own = set(setting_names(PretrainEvalSettings))
+    extra = config_from_settings(PretrainEvalSettings, {k: v for k, v in settings.items() if k.replace("-", "_") in own},
+                                 "pretrain-eval")
+    pretrain = _make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
+                              tuple(sorted(set(checkpoints) | set(extra.eval_at))), job_dir)
+    missing = sorted(set(extra.eval_at) - set(pretrain.checkpoints))
+    if missing:
+        raise ValueError(f"pretrain-eval: eval_at {missing} must be checkpoints within steps {pretrain.steps}")
+    return PretrainEvalJob(pretrain, extra)
+
+
+def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
+    import time
+
+    from ..checkpoint import checkpoint_name, load_model
+    from ..engine import generate_groups
+    from ..evaluate import EvalConfig, evaluate
+    from ..generate import Sampling
+    from ..pretrain import pretrain
+    from ..tasks import frozen_tasks
+
+    cfg, extra = job.pretrain, job.extra
+    receipt = pretrain(cfg, log=log)
+    curve = _read_curve(Path(cfg.out))
+    metrics: dict[str, dict] = {}
+    for c in receipt["checkpoints"]:
+        window = [row for row in curve if c["step"] - extra.loss_window < row["step"] <= c["step"]]
+        metrics[str(c["step"])] = {"weights_sha256": c["weights_sha256"]}
+        if window:  # not at step 0
+            metrics[str(c["step"])]["train_loss"] = sum(r["loss"] for r in window) / len(window)
+        if any("indexer_loss" in r for r in window):
+            metrics[str(c["step"])]["indexer_loss"] = sum(r.get("indexer_loss", 0.0) for r in window) / len(window)
+    metrics[str(cfg.steps)]["train_tokens_per_second"] = receipt["train_tokens_per_second"]
+    tasks = frozen_tasks(extra.eval_split, extra.eval_per_family)
+    greedy = Sampling(temperature=0.0, max_new_tokens=extra.eval_max_new_tokens)
+    outcomes = {}
+    for step in extra.eval_at:
+        model = load_model(Path(cfg.out) / checkpoint_name(step), expect=cfg.model)
+        result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy))
+        metrics[str(step)]["greedy_pass_at_1"] = result["summary"]["pass_at_k"]["1"]
+        # decoding alone, timed apart from the sandboxed tests: the same prompts, greedy, in one call of the engine
+        started = time.perf_counter()
+        decoded = generate_groups(model, [t.prompt for t in tasks], 1, greedy)
+        seconds = time.perf_counter() - started
+        metrics[str(step)]["decode_tokens_per_second"] = sum(len(g[0]["token_ids"]) for g in decoded) / seconds
+        outcomes[str(step)] = {r["task_id"]: float(r["passed"] > 0) for r in result["tasks"]}
+        log(f"step {step}: {extra.eval_split} greedy {sum(outcomes[str(step)].values()):.0f}/{len(tasks)}, "
+            f"{metrics[str(step)]['decode_tokens_per_second']:.0f} decoded tokens/s")
+    last = str(extra.eval_at[-1])
+    return {"job": "pretrain-eval", "settings": job.to_dict(), "seed": cfg.seed, "metrics": metrics,
+            "task_outcomes": {"greedy_pass_at_1": outcomes[last]}, "task_outcomes_at": last,
+            "parameter_counts": receipt["parameter_counts"], "run_receipt": "run/receipt.json",
+            "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
+
+
 # ---------------------------------------------------------------- rl (post-training from a given checkpoint)
 
 def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
@@ -254,6 +343,10 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
             _run_expression),
     JobKind("pretrain", "coding pretraining (glm53 pretrain), greedy dev pass rate at each checkpoint",
             ("dev_pass_rate", "train_loss"), _make_pretrain, _run_pretrain),
+    JobKind("pretrain-eval", "coding pretraining (glm53 pretrain), the mean loss before each checkpoint, training "
+                             "tokens/s, and greedy pass@1 and decoding tokens/s on a frozen split at eval_at",
+            ("train_loss", "greedy_pass_at_1", "train_tokens_per_second", "decode_tokens_per_second", "indexer_loss"),
+            _make_pretrain_eval, _run_pretrain_eval),
     JobKind("rl", "post-training from the checkpoint named by init (glm53 rl), dev scores at each checkpoint; the "
                   "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"), _make_rl, _run_rl),
     JobKind("rl-eval", "post-training from init (glm53 rl), then greedy pass@1 and sampled pass@k on a frozen split "

@@ -294,3 +294,26 @@ def test_setup_mark_without_a_setup_job_is_refused(tmp_path):
     path.write_text(text[:text.index("[setup]")] + text[text.index("[base]"):])
     with pytest.raises(ValueError, match="refers to {setup} but the spec has no"):
         load_spec(path)
+
+
+def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
+    (tmp_path / "a.toml").write_text(
+        'job = "pretrain-eval"\nseeds = [1]\ncheckpoints = [2, 3]\nbaseline = "reference"\n'
+        'metrics = ["train_loss", "greedy_pass_at_1", "train_tokens_per_second", "decode_tokens_per_second", '
+        '"indexer_loss"]\n[base]\nsteps = 3\nbatch_size = 2\nsequence_length = 128\nmax_sequence_length = 160\nprecision = "fp32"\n'
+        'dev_max_new_tokens = 4\neval_at = [2]\neval_per_family = 1\neval_max_new_tokens = 4\nloss_window = 2\n'
+        + TINY_MODEL + 'indexer_top_k = 4\n[arms.reference]\n'
+        '[arms.released]\nlinear_attention = "kda"\nsparse_selection = "indexer"\nposition = "none"\n'
+        'indexer_warmup_steps = 1\n[[comparisons]]\narm = "released"\nagainst = "reference"\n')
+    out = tmp_path / "a"
+    assert run_sweep(load_spec(tmp_path / "a.toml"), out, workers=2, progress=False, log=lambda *_: None)["done"] == 2
+    for arm in ("reference", "released"):
+        r = receipt(out, arm, 1)
+        curve = [json.loads(line) for line in (out / "runs" / arm / "seed-1" / "run" / "train_log.jsonl").open()]
+        assert r["metrics"]["3"]["train_loss"] == pytest.approx((curve[1]["loss"] + curve[2]["loss"]) / 2)
+        assert 0 <= r["metrics"]["2"]["greedy_pass_at_1"] <= 1 and len(r["task_outcomes"]["greedy_pass_at_1"]) == 8
+        assert r["metrics"]["2"]["decode_tokens_per_second"] > 0 and r["metrics"]["3"]["train_tokens_per_second"] > 0
+        assert (r["metrics"]["3"]["indexer_loss"] > 0) == (arm == "released")
+    assert receipt(out, "released", 1)["settings"]["model"]["linear_attention"] == "kda"
+    result = analyze(out, charts=False)
+    assert result["arms"]["released"]["2"]["greedy_pass_at_1"]["n"] == 1
