@@ -55,6 +55,7 @@ class PretrainConfig:
     balance_coef: float = setting(0.01, "weight of the router balance loss")
     indexer_coef: float = setting(1.0, "weight of the indexer's KL term (sparse_selection=indexer); it trains only "
                                        "the indexers, whose input is detached")
+    mtp_coef: float = setting(0.3, "weight of the multi-token-prediction loss (mtp_depth = 1)")
     indexer_warmup_steps: int = setting(0, "first steps in which indexer layers attend densely while their indexer "
                                            "learns toward that attention (sparse_selection=indexer)")
     lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
@@ -87,6 +88,10 @@ class PretrainConfig:
         check.positive("grad_clip", self.grad_clip)
         check.at_least("balance_coef", self.balance_coef, 0)
         check.at_least("indexer_coef", self.indexer_coef, 0)
+        check.at_least("mtp_coef", self.mtp_coef, 0)
+        check.require(self.model.mtp_depth == 0 or self.sequence_length >= 3,
+                      f"--sequence-length {self.sequence_length} is too short for --mtp-depth 1, which predicts two "
+                      "tokens ahead: use 3 or more")
         check.within("indexer_warmup_steps", self.indexer_warmup_steps, 0, self.steps)
         check.require(self.indexer_warmup_steps == 0 or self.model.sparse_selection == "indexer",
                       "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
@@ -114,10 +119,11 @@ def learning_rate(cfg: PretrainConfig, step: int) -> float:
 
 
 def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
-    """Decay matrices (attention, router, experts); not norms, stream logits or the (tied) embedding."""
+    """Decay matrices (attention, router, experts); not norms, stream weights, the embedding or an untied head
+    (treated like the tied embedding it replaces)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        (decay if p.ndim >= 2 and not name.startswith("embedding.") else no_decay).append(p)
+        (decay if p.ndim >= 2 and not name.startswith(("embedding.", "head.")) else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
@@ -128,6 +134,13 @@ def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
 
 def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
+def expert_load_cv(usage: torch.Tensor) -> float:
+    """How unevenly a step's tokens spread over the experts: the coefficient of variation (std / mean) of each
+    layer's expert usage [layers, experts], averaged over layers; 0 is perfectly even."""
+    usage = usage.float()
+    return float((usage.std(dim=1, unbiased=False) / usage.mean(dim=1)).mean())
 
 
 def default_dev_tasks() -> list[Task]:
@@ -154,14 +167,19 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
         logits, aux = forward(inputs, return_aux=True)
         lm_loss = language_loss(logits, labels)
         loss = lm_loss + cfg.balance_coef * aux.balance_loss + cfg.indexer_coef * aux.indexer_loss
+        mtp_loss = language_loss(aux.mtp_logits, labels[:, 1:]) if aux.mtp_logits is not None else None
+        if mtp_loss is not None:
+            loss = loss + cfg.mtp_coef * mtp_loss
     if not torch.isfinite(loss):
         raise FloatingPointError(f"step {step + 1}: loss is {loss.item()}; lower --lr or check the data")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     optimizer.step()
+    model.update_router_biases()
     return {"step": step + 1, "loss": lm_loss.item(), "balance_loss": aux.balance_loss.item(),
-            "indexer_loss": aux.indexer_loss.item(),
+            "indexer_loss": aux.indexer_loss.item(), **({"mtp_loss": mtp_loss.item()} if mtp_loss is not None else {}),
+            "expert_load_cv": expert_load_cv(aux.expert_usage),
             "grad_norm": float(grad_norm), "lr": lr, "tokens": int((labels != IGNORE_INDEX).sum())}
 
 

@@ -182,7 +182,8 @@ def set_train_scope(model: GLM53, scope: str) -> list[torch.nn.Parameter]:
     for p in model.parameters():
         p.requires_grad_(scope == "all")
     if scope != "all":
-        for module in (model.layers[-1], model.final_norm) + ((model.embedding,) if scope == "last-block-head" else ()):
+        head = (model.embedding,) + ((model.head,) if model.head is not None else ())  # the head: tied or not
+        for module in (model.layers[-1], model.final_norm) + (head if scope == "last-block-head" else ()):
             for p in module.parameters():
                 p.requires_grad_(True)
     return [p for p in model.parameters() if p.requires_grad]
@@ -476,5 +477,6 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
     optimizer.step()
+    model.update_router_biases()
     figures.update({"loss": float(loss.detach()), "grad_norm": float(grad_norm)})
     return figures

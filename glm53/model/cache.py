@@ -54,15 +54,17 @@ class InferenceCache:
     layers: list[LayerCache] = field(default_factory=list)
 
     @classmethod
-    def empty(cls, config, batch: int, max_length: int, device, dtype=torch.float32) -> "InferenceCache":
-        """Zero state for `batch` rows of a model with ModelConfig `config`, up to `max_length` positions."""
+    def empty(cls, config, batch: int, max_length: int, device, dtype=torch.float32,
+              layers: str | None = None) -> "InferenceCache":
+        """Zero state for `batch` rows of a model with ModelConfig `config`, up to `max_length` positions; `layers`
+        ("LLS...": L linear, S sparse) defaults to the config's layer pattern."""
         if max_length > config.max_sequence_length:
             raise ValueError(f"cache max_length {max_length} exceeds max_sequence_length {config.max_sequence_length}")
         H, d = config.heads, config.head_dim
         state_dtype = torch.promote_types(dtype, torch.float32)
-        layers = []
-        for i in range(config.layers):
-            if config.is_sparse_layer(i):
+        pattern, layers = layers or config.layer_pattern, []
+        for kind in pattern:
+            if kind == "S":
                 layer = LayerCache(k=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype),
                                    v=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype))
                 if config.sparse_selection == "indexer":
@@ -81,6 +83,15 @@ class InferenceCache:
     @property
     def batch(self) -> int:
         return self.positions.shape[0]
+
+    def snapshot(self) -> "InferenceCache":
+        """What a rollback needs: copies of the positions, recurrent states and convolution tails. Key/value
+        entries are shared, not copied: those written past a row's restored position are never read (attention
+        stops at each row's position) and are overwritten by the next tokens."""
+        copy = lambda t: t.clone()  # noqa: E731
+        return InferenceCache(self.max_length, self.positions.clone(), [
+            LayerCache(state=_apply(copy, layer.state), k=layer.k, v=layer.v, conv=_apply(copy, layer.conv),
+                       index_k=layer.index_k) for layer in self.layers])
 
     def _map(self, fn) -> "InferenceCache":
         return InferenceCache(self.max_length, fn(self.positions), [layer.map(fn) for layer in self.layers])

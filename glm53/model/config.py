@@ -18,7 +18,11 @@ CORE_DTYPES = ("fp32", "bf16")
 LINEAR_ATTENTIONS = ("elu", "kda")
 SPARSE_SELECTIONS = ("fixed", "indexer")
 POSITIONS = ("rope", "none")
-SWITCH_DEFAULTS = {"linear_attention": "elu", "sparse_selection": "fixed", "position": "rope"}  # the reference's forms
+RESIDUALS = ("hc", "mhc")
+ROUTERS = ("softmax-balance", "sigmoid-bias")
+# the reference's forms of every switch (what `glm53 info` compares a preset against)
+SWITCH_DEFAULTS = {"linear_attention": "elu", "sparse_selection": "fixed", "position": "rope", "residual": "hc",
+                   "router": "softmax-balance", "tie_embeddings": True, "mtp_depth": 0}
 # exp(-decay summed over a chunk) must stay finite in fp32 (about exp(88)); the fast KDA form keeps a margin.
 KDA_MAX_CHUNK_DECAY = 80.0
 
@@ -69,6 +73,19 @@ class ModelConfig:
                                  "released KPool); 1 scores every key")
     position: str = setting("rope", "rope (rotary, the reference) or none (no positional encoding, as the "
                                     "released text model)", choices=POSITIONS)
+    # The released model's streams, router and head
+    residual: str = setting("hc", "residual streams: hc (static read/write weights, the reference) or mhc "
+                                  "(input-dependent, with a Sinkhorn-projected doubly stochastic stream mixing)",
+                            choices=RESIDUALS)
+    sinkhorn_iterations: int = setting(20, "mhc: alternating row/column normalisations of the stream mixing")
+    router: str = setting("softmax-balance", "softmax-balance (softmax top-k plus a balance loss, the reference) or "
+                                             "sigmoid-bias (sigmoid scores; a per-expert bias, nudged after each "
+                                             "step toward even load, picks the experts)", choices=ROUTERS)
+    router_bias_rate: float = setting(1e-3, "sigmoid-bias: how far each expert's bias moves per optimizer step")
+    router_scale: float = setting(1.0, "sigmoid-bias: the renormalised routing weights are multiplied by this")
+    tie_embeddings: bool = setting(True, "share the input embedding with the output head (False: a separate head)")
+    mtp_depth: int = setting(0, "multi-token prediction blocks (0 or 1): from the final hidden state at t and the "
+                                "embedding of token t+1, predict token t+2; a draft model for speculative decoding")
     linear_attention_impl: str = setting("fast", "linear attention form", choices=IMPLS)
     linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention")
     sparse_attention_impl: str = setting("fast", "sparse attention form", choices=IMPLS)
@@ -120,6 +137,15 @@ class ModelConfig:
         need(self.indexer_heads >= 1 and self.indexer_dim >= 1,
              f"indexer_heads and indexer_dim must be >= 1, got {self.indexer_heads} and {self.indexer_dim}")
         need(self.index_pool >= 1, f"index_pool must be >= 1, got {self.index_pool}")
+        need(self.residual in RESIDUALS, f"residual must be one of {RESIDUALS}, got {self.residual!r}")
+        need(self.sinkhorn_iterations >= 1, f"sinkhorn_iterations must be >= 1, got {self.sinkhorn_iterations}")
+        need(self.router in ROUTERS, f"router must be one of {ROUTERS}, got {self.router!r}")
+        need(self.router_bias_rate >= 0, f"router_bias_rate must be >= 0, got {self.router_bias_rate}")
+        need(self.router_scale > 0, f"router_scale must be positive, got {self.router_scale}")
+        need(isinstance(self.tie_embeddings, bool), f"tie_embeddings must be true or false, got {self.tie_embeddings!r}")
+        need(self.mtp_depth in (0, 1), f"mtp_depth must be 0 or 1, got {self.mtp_depth}")
+        need(self.mtp_depth == 0 or self.max_sequence_length >= 3,
+             f"mtp_depth = 1 predicts two tokens ahead: max_sequence_length ({self.max_sequence_length}) must be >= 3")
         need(self.position == "none" or self.sparse_selection != "indexer" or self.indexer_dim % 2 == 0,
              f"indexer_dim ({self.indexer_dim}) must be even for RoPE on the indexer's keys (or position = none)")
 
@@ -167,13 +193,15 @@ class ModelConfig:
 
 
 # Named architectures. "released" switches on every part of the released GLM-5.3-Flash that this code has:
-# Kimi delta attention, indexer-selected sparse attention and no positional encoding, at the reference's sizes.
+# Kimi delta attention, indexer-selected sparse attention, no positional encoding, mHC streams, sigmoid routing
+# with bias balancing, untied embeddings and a multi-token-prediction block, at the reference's sizes.
 # "miniature" is the 248,412-parameter model of the reference's pretraining-data studies
 # (reference-system.md §2.4): 3 layers, so the rhythm gives [L, L, L] and no sparse layer at all; top-1 of 4
 # experts, 2 streams.
 MODEL_PRESETS: dict[str, dict] = {
     "reference": {},
-    "released": dict(linear_attention="kda", sparse_selection="indexer", position="none"),
+    "released": dict(linear_attention="kda", sparse_selection="indexer", position="none", residual="mhc",
+                     router="sigmoid-bias", tie_embeddings=False, mtp_depth=1),
     "miniature": dict(dim=48, layers=3, heads=3, expert_hidden=96, experts=4, top_k=1, streams=2, sparse_window=24,
                       sparse_stride=24, max_sequence_length=128),
 }

@@ -7,7 +7,8 @@ Layer i uses sparse attention when (i + 1) % 4 == 0, linear attention otherwise 
 the released model's forms instead (ModelConfig: linear_attention, sparse_selection, position).
 
 Simplifications vs GLM-5.3-Flash, beyond those in each component's file: byte vocabulary, 12 layers of width
-192, no multi-token-prediction head, no dense first layers, a tied input/output embedding, and Normal(0, 0.02)
+192, no multi-token-prediction head, no dense first layers, a tied input/output embedding (untied with
+`tie_embeddings=False`, as released), and Normal(0, 0.02)
 init everywhere (no depth scaling). With tied weights and a small init the model's first guess is the
 current input token, which shows in every "before training" sample.
 """
@@ -25,6 +26,8 @@ from .cache import InferenceCache
 from .config import ModelConfig
 from .hyper_connections import HyperConnection
 from .indexer_attention import IndexerSparseAttention
+from .manifold_hyper_connections import ManifoldHyperConnection
+from .multi_token_prediction import MultiTokenPrediction
 from .kimi_delta_attention import KimiDeltaAttention
 from .linear_attention import LinearAttention
 from .moe import MixtureOfExperts
@@ -37,6 +40,12 @@ def attention_for(config: ModelConfig, sparse: bool) -> nn.Module:
     if sparse:
         return IndexerSparseAttention(config) if config.sparse_selection == "indexer" else SparseAttention(config)
     return KimiDeltaAttention(config) if config.linear_attention == "kda" else LinearAttention(config)
+
+
+def residual_for(config: ModelConfig, block: nn.Module) -> nn.Module:
+    if config.residual == "mhc":
+        return ManifoldHyperConnection(config.streams, config.dim, block, config.sinkhorn_iterations, config.norm_eps)
+    return HyperConnection(config.streams, block, config.hc_double_residual)
 
 
 class HybridBlock(nn.Module):
@@ -66,11 +75,14 @@ class ModelAux:
     expert_usage: [layers, experts], the fraction of routing assignments each expert received (no gradient).
     indexer_loss: mean over indexer layers of their KL term (0 without an indexer or without gradients); it
         trains only the indexers, whose input is detached.
+    mtp_logits: [B, T-1, vocab], position t predicting token t+2 (None without an MTP block, or from embeddings
+        or with a cache).
     """
 
     balance_loss: torch.Tensor
     expert_usage: torch.Tensor
     indexer_loss: torch.Tensor
+    mtp_logits: torch.Tensor | None = None
 
 
 class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
@@ -79,7 +91,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
 
     Save/load: `model.save_pretrained(dir)` writes model.safetensors + config.json, and
     `GLM53.from_pretrained(dir)` rebuilds it offline (the tied head is the embedding itself, so there is
-    only one tensor to store).
+    only one tensor to store; `tie_embeddings=False` adds a separate `head`).
     """
 
     def __init__(self, config: ModelConfig | dict | None = None):
@@ -91,11 +103,11 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.dim)
         self.rope = RotaryEmbedding(config.head_dim, config.max_sequence_length, config.rope_base)
-        self.layers = nn.ModuleList(
-            HyperConnection(config.streams, HybridBlock(config, config.is_sparse_layer(i)), config.hc_double_residual)
-            for i in range(config.layers)
-        )
+        self.layers = nn.ModuleList(residual_for(config, HybridBlock(config, config.is_sparse_layer(i)))
+                                    for i in range(config.layers))
         self.final_norm = RMSNorm(config.dim, config.norm_eps)
+        self.head = None if config.tie_embeddings else nn.Linear(config.dim, config.vocab_size, bias=False)
+        self.mtp = MultiTokenPrediction(config, HybridBlock(config, sparse=False)) if config.mtp_depth else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -110,10 +122,15 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
     def device(self) -> torch.device:
         return self.embedding.weight.device
 
+    @property
+    def head_weight(self) -> torch.Tensor:
+        return self.embedding.weight if self.head is None else self.head.weight
+
     def forward(self, input_ids: torch.Tensor | None = None, *, inputs_embeds: torch.Tensor | None = None,
-                return_aux: bool = False, cache: InferenceCache | None = None):
+                return_aux: bool = False, cache: InferenceCache | None = None, return_hidden: bool = False):
         """With `cache`, the tokens continue each row from its cached position and the cache is advanced
-        (prefill a prompt, then feed one token at a time); without, positions start at 0."""
+        (prefill a prompt, then feed one token at a time); without, positions start at 0. `return_hidden`
+        (without return_aux) returns (logits, hidden [B, T, D]: the streams' mean before the final norm)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         if input_ids is not None:
@@ -145,14 +162,39 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
             usages.append(usage)
             if indexer_loss is not None:
                 indexer_losses.append(indexer_loss)
-        hidden = self.final_norm(streams.mean(dim=2))
-        logits = F.linear(hidden, self.embedding.weight)
+        hidden = streams.mean(dim=2)
+        logits = F.linear(self.final_norm(hidden), self.head_weight)
         if cache is not None:
             cache.positions = cache.positions + T
         if not return_aux:
-            return logits
+            return (logits, hidden) if return_hidden else logits
         indexer_loss = torch.stack(indexer_losses).mean() if indexer_losses else logits.new_zeros(())
-        return logits, ModelAux(torch.stack(balance_losses).mean(), torch.stack(usages), indexer_loss)
+        mtp_logits = None
+        if self.mtp is not None and input_ids is not None and cache is None and T >= 2:
+            mtp_logits = self.mtp(hidden[:, :-1], inputs_embeds[:, 1:], self.head_weight, cos[: T - 1], sin[: T - 1])
+        return logits, ModelAux(torch.stack(balance_losses).mean(), torch.stack(usages), indexer_loss, mtp_logits)
+
+    def new_mtp_cache(self, batch: int, max_length: int | None = None) -> InferenceCache:
+        """An empty decoding cache for the MTP block (one linear-attention layer)."""
+        return InferenceCache.empty(self.config, batch, max_length or self.config.max_sequence_length, self.device,
+                                    self.embedding.weight.dtype, layers="L")
+
+    def mtp_step(self, hidden: torch.Tensor, next_ids: torch.Tensor, mtp_cache: InferenceCache) -> torch.Tensor:
+        """Feed the MTP block the pairs (h_t, token t+1) for the next positions of its cache: hidden [B, n, D],
+        next_ids [B, n]. Returns its logits for token t+2 at each, [B, n, vocab], and advances the cache."""
+        n = next_ids.shape[1]
+        positions = mtp_cache.positions[:, None] + torch.arange(n, device=next_ids.device)
+        cos, sin = self.rope.at(positions)
+        logits = self.mtp(hidden, self.embedding(next_ids), self.head_weight, cos, sin, mtp_cache.layers[0], positions)
+        mtp_cache.positions = mtp_cache.positions + n
+        return logits
+
+    def update_router_biases(self) -> None:
+        """After an optimizer step: nudge every sigmoid-bias router's selection bias toward even load (a no-op for
+        softmax-balance routers)."""
+        for module in self.modules():
+            if isinstance(module, MixtureOfExperts):
+                module.update_selection_bias()
 
     def set_indexer_dense(self, dense: bool) -> None:
         """Dense warm-up of the indexer layers: their attention sees every earlier key (no-op without indexers)."""
@@ -169,6 +211,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         """total: unique parameters (the tied head counted once); active: parameters one token uses,
         total - routed + routed * top_k // experts."""
         total = sum(p.numel() for p in self.parameters())
-        routed = sum(layer.layer.moe.expert_up.numel() + layer.layer.moe.expert_down.numel() for layer in self.layers)
+        routed = sum(m.expert_up.numel() + m.expert_down.numel() for m in self.modules() if isinstance(m, MixtureOfExperts))
         active = total - routed + routed * self.config.top_k // self.config.experts
         return {"total": total, "active": active}

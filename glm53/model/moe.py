@@ -11,9 +11,14 @@ load concentrates. Because P_e comes from the softmax over *all* E logits, every
 also with top_k = 1, where the mixing weight is the constant 1 and the language loss alone gives the router
 none. (The reference's balance term was a plain count with no gradient at all.)
 
-Simplifications vs GLM-5.3-Flash: the released model routes with sigmoid scores, a bias used only for
-selection (auxiliary-loss-free balancing), group-limited top-k and a routing scale, over hundreds of
-fine-grained experts with expert parallelism. Here: softmax top-k over 8 experts on one device, computed
+The released model's router (`router="sigmoid-bias"`, the DeepSeek-V3 recipe): scores = sigmoid(router logits);
+the top-k of scores + bias pick the experts, where the bias is a buffer without gradient; the mixing weights are
+the chosen experts' unbiased scores renormalised to sum to 1 and multiplied by `router_scale`; no balance loss.
+Forward passes with gradients count each expert's load, and after every optimizer step `update_selection_bias`
+moves each bias by router_bias_rate toward even load: up for experts below the mean load, down above it.
+
+Simplifications vs GLM-5.3-Flash: no group-limited top-k, and 8 experts on one device (the released model has
+hundreds with expert parallelism). Either router's experts are computed
 either with a plain loop over experts (`moe_impl="plain"`, the reference) or by grouping tokens by expert
 (`moe_impl="fast"`, the default).
 """
@@ -55,6 +60,12 @@ class MixtureOfExperts(nn.Module):
         self.impl = config.moe_impl
         self.row_padding = config.expert_row_padding
         self.router = nn.Linear(config.dim, config.experts, bias=False)
+        self.router_kind, self.bias_rate, self.router_scale = config.router, config.router_bias_rate, config.router_scale
+        if self.router_kind == "sigmoid-bias":
+            # selection_bias is saved with the weights (resume continues exactly); pending_load is emptied by every
+            # update, and checkpoints are written after updates, so it need not be saved
+            self.register_buffer("selection_bias", torch.zeros(config.experts))
+            self.register_buffer("pending_load", torch.zeros(config.experts), persistent=False)
         self.expert_up = nn.Parameter(torch.empty(config.experts, 2 * config.expert_hidden, config.dim))
         self.expert_down = nn.Parameter(torch.empty(config.experts, config.dim, config.expert_hidden))
         self.shared = nn.ModuleList(SwiGLUExpert(config.dim, config.expert_hidden) for _ in range(config.shared_experts))
@@ -67,6 +78,8 @@ class MixtureOfExperts(nn.Module):
 
     def route(self, x: torch.Tensor):
         """x [N, D] -> (top_idx [N, k], top_weights [N, k], balance_loss scalar, usage [E])."""
+        if self.router_kind == "sigmoid-bias":
+            return self.route_sigmoid_bias(x)
         logits = self.router(x)
         top_logits, top_idx = logits.topk(self.top_k, dim=-1)
         top_weights = top_logits.float().softmax(dim=-1).to(x.dtype)
@@ -75,6 +88,26 @@ class MixtureOfExperts(nn.Module):
         mean_prob = logits.float().softmax(dim=-1).mean(dim=0)
         balance_loss = self.experts * (usage * mean_prob).sum()
         return top_idx, top_weights, balance_loss, usage
+
+    def route_sigmoid_bias(self, x: torch.Tensor):
+        scores = torch.sigmoid(self.router(x).to(torch.promote_types(x.dtype, torch.float32)))
+        top_idx = (scores + self.selection_bias).topk(self.top_k, dim=-1).indices
+        top_scores = scores.gather(-1, top_idx)
+        top_weights = (top_scores / top_scores.sum(dim=-1, keepdim=True) * self.router_scale).to(x.dtype)
+        counts = torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
+        if torch.is_grad_enabled():  # training forwards count; sampling and evaluation do not
+            self.pending_load += counts
+        return top_idx, top_weights, scores.new_zeros(()), counts / top_idx.numel()
+
+    @torch.no_grad()
+    def update_selection_bias(self) -> None:
+        """One balancing step (after an optimizer step): bias += rate * sign(mean load - load), then forget the load.
+        Layers whose router is frozen (outside RL's train scope) keep their bias."""
+        if self.router_kind != "sigmoid-bias":
+            return
+        if self.router.weight.requires_grad and self.pending_load.any():  # a frozen layer (RL's train scope) stays
+            self.selection_bias += self.bias_rate * torch.sign(self.pending_load.mean() - self.pending_load)
+        self.pending_load.zero_()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [B, T, D] -> (out [B, T, D], balance_loss, usage [E])."""
@@ -123,6 +156,6 @@ class MixtureOfExperts(nn.Module):
                 segment = F.pad(segment, (0, 0, 0, pad_to - n % pad_to))
             outputs.append(swiglu(segment, ups[e], downs[e])[:n])
         y = torch.cat(outputs)
-        if k > 1:  # with top-1 the weight is the softmax of one logit: exactly 1, with zero gradient
+        if k > 1 or self.router_kind == "sigmoid-bias":  # top-1 softmax: the weight is exactly 1, with zero gradient
             y = y * top_weights.flatten()[order, None].to(y.dtype)
         return torch.zeros(flat.shape, dtype=y.dtype, device=flat.device).index_add(0, token_of, y)

@@ -68,6 +68,17 @@ def _run_pretrain(cfg, job_dir: Path, log) -> dict:
             "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
 
 
+def _speculative_figures(model, prompts: list[str], max_new_tokens: int) -> dict:
+    from ..speculative import generate_greedy_plain, generate_greedy_speculative
+
+    plain, plain_stats = generate_greedy_plain(model, prompts, max_new_tokens)
+    fast, stats = generate_greedy_speculative(model, prompts, max_new_tokens)
+    return {"speculative_equal": sum(a == b for a, b in zip(fast, plain)) / len(plain),  # 1.0 unless rounding flips
+            "mtp_acceptance_rate": stats["acceptance_rate"],
+            "speculative_speedup": plain_stats["seconds"] / stats["seconds"],
+            "speculative_forwards_saved": 1 - stats["forwards"] / plain_stats["forwards"]}
+
+
 def _read_curve(out: Path) -> list[dict]:
     from ..io import read_jsonl
     from ..pretrain import LOG_NAME
@@ -87,6 +98,8 @@ class PretrainEvalSettings:
     eval_per_family: int = setting(8, "tasks per family")
     eval_max_new_tokens: int = setting(48, "token cap of the greedy completions")
     loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N")
+    speculative: bool = setting(True, "with an MTP block: also decode the split one prompt at a time, plainly and "
+                                      "with self-speculation, for the acceptance rate and the speed-up")
 
     def __post_init__(self) -> None:
         self.eval_at = tuple(self.eval_at)
@@ -139,8 +152,9 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
         metrics[str(c["step"])] = {"weights_sha256": c["weights_sha256"]}
         if window:  # not at step 0
             metrics[str(c["step"])]["train_loss"] = sum(r["loss"] for r in window) / len(window)
-        if any("indexer_loss" in r for r in window):
-            metrics[str(c["step"])]["indexer_loss"] = sum(r.get("indexer_loss", 0.0) for r in window) / len(window)
+        for name in ("indexer_loss", "mtp_loss", "expert_load_cv"):
+            if window and all(name in r for r in window):
+                metrics[str(c["step"])][name] = sum(r[name] for r in window) / len(window)
     metrics[str(cfg.steps)]["train_tokens_per_second"] = receipt["train_tokens_per_second"]
     tasks = frozen_tasks(extra.eval_split, extra.eval_per_family)
     greedy = Sampling(temperature=0.0, max_new_tokens=extra.eval_max_new_tokens)
@@ -154,6 +168,8 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
         decoded = generate_groups(model, [t.prompt for t in tasks], 1, greedy)
         seconds = time.perf_counter() - started
         metrics[str(step)]["decode_tokens_per_second"] = sum(len(g[0]["token_ids"]) for g in decoded) / seconds
+        if extra.speculative and model.mtp is not None:
+            metrics[str(step)].update(_speculative_figures(model, [t.prompt for t in tasks], extra.eval_max_new_tokens))
         outcomes[str(step)] = {r["task_id"]: float(r["passed"] > 0) for r in result["tasks"]}
         log(f"step {step}: {extra.eval_split} greedy {sum(outcomes[str(step)].values()):.0f}/{len(tasks)}, "
             f"{metrics[str(step)]['decode_tokens_per_second']:.0f} decoded tokens/s")
@@ -345,7 +361,8 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
             ("dev_pass_rate", "train_loss"), _make_pretrain, _run_pretrain),
     JobKind("pretrain-eval", "coding pretraining (glm53 pretrain), the mean loss before each checkpoint, training "
                              "tokens/s, and greedy pass@1 and decoding tokens/s on a frozen split at eval_at",
-            ("train_loss", "greedy_pass_at_1", "train_tokens_per_second", "decode_tokens_per_second", "indexer_loss"),
+            ("train_loss", "greedy_pass_at_1", "train_tokens_per_second", "decode_tokens_per_second", "indexer_loss",
+             "mtp_loss", "expert_load_cv", "mtp_acceptance_rate", "speculative_speedup"),
             _make_pretrain_eval, _run_pretrain_eval),
     JobKind("rl", "post-training from the checkpoint named by init (glm53 rl), dev scores at each checkpoint; the "
                   "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"), _make_rl, _run_rl),

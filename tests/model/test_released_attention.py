@@ -228,9 +228,9 @@ def test_without_positions_the_prefix_is_a_bag_of_tokens(position):
     assert same == (position == "none")
 
 
-def test_released_preset_parameter_counts():
-    counts = GLM53(ModelConfig.named("released")).parameter_counts()
-    assert counts == {"total": 26_300_598, "active": 10_375_350}
+def test_released_attention_parameter_counts():
+    counts = GLM53(ModelConfig(linear_attention="kda", sparse_selection="indexer", position="none")).parameter_counts()
+    assert counts == {"total": 26_300_598, "active": 10_375_350}  # +475,542 from KDA, +94,464 from the indexers
     assert ModelConfig.named("released").layer_pattern == "LLLSLLLSLLLS"
 
 

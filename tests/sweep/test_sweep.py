@@ -166,6 +166,12 @@ def test_empty_arms_seeds_flag_and_another_spec_in_the_folder(tmp_path, capsys):
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
+@pytest.mark.parametrize("name", ["released-attention", "released-attention-100", "released-streams"])
+def test_shipped_architecture_specs_load(name):
+    spec = load_spec(name)
+    assert spec.job == "pretrain-eval" and spec.baseline == "reference" and len(spec.seeds) >= 1
+
+
 def test_shipped_pretraining_data_spec_loads():
     spec = load_spec("pretraining-data")
     assert "pretraining-data" in shipped_specs()
@@ -304,7 +310,8 @@ def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
         'dev_max_new_tokens = 4\neval_at = [2]\neval_per_family = 1\neval_max_new_tokens = 4\nloss_window = 2\n'
         + TINY_MODEL + 'indexer_top_k = 4\n[arms.reference]\n'
         '[arms.released]\nlinear_attention = "kda"\nsparse_selection = "indexer"\nposition = "none"\n'
-        'indexer_warmup_steps = 1\n[[comparisons]]\narm = "released"\nagainst = "reference"\n')
+        'indexer_warmup_steps = 1\nresidual = "mhc"\nrouter = "sigmoid-bias"\ntie_embeddings = false\nmtp_depth = 1\n'
+        '[[comparisons]]\narm = "released"\nagainst = "reference"\n')
     out = tmp_path / "a"
     assert run_sweep(load_spec(tmp_path / "a.toml"), out, workers=2, progress=False, log=lambda *_: None)["done"] == 2
     for arm in ("reference", "released"):
@@ -314,6 +321,10 @@ def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
         assert 0 <= r["metrics"]["2"]["greedy_pass_at_1"] <= 1 and len(r["task_outcomes"]["greedy_pass_at_1"]) == 8
         assert r["metrics"]["2"]["decode_tokens_per_second"] > 0 and r["metrics"]["3"]["train_tokens_per_second"] > 0
         assert (r["metrics"]["3"]["indexer_loss"] > 0) == (arm == "released")
+        assert r["metrics"]["3"]["expert_load_cv"] >= 0
+        assert ("mtp_acceptance_rate" in r["metrics"]["2"]) == (arm == "released")
+    speculative = receipt(out, "released", 1)["metrics"]["2"]
+    assert speculative["speculative_equal"] == 1.0 and speculative["speculative_speedup"] > 0
     assert receipt(out, "released", 1)["settings"]["model"]["linear_attention"] == "kda"
     result = analyze(out, charts=False)
     assert result["arms"]["released"]["2"]["greedy_pass_at_1"]["n"] == 1
