@@ -1,0 +1,115 @@
+"""Seconds per training step of the reference model and of each released-model switch, and where KDA's time goes.
+
+    python scripts/bench_switches.py [--steps 3] [--batch 32] [--length 128] [--only reference,kda]
+
+Each architecture is built from the same seed and trained (forward, backward, AdamW step, fp32) on the same
+pretraining batches for one untimed and `--steps` timed steps; the median is printed with its ratio to the
+reference. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's
+shapes, split into the attention core and the rest of the layer. Figures vary by ~10% between runs on a shared
+machine: compare the ratios of one run. The CPU (lscpu) is printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import time
+
+import torch
+
+from glm53 import GLM53, ModelConfig
+from glm53.data import pretraining_batch
+from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast
+from glm53.model.linear_attention import LinearAttention, feature_map, linear_attention_fast
+from glm53.pretrain import language_loss
+
+VARIANTS = {
+    "reference": {}, "kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer"),
+    "nope": dict(position="none"), "released-attention": dict(linear_attention="kda", sparse_selection="indexer",
+                                                             position="none"),
+    "mhc": dict(residual="mhc"), "sigmoid-bias": dict(router="sigmoid-bias"), "untied": dict(tie_embeddings=False),
+    "mtp": dict(mtp_depth=1), "released": "preset",
+}
+
+
+def step_seconds(overrides, steps: int, batch: int, length: int) -> float:
+    torch.manual_seed(0)
+    cfg = ModelConfig.named("released") if overrides == "preset" else ModelConfig(**overrides)
+    model = GLM53(cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    times = []
+    for step in range(steps + 1):
+        inputs, labels = pretraining_batch(step, batch, length)
+        started = time.perf_counter()
+        logits, aux = model(inputs, return_aux=True)
+        loss = language_loss(logits, labels) + 0.01 * aux.balance_loss + aux.indexer_loss
+        if aux.mtp_logits is not None:
+            loss = loss + 0.3 * language_loss(aux.mtp_logits, labels[:, 1:])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        model.update_router_biases()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[1:])
+
+
+def timed(fn, repeats: int = 3) -> float:
+    fn()
+    started = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - started) / repeats
+
+
+def layer_breakdown(batch: int, length: int) -> dict:
+    """Forward + backward seconds of one layer, and of its attention core alone, at the model's shapes."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(linear_attention="kda")
+    H, d = cfg.heads, cfg.head_dim
+    x = torch.randn(batch, length, cfg.dim, requires_grad=True)
+    kda, elu = KimiDeltaAttention(cfg), LinearAttention(ModelConfig())
+    cos, sin = GLM53(ModelConfig(layers=1)).rope(length)
+
+    def backward_of(f):
+        return lambda: f().sum().backward()
+
+    q, k, v = (torch.randn(batch, length, H, d, requires_grad=True) for _ in range(3))
+    g = (-0.1 * torch.rand(batch, length, H, d)).requires_grad_(True)
+    beta = torch.rand(batch, length, H, requires_grad=True)
+    return {
+        "kda layer": timed(backward_of(lambda: kda(x))),
+        "kda core (chunked)": timed(backward_of(lambda: kda_fast(torch.nn.functional.normalize(q, dim=-1),
+                                                                  torch.nn.functional.normalize(k, dim=-1), v, g, beta,
+                                                                  cfg.kda_chunk)[0])),
+        "elu layer": timed(backward_of(lambda: elu(x, cos, sin))),
+        "elu core (chunked)": timed(backward_of(lambda: linear_attention_fast(feature_map(q), feature_map(k), v))),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--length", type=int, default=128)
+    p.add_argument("--only", default="", help="comma-separated variants (default: all)")
+    args = p.parse_args()
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    print("\n".join(line for line in lscpu.splitlines()
+                    if line.split(":")[0].strip() in ("Model name", "CPU family", "Model", "CPU(s)", "L2 cache",
+                                                      "L3 cache", "Flags")))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fp32, {args.batch} x {args.length}, "
+          f"median of {args.steps} steps after 1")
+    names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
+    base = None
+    for name in names:
+        s = step_seconds(VARIANTS[name], args.steps, args.batch, args.length)
+        base = base or (s if name == "reference" else None)
+        print(f"  {name:20s} {s:7.2f} s/step" + (f"  {s / base:5.2f}x reference" if base else ""), flush=True)
+    print("one layer, forward + backward (s):")
+    for name, s in layer_breakdown(args.batch, args.length).items():
+        print(f"  {name:20s} {s:7.3f}")
+
+
+if __name__ == "__main__":
+    main()
