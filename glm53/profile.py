@@ -21,6 +21,7 @@ from torch import nn
 from .model.hyper_connections import HyperConnection
 from .model.indexer_attention import IndexerSparseAttention
 from .model.kimi_delta_attention import KimiDeltaAttention
+from .model.manifold_hyper_connections import ManifoldHyperConnection
 from .model.linear_attention import LinearAttention
 from .model.moe import MixtureOfExperts
 from .model.norm import RMSNorm
@@ -29,7 +30,7 @@ from .model.sparse_attention import SparseAttention
 COMPONENTS = {nn.Embedding: "embedding", RMSNorm: "block norms", LinearAttention: "linear attention",
               KimiDeltaAttention: "linear attention", SparseAttention: "sparse attention",
               IndexerSparseAttention: "sparse attention", MixtureOfExperts: "moe experts",
-              HyperConnection: "hyper-connections"}
+              HyperConnection: "hyper-connections", ManifoldHyperConnection: "hyper-connections"}
 BLOCK_NORMS = ("attention_norm", "moe_norm")  # not the norms inside an attention layer: their time is the layer's
 
 

@@ -4,7 +4,8 @@
 
 Each architecture is built from the same seed and trained (forward, backward, AdamW step, fp32) on the same
 pretraining batches for one untimed and `--steps` timed steps; the median is printed with its ratio to the
-reference. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's
+reference, and the decoding speed: greedy, every row to the token cap (EOS banned, so every architecture
+decodes the same number of tokens), 16 prompts in one batch through the cached engine. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's
 shapes, split into the attention core and the rest of the layer. Figures vary by ~10% between runs on a shared
 machine: compare the ratios of one run. The CPU (lscpu) is printed first.
 """
@@ -33,10 +34,25 @@ VARIANTS = {
 }
 
 
-def step_seconds(overrides, steps: int, batch: int, length: int) -> float:
+def build(overrides) -> GLM53:
     torch.manual_seed(0)
-    cfg = ModelConfig.named("released") if overrides == "preset" else ModelConfig(**overrides)
-    model = GLM53(cfg)
+    return GLM53(ModelConfig.named("released") if overrides == "preset" else ModelConfig(**overrides))
+
+
+def decode_tokens_per_second(model: GLM53, tokens: int = 48) -> float:
+    from glm53.engine import generate_groups
+    from glm53.generate import Sampling
+    from glm53.tasks import frozen_tasks
+
+    prompts = [t.prompt for t in frozen_tasks("confirm", 2)]
+    sampling = Sampling(temperature=0.0, max_new_tokens=tokens, ignore_eos=True)
+    generate_groups(model, prompts[:2], 1, Sampling(temperature=0.0, max_new_tokens=4, ignore_eos=True))
+    started = time.perf_counter()
+    out = generate_groups(model, prompts, 1, sampling)
+    return sum(len(g[0]["token_ids"]) for g in out) / (time.perf_counter() - started)
+
+
+def step_seconds(model: GLM53, steps: int, batch: int, length: int) -> float:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     times = []
     for step in range(steps + 1):
@@ -103,9 +119,12 @@ def main() -> None:
     names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
     base = None
     for name in names:
-        s = step_seconds(VARIANTS[name], args.steps, args.batch, args.length)
+        model = build(VARIANTS[name])
+        decode = decode_tokens_per_second(model)
+        s = step_seconds(model, args.steps, args.batch, args.length)
         base = base or (s if name == "reference" else None)
-        print(f"  {name:20s} {s:7.2f} s/step" + (f"  {s / base:5.2f}x reference" if base else ""), flush=True)
+        print(f"  {name:20s} {s:7.2f} s/step" + (f"  {s / base:5.2f}x reference" if base else "")
+              + f"   decoding {decode:6.1f} tokens/s", flush=True)
     print("one layer, forward + backward (s):")
     for name, s in layer_breakdown(args.batch, args.length).items():
         print(f"  {name:20s} {s:7.3f}")

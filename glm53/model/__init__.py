@@ -9,8 +9,11 @@
     sparse_attention.py   sliding window + strided anchors: plain (gathered), fast (masked SDPA)
     indexer_attention.py  the released model's sparse attention: a lightning indexer picks each query's keys;
                           plain (gathered), fast (masked SDPA)
-    moe.py                router, balance loss, SwiGLU experts: plain (looped), fast (grouped)
+    moe.py                router (softmax + balance loss, or the released sigmoid + bias balancing), SwiGLU
+                          experts: plain (looped), fast (grouped)
     hyper_connections.py  4 residual streams with learned read/write weights
+    manifold_hyper_connections.py  the released model's streams (mHC): input-dependent, Sinkhorn-projected mixing
+    multi_token_prediction.py      the released model's MTP block: predicts the token after next (a draft model)
     cache.py              decoding state: recurrent state per linear layer, KV cache per sparse layer
     model.py              GLM53: the blocks assembled, parameter counts, save/load
 

@@ -11,8 +11,8 @@ block's full output), counting the residual twice; `ModelConfig.hc_double_residu
 
 Simplifications vs GLM-5.3-Flash: the released model's manifold-constrained hyper-connections (mHC) mix
 streams with an input-dependent n x n matrix projected onto doubly stochastic matrices by Sinkhorn-Knopp,
-plus dynamic pre/post weights. Here the weights are two static learned S-vectors and there is no
-stream-to-stream mixing matrix.
+plus dynamic pre/post weights (`residual="mhc"`, manifold_hyper_connections.py). Here the weights are two static
+learned S-vectors and there is no stream-to-stream mixing matrix.
 """
 
 from __future__ import annotations

@@ -4,13 +4,14 @@
         -> RMSNorm -> logits = hidden @ embedding^T
 
 Layer i uses sparse attention when (i + 1) % 4 == 0, linear attention otherwise (L L L S x 3). Switches pick
-the released model's forms instead (ModelConfig: linear_attention, sparse_selection, position).
+the released model's forms instead (ModelConfig: linear_attention, sparse_selection, position, residual,
+router, tie_embeddings, mtp_depth; the `released` preset sets them all).
 
 Simplifications vs GLM-5.3-Flash, beyond those in each component's file: byte vocabulary, 12 layers of width
-192, no multi-token-prediction head, no dense first layers, a tied input/output embedding (untied with
-`tie_embeddings=False`, as released), and Normal(0, 0.02)
-init everywhere (no depth scaling). With tied weights and a small init the model's first guess is the
-current input token, which shows in every "before training" sample.
+192, no dense first layers, a tied input/output embedding by default (untied with `tie_embeddings=False`, as
+released), no multi-token-prediction block by default (`mtp_depth=1` adds one), and Normal(0, 0.02) init
+everywhere (no depth scaling). With tied weights and a small init the model's first guess is the current input
+token, which shows in every "before training" sample.
 """
 
 from __future__ import annotations
