@@ -64,7 +64,9 @@ def files(tmp_path_factory):
     (root / "a-file").write_text("x")
     out["a-file"] = root / "a-file"
     resumable = root / "corrupt-state"
-    save_checkpoint(resumable / "checkpoint-0001", model, {"step": 1}, {"optimizer": {}, "rng": {}})
+    # saved with the run's own model settings (a checkpoint of other settings is refused before its trainer state)
+    save_checkpoint(resumable / "checkpoint-0001", GLM53(ModelConfig(**{**TINY, "max_sequence_length": 192})),
+                    {"step": 1}, {"optimizer": {}, "rng": {}})
     (resumable / "checkpoint-0001" / "trainer_state.pt").write_bytes(b"not a torch file")
     from glm53.pretrain import PretrainConfig
 

@@ -220,13 +220,45 @@ def report_text(spec: SweepSpec, result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _per_seed_chart(plt, spec: SweepSpec, values: dict, arms: dict, names: list[str], metric: str, label: str,
+                    charts_dir: Path) -> str:
+    scale = 100.0 if metric in FRACTIONS else 1.0
+    unit = " (%)" if metric in FRACTIONS else ""
+    fig, ax = plt.subplots(figsize=(min(14.0, 1.9 * len(names) + 2), 4.6))
+    for seed in spec.seeds:  # one faint line a seed joins its arms: the pairing the tests use
+        ys = [values[a][label][metric].get(seed) for a in names]
+        xs = [i for i, y in enumerate(ys) if y is not None]
+        ax.plot(xs, [ys[i] * scale for i in xs], color="0.8", lw=0.8, zorder=1)
+        ax.scatter(xs, [ys[i] * scale for i in xs], color="0.45", s=14, zorder=2)
+    for i, arm in enumerate(names):
+        s = arms[arm][label][metric]
+        if s["mean"] is None:
+            continue
+        low, high = s["interval95"] or (s["mean"], s["mean"])
+        ax.errorbar([i + 0.12], [s["mean"] * scale], yerr=[[(s["mean"] - low) * scale], [(high - s["mean"]) * scale]],
+                    fmt="D", color="C3", capsize=4, zorder=3)
+    base = arms[spec.baseline][label][metric]["mean"]
+    if base is not None:
+        ax.axhline(base * scale, color="C3", lw=0.8, ls=":", zorder=0)
+    ax.set_xticks(range(len(names)), names, rotation=15 if len(names) <= 6 else 35, ha="center" if len(names) <= 6
+                  else "right")
+    ax.set_ylabel(metric + unit)
+    ax.set_title(f"{spec.name}: {metric} at {label}, per seed (grey) and arm mean with 95% interval (red; dotted: "
+                 f"the baseline's mean)", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(charts_dir / f"{metric}-per-seed.png", dpi=130)
+    plt.close(fig)
+    return f"charts/{metric}-per-seed.png"
+
+
 def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path, curves: dict | None = None) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    head, last = spec.metrics[0], spec.labels[-1]
+    head = spec.metrics[0]
     scale = 100.0 if head in FRACTIONS else 1.0
     unit = " (%)" if head in FRACTIONS else ""
     charts_dir = out / "charts"
@@ -234,32 +266,11 @@ def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path, curves: di
     names = list(spec.arms)
     written = []
 
-    fig, ax = plt.subplots(figsize=(min(14.0, 1.9 * len(names) + 2), 4.6))
-    for seed in spec.seeds:  # one faint line a seed joins its arms: the pairing the tests use
-        ys = [values[a][last][head].get(seed) for a in names]
-        xs = [i for i, y in enumerate(ys) if y is not None]
-        ax.plot(xs, [ys[i] * scale for i in xs], color="0.8", lw=0.8, zorder=1)
-        ax.scatter(xs, [ys[i] * scale for i in xs], color="0.45", s=14, zorder=2)
-    for i, arm in enumerate(names):
-        s = arms[arm][last][head]
-        if s["mean"] is None:
-            continue
-        low, high = s["interval95"] or (s["mean"], s["mean"])
-        ax.errorbar([i + 0.12], [s["mean"] * scale], yerr=[[(s["mean"] - low) * scale], [(high - s["mean"]) * scale]],
-                    fmt="D", color="C3", capsize=4, zorder=3)
-    base = arms[spec.baseline][last][head]["mean"]
-    if base is not None:
-        ax.axhline(base * scale, color="C3", lw=0.8, ls=":", zorder=0)
-    ax.set_xticks(range(len(names)), names, rotation=15 if len(names) <= 6 else 35, ha="center" if len(names) <= 6
-                  else "right")
-    ax.set_ylabel(head + unit)
-    ax.set_title(f"{spec.name}: {head} at {last}, per seed (grey) and arm mean with 95% interval (red; dotted: "
-                 f"the baseline's mean)", fontsize=9)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(charts_dir / f"{head}-per-seed.png", dpi=130)
-    plt.close(fig)
-    written.append(f"charts/{head}-per-seed.png")
+    # the first two metrics per seed and arm, each at the last checkpoint where it was scored
+    for metric in spec.metrics[:2]:
+        scored = [c for c in spec.labels if any(arms[a][c][metric]["mean"] is not None for a in names)]
+        if scored:
+            written.append(_per_seed_chart(plt, spec, values, arms, names, metric, scored[-1], charts_dir))
 
     if len(spec.labels) > 1:
         fig, ax = plt.subplots(figsize=(6.5, 4.2))
