@@ -6,29 +6,14 @@ import torch
 from glm53 import GLM53
 from glm53.engine import generate_groups
 from glm53.generate import Sampling, function_body_complete, generate_uncached
+from tests.tiny import assert_cached_decoding_matches
 
 PROMPTS = ["def f(x):", "# Return x.\ndef g(x):", "ab"]
 
 
 def test_cached_forward_matches_full_forward_for_rows_at_different_positions(tiny_config):
-    model = GLM53(tiny_config).double()
-    ids = torch.randint(4, 260, (2, 30))
-    full = model(ids)
     # row 0 is prefilled with 10 tokens, row 1 with 17, then both decode one token at a time
-    caches = []
-    for row, n in ((0, 10), (1, 17)):
-        cache = model.new_cache(1, 40)
-        model(ids[row : row + 1, :n], cache=cache)
-        caches.append(cache)
-    from glm53.model.cache import InferenceCache
-
-    cache = InferenceCache.concat(caches)
-    for step in range(12):
-        positions = cache.positions.tolist()
-        tokens = torch.stack([ids[0, positions[0]], ids[1, positions[1]]])[:, None]
-        logits = model(tokens, cache=cache)[:, -1]
-        torch.testing.assert_close(logits[0], full[0, positions[0]])
-        torch.testing.assert_close(logits[1], full[1, positions[1]])
+    assert_cached_decoding_matches(GLM53(tiny_config).double(), torch.randint(4, 260, (2, 30)), (10, 17), 12)
 
 
 @pytest.mark.parametrize("stop", [None, function_body_complete])

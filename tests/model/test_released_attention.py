@@ -11,7 +11,7 @@ from glm53 import GLM53, ModelConfig
 from glm53.model.indexer_attention import (choose_blocks, index_scores, indexed_attention_fast, indexed_attention_plain,
                                            indexer_kl, pool_keys, selection_index, selection_mask)
 from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast, kda_plain, kda_step
-from tests.tiny import TINY
+from tests.tiny import TINY, assert_cached_decoding_matches
 
 SWITCHES = {"kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer", indexer_top_k=4),
             "indexer-pool": dict(sparse_selection="indexer", indexer_top_k=6, index_pool=3),
@@ -184,23 +184,10 @@ def test_plain_and_fast_models_agree_with_each_switch(switch):
 
 @pytest.mark.parametrize("switch", list(SWITCHES))
 def test_cached_decoding_equals_the_full_forward_with_each_switch(switch):
-    from glm53.model.cache import InferenceCache
-
     model = GLM53(ModelConfig(**TINY, **SWITCHES[switch])).double()
     ids = torch.randint(4, 260, (2, 40))
+    assert_cached_decoding_matches(model, ids, (9, 21), 15)  # rows at different positions, one token at a time
     full = model(ids)
-    caches = []
-    for row, n in ((0, 9), (1, 21)):  # rows at different positions, then one token at a time
-        cache = model.new_cache(1, 48)
-        model(ids[row:row + 1, :n], cache=cache)
-        caches.append(cache)
-    cache = InferenceCache.concat(caches)
-    for _ in range(15):
-        positions = cache.positions.tolist()
-        tokens = torch.stack([ids[0, positions[0]], ids[1, positions[1]]])[:, None]
-        logits = model(tokens, cache=cache)[:, -1]
-        torch.testing.assert_close(logits[0], full[0, positions[0]])
-        torch.testing.assert_close(logits[1], full[1, positions[1]])
     # a multi-token continuation from the cache (a prefill after a prefill) agrees as well
     cache = model.new_cache(2, 48)
     model(ids[:, :11], cache=cache)

@@ -9,7 +9,7 @@ from glm53 import GLM53, ModelConfig
 from glm53.model.hyper_connections import HyperConnection
 from glm53.model.manifold_hyper_connections import ManifoldHyperConnection, composite_gain, sinkhorn_knopp
 from glm53.model.moe import MixtureOfExperts
-from tests.tiny import TINY
+from tests.tiny import TINY, assert_cached_decoding_matches
 
 SWITCHES = {"mhc": dict(residual="mhc"), "sigmoid-bias": dict(router="sigmoid-bias"), "untied": dict(tie_embeddings=False)}
 
@@ -113,8 +113,6 @@ def test_sigmoid_router_weights_are_renormalised_unbiased_scores_times_the_scale
 
 @pytest.mark.parametrize("switch", list(SWITCHES))
 def test_plain_and_fast_forms_and_cached_decoding_agree_with_each_switch(switch):
-    from glm53.model.cache import InferenceCache
-
     cfg = ModelConfig(**TINY, **SWITCHES[switch])
     model = GLM53(cfg).double()
     plain = GLM53(cfg.plain()).double()
@@ -122,17 +120,7 @@ def test_plain_and_fast_forms_and_cached_decoding_agree_with_each_switch(switch)
     ids = torch.randint(4, 260, (2, 30))
     full = model(ids)
     torch.testing.assert_close(plain(ids), full, rtol=1e-9, atol=1e-9)
-    caches = []
-    for row, n in ((0, 7), (1, 15)):
-        cache = model.new_cache(1, 40)
-        model(ids[row:row + 1, :n], cache=cache)
-        caches.append(cache)
-    cache = InferenceCache.concat(caches)
-    for _ in range(12):
-        p = cache.positions.tolist()
-        logits = model(torch.stack([ids[0, p[0]], ids[1, p[1]]])[:, None], cache=cache)[:, -1]
-        torch.testing.assert_close(logits[0], full[0, p[0]])
-        torch.testing.assert_close(logits[1], full[1, p[1]])
+    assert_cached_decoding_matches(model, ids, (7, 15), 12)
 
 
 def test_untied_head_is_its_own_tensor_and_counted():
