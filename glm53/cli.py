@@ -176,7 +176,7 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--profile", action="store_true",
                    help="instead: seconds per training step by component, forward and backward, fast and plain")
     p.add_argument("--model", default="reference", choices=tuple(MODEL_PRESETS),
-                   help="with --profile: the named architecture to profile (released: KDA, indexer, NoPE)")
+                   help="with --profile: the named architecture to profile (released: every released part switched on)")
     p.set_defaults(func=cmd_bench)
 
 

@@ -139,6 +139,8 @@ class ModelConfig:
         need(self.index_pool >= 1, f"index_pool must be >= 1, got {self.index_pool}")
         need(self.residual in RESIDUALS, f"residual must be one of {RESIDUALS}, got {self.residual!r}")
         need(self.sinkhorn_iterations >= 1, f"sinkhorn_iterations must be >= 1, got {self.sinkhorn_iterations}")
+        need(not (self.residual == "mhc" and self.hc_double_residual),
+             "hc_double_residual applies to residual = hc only; mhc writes H_post times the update")
         need(self.router in ROUTERS, f"router must be one of {ROUTERS}, got {self.router!r}")
         need(self.router_bias_rate >= 0, f"router_bias_rate must be >= 0, got {self.router_bias_rate}")
         need(self.router_scale > 0, f"router_scale must be positive, got {self.router_scale}")
