@@ -54,11 +54,16 @@ def pool_keys(k_idx: torch.Tensor, pool: int) -> torch.Tensor:
     return rearrange(k_idx, "b (n p) d -> b n p d", p=pool).mean(dim=2)
 
 
+def earlier_blocks(num_blocks: int, positions: torch.Tensor, pool: int) -> torch.Tensor:
+    """[B, T, N] bool: the blocks that end before each query's own block starts (the indexer's candidates)."""
+    return torch.arange(num_blocks, device=positions.device) < (positions // pool)[..., None]
+
+
 def choose_blocks(block_scores: torch.Tensor, positions: torch.Tensor, pool: int, top_k: int):
     """The blocks each query keeps: its top ceil(top_k / pool) blocks among those that end before its own block
     starts. block_scores [B, T, N]; positions [B, T] (each query's position). Returns (chosen [B, T, K] long,
     valid [B, T, K] bool); a query with fewer earlier blocks than K has invalid slots."""
-    candidate = torch.arange(block_scores.shape[-1], device=positions.device) < (positions // pool)[..., None]
+    candidate = earlier_blocks(block_scores.shape[-1], positions, pool)
     keep = min(math.ceil(top_k / pool), block_scores.shape[-1])
     ranked = block_scores.masked_fill(~candidate, float("-inf")).sort(dim=-1, descending=True, stable=True).indices
     chosen = ranked[..., :keep]
@@ -186,7 +191,7 @@ class IndexerSparseAttention(AttentionProjections):
                 y = indexed_attention_fast(q, k, v, attended)
             self.indexer_loss = None
             if torch.is_grad_enabled():
-                candidate = torch.arange(block_scores.shape[-1], device=x.device) < (positions // self.pool)[..., None]
+                candidate = earlier_blocks(block_scores.shape[-1], positions, self.pool)
                 kept = candidate if self.dense else torch.zeros_like(candidate).scatter_(-1, chosen, valid)
                 self.indexer_loss = indexer_kl(q.detach(), k.detach(), attended, block_scores, kept, self.pool)
         return self.out(rearrange(y, "b h t d -> b t (h d)").to(x.dtype))
