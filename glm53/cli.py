@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from .device import DEVICE_CHOICES
+from .distributed import StoppedByAnotherRank, under_torchrun
 from .io import atomic_write_json, json_text, refuse_existing, refuse_nonempty_dir
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
 from .settings import add_config_arguments, config_from_args
@@ -95,11 +97,22 @@ def add_pretrain_parser(sub) -> None:
 
 
 def cmd_pretrain(args) -> int:
+    from .distributed import from_environment, shut_down
     from .pretrain import PretrainConfig, pretrain
     from .tasks import read_tasks
 
-    pretrain(config_from_args(PretrainConfig, args), dev_tasks=read_tasks(args.tasks) if args.tasks else None)
+    cfg = config_from_args(PretrainConfig, args)
+    dev_tasks = read_tasks(args.tasks) if args.tasks else None
+    dp, device = from_environment(cfg.device, cfg.threads)
+    try:
+        pretrain(cfg, dev_tasks=dev_tasks, log=print if dp.is_main else _quiet, dp=dp, device=device)
+    finally:
+        shut_down(dp)
     return 0
+
+
+def _quiet(*_) -> None:
+    """The log of a rank other than 0: rank 0 speaks for all."""
 
 
 # ---------------------------------------------------------------- generate
@@ -244,11 +257,17 @@ def add_rl_parser(sub) -> None:
 
 
 def cmd_rl(args) -> int:
+    from .distributed import from_environment, shut_down
     from .rl import RLConfig, rl_train
     from .tasks import read_tasks
 
     cfg = config_from_args(RLConfig, args)
-    rl_train(cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
+    tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else None
+    dp, device = from_environment(cfg.device, cfg.threads)
+    try:
+        rl_train(cfg, tasks=tasks, log=print if dp.is_main else _quiet, dp=dp, device=device)
+    finally:
+        shut_down(dp)
     return 0
 
 
@@ -462,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 RESUMABLE_COMMANDS = ("pretrain", "rl", "run")
+DATA_PARALLEL_COMMANDS = ("pretrain", "rl")  # the commands that run as ranks under torchrun (distributed.py)
 
 
 def interrupted_message(args, argv: list[str]) -> str:
@@ -483,20 +503,24 @@ def interrupted_message(args, argv: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    rank = int(os.environ.get("RANK", "0")) if under_torchrun() else 0
     try:
+        if under_torchrun() and args.command not in DATA_PARALLEL_COMMANDS:
+            raise ValueError(f"{args.command} does not run under torchrun (WORLD_SIZE={os.environ['WORLD_SIZE']}); "
+                             f"only {' and '.join(DATA_PARALLEL_COMMANDS)} do: start it as a plain command")
         return args.func(args)
     except KeyboardInterrupt:
         print("\n" + interrupted_message(args, argv), file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`glm53 info | head`): stop quietly
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as err:  # noqa: BLE001 - one line for the user; the traceback with --debug
         if args.debug:
             raise
         known = isinstance(err, (ValueError, FileExistsError, FileNotFoundError))
+        if rank != 0 and (known or isinstance(err, StoppedByAnotherRank)):
+            return 2  # rank 0 met the same problem, or stopped the others for one, and says it once
         print(f"glm53 {args.command}: error: {err if known else f'{type(err).__name__}: {err}'}"
               + ("" if known else " (rerun with --debug for the traceback)"), file=sys.stderr)
         return 2

@@ -13,6 +13,9 @@
 - Several optimisation passes over one batch of rollouts (PPO): each token's term becomes
   min(rho A, clip(rho, 1 - clip_low, 1 + clip_high) A) with rho = p_now / p_when_sampled, clipped asymmetrically
   ("clip-higher", DAPO). On the first pass rho = 1, so the clipped objective has the plain one's gradient.
+
+Every aggregation is a sum over the batch divided by a count of the whole step (completions, tokens), so a data-
+parallel rank passes the step's totals (`rows`, `tokens`) and its loss is its share of the step's loss.
 """
 
 from __future__ import annotations
@@ -54,19 +57,26 @@ def step_advantages(groups: list[list[float]], baseline: str = "leave-one-out",
 
 
 def aggregate_policy_loss(token_logp: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor,
-                          aggregation: str = "sequence-mean", max_new_tokens: int | None = None) -> torch.Tensor:
-    """-objective. token_logp [R, L] (already zero where mask is False), mask [R, L] bool, advantages [R]."""
+                          aggregation: str = "sequence-mean", max_new_tokens: int | None = None,
+                          rows: int | None = None, tokens: int | None = None) -> torch.Tensor:
+    """-objective. token_logp [R, L] (already zero where mask is False), mask [R, L] bool, advantages [R]; `rows`
+    and `tokens`: the step's completions and completion tokens when this batch is a share of it."""
     if aggregation in ("sequence-mean", "token-sum"):
         counts = mask.sum(dim=1).clamp_min(1)
         seq_logp = token_logp.sum(dim=1) / (counts if aggregation == "sequence-mean" else 1)
-        return -(advantages * seq_logp).mean()
+        return -(advantages * seq_logp).sum() / (rows or token_logp.shape[0])
     weighted = (advantages[:, None] * token_logp * mask).sum()
+    return -weighted / _token_divisor(aggregation, mask, max_new_tokens, rows, tokens)
+
+
+def _token_divisor(aggregation: str, mask: torch.Tensor, max_new_tokens: int | None, rows: int | None,
+                   tokens: int | None):
     if aggregation == "token-mean":
-        return -weighted / mask.sum().clamp_min(1)
+        return tokens or mask.sum().clamp_min(1)
     if aggregation == "max-tokens":
         if not max_new_tokens:
             raise ValueError("the max-tokens aggregation needs max_new_tokens")
-        return -weighted / (token_logp.shape[0] * max_new_tokens)
+        return (rows or mask.shape[0]) * max_new_tokens
     raise ValueError(f"unknown loss aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
 
 
@@ -87,16 +97,11 @@ def clipped_token_objective(token_logp: torch.Tensor, old_logp: torch.Tensor, ad
 
 
 def aggregate_objective(objective: torch.Tensor, mask: torch.Tensor, aggregation: str = "sequence-mean",
-                        max_new_tokens: int | None = None) -> torch.Tensor:
+                        max_new_tokens: int | None = None, rows: int | None = None,
+                        tokens: int | None = None) -> torch.Tensor:
     """-objective from per-token terms [R, L] (zero off the mask), aggregated as `aggregate_policy_loss` does."""
     if aggregation == "sequence-mean":
-        return -(objective.sum(dim=1) / mask.sum(dim=1).clamp_min(1)).mean()
+        return -(objective.sum(dim=1) / mask.sum(dim=1).clamp_min(1)).sum() / (rows or objective.shape[0])
     if aggregation == "token-sum":
-        return -objective.sum(dim=1).mean()
-    if aggregation == "token-mean":
-        return -objective.sum() / mask.sum().clamp_min(1)
-    if aggregation == "max-tokens":
-        if not max_new_tokens:
-            raise ValueError("the max-tokens aggregation needs max_new_tokens")
-        return -objective.sum() / (objective.shape[0] * max_new_tokens)
-    raise ValueError(f"unknown loss aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+        return -objective.sum(dim=1).sum() / (rows or objective.shape[0])
+    return -objective.sum() / _token_divisor(aggregation, mask, max_new_tokens, rows, tokens)

@@ -6,13 +6,22 @@ cosine decay are options), checkpoints at 100, 200 and 400 plus the random initi
 
 Exact resume: the batch for step t is a pure function of (seed, t); checkpoints carry the optimizer and RNG
 states; so a run stopped at a checkpoint and resumed produces the same losses as one that never stopped.
+
+Data parallel (under torchrun, distributed.py): each rank takes a contiguous block of each step's rows and the
+model is wrapped in DistributedDataParallel. Every loss term is written as this rank's share of the global batch's
+value (token sums over the global token count; the per-rank means of the balance and indexer terms, whose ranks
+hold equal numbers of tokens, averaged), so the gradients equal the single-process ones up to summation order,
+and a run may resume under another world size (the batch never depended on it). The expert counts of the
+balance loss and of the sigmoid-bias router are summed over ranks.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, replace
+from inspect import signature
 from pathlib import Path
 
 import torch
@@ -25,6 +34,7 @@ from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_r
 from .model.config import ModelConfig
 from .data import IGNORE_INDEX, pretraining_batch
 from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
+from .distributed import SINGLE, DataParallel
 from .evaluate import EvalConfig, evaluate
 from .generate import Sampling
 from .io import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
@@ -32,12 +42,14 @@ from .model.model import GLM53
 from .schedule import SCHEDULES, scheduled_lr
 from .settings import Checks, default_checkpoints, setting
 from .tasks import Task, frozen_tasks
+from .tracking import TRACKERS, open_tracker, tracker_problem
 from .verify.verifier import isolation_report
 
 LOG_NAME = "train_log.jsonl"
 DEFAULT_CHECKPOINTS = (100, 200, 400)
 # Settings a resumed run may change without changing what the earlier steps computed.
-RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out"}
+RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out", "threads", "report_to",
+                     "report_name", "report_group"}
 
 
 @dataclass
@@ -70,6 +82,11 @@ class PretrainConfig:
     compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
     resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
     progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
+    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
+    report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
+                             choices=TRACKERS)
+    report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
+    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
     dev_max_new_tokens: int = setting(48, "token cap of the dev completions sampled at each checkpoint")
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True)
 
@@ -102,6 +119,9 @@ class PretrainConfig:
         check.one_of("device", self.device, DEVICE_CHOICES)
         check.one_of("precision", self.precision, PRECISIONS)
         check.one_of("kernels", self.kernels, KERNEL_CHOICES)
+        check.at_least("threads", self.threads, 0)
+        check.one_of("report_to", self.report_to, TRACKERS)
+        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
         check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
@@ -136,6 +156,13 @@ def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
 
 
+def language_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The summed next-token cross-entropy (PAD never a target); divided by the global token count, it is this
+    rank's share of the batch mean."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX,
+                           reduction="sum")
+
+
 def expert_load_cv(usage: torch.Tensor) -> float:
     """How unevenly a step's tokens spread over the experts: the coefficient of variation (std / mean) of each
     layer's expert usage [layers, experts], averaged over layers; 0 is perfectly even."""
@@ -155,47 +182,82 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> lis
             for r in result["tasks"]]
 
 
-def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str) -> dict:
-    """One optimizer step on the batch of 0-based `step`; returns its log row (without timings)."""
+def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str,
+               dp: DataParallel = SINGLE) -> dict:
+    """One optimizer step on the batch of 0-based `step` (this rank's rows of it); returns its log row (without
+    timings), the same on every rank.
+
+    Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
+    are scaled by the world size before backward (a no-op in one process)."""
     inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed)
-    inputs, labels = inputs.to(device), labels.to(device)
+    rows = dp.share(cfg.batch_size)
+    inputs, labels = inputs[rows].to(device), labels[rows].to(device)
     lr = learning_rate(cfg, step)
     for group in optimizer.param_groups:
         group["lr"] = lr
     model.set_indexer_dense(step < cfg.indexer_warmup_steps)
+    mtp = cfg.model.mtp_depth > 0
+    local_tokens = torch.stack([(labels != IGNORE_INDEX).sum(), (labels[:, 1:] != IGNORE_INDEX).sum()]).double()
+    tokens, mtp_tokens = dp.sum(local_tokens).tolist()
     with autocast(device, precision):
         logits, aux = forward(inputs, return_aux=True)
-        lm_loss = language_loss(logits, labels)
-        loss = lm_loss + cfg.balance_coef * aux.balance_loss + cfg.indexer_coef * aux.indexer_loss
-        mtp_loss = language_loss(aux.mtp_logits, labels[:, 1:]) if aux.mtp_logits is not None else None
-        if mtp_loss is not None:
-            loss = loss + cfg.mtp_coef * mtp_loss
-    if not torch.isfinite(loss):
-        raise FloatingPointError(f"step {step + 1}: loss is {loss.item()}; lower --lr or check the data")
+        lm_share = language_loss_sum(logits, labels) / tokens
+        mtp_share = language_loss_sum(aux.mtp_logits, labels[:, 1:]) / mtp_tokens if mtp else lm_share.new_zeros(())
+        shares = torch.stack([lm_share, mtp_share, aux.balance_loss.float() / dp.world_size,
+                              aux.indexer_loss.float() / dp.world_size])
+        weights = torch.tensor([1.0, cfg.mtp_coef, cfg.balance_coef, cfg.indexer_coef], device=shares.device)
+        loss_share = (shares * weights).sum()
+    lm_loss, mtp_loss, balance_loss, indexer_loss = dp.sum(shares.detach()).tolist()
+    total = lm_loss + cfg.mtp_coef * mtp_loss + cfg.balance_coef * balance_loss + cfg.indexer_coef * indexer_loss
+    if not math.isfinite(total):  # the global figure, so every rank stops alike
+        raise FloatingPointError(f"step {step + 1}: loss is {total}; lower --lr or check the data")
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    (loss_share * dp.world_size).backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     optimizer.step()
-    model.update_router_biases()
-    return {"step": step + 1, "loss": lm_loss.item(), "balance_loss": aux.balance_loss.item(),
-            "indexer_loss": aux.indexer_loss.item(), **({"mtp_loss": mtp_loss.item()} if mtp_loss is not None else {}),
-            "expert_load_cv": expert_load_cv(aux.expert_usage),
-            "grad_norm": float(grad_norm), "lr": lr, "tokens": int((labels != IGNORE_INDEX).sum())}
+    model.update_router_biases(dp.sum if dp.active else None)
+    return {"step": step + 1, "loss": lm_loss, "balance_loss": balance_loss, "indexer_loss": indexer_loss,
+            **({"mtp_loss": mtp_loss} if mtp else {}), "expert_load_cv": expert_load_cv(aux.expert_usage),
+            "grad_norm": float(grad_norm), "lr": lr, "tokens": int(tokens)}
 
 
-def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print) -> dict:
-    """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder. One
-    process at a time may write a run folder; what an interrupted atomic write left behind is removed first."""
+def data_parallel_forward(model: GLM53, dp: DataParallel, device: torch.device):
+    """The model itself in one process; under data parallelism, wrapped in DistributedDataParallel, with the
+    routers counting expert load over every rank."""
+    if not dp.active:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    model.set_load_sum(dp.sum)
+    # buffers (RoPE tables, router biases) are equal on every rank by construction: nothing to broadcast before
+    # each forward (the flag's name changed in torch 2.13)
+    no_sync = "forward_sync_buffers" if "forward_sync_buffers" in signature(DistributedDataParallel).parameters \
+        else "broadcast_buffers"
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                   **{no_sync: False})
+
+
+def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print, dp: DataParallel = SINGLE,
+             device: torch.device | None = None) -> dict:
+    """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder (by rank 0,
+    under data parallelism; the other ranks return None). One process at a time may write a run folder; what an
+    interrupted atomic write left behind is removed first."""
     if not cfg.out:
         raise ValueError("pretrain: out must name the run folder (--out)")
+    if cfg.batch_size % dp.world_size:
+        raise ValueError(f"pretrain: --batch-size {cfg.batch_size} does not divide among {dp.world_size} ranks; use a "
+                         f"multiple of {dp.world_size} or another --nproc-per-node")
+    if not dp.is_main:
+        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
-        return _pretrain(cfg, dev_tasks, log)
+        return _pretrain(cfg, dev_tasks, log, dp, device)
 
 
-def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
+def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
+              device: torch.device | None) -> dict | None:
     out = Path(cfg.out)
-    device = resolve_device(cfg.device)
+    device = device or resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     kernels = resolve_kernels(cfg.kernels, precision, device)
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
@@ -206,16 +268,22 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
     optimizer = make_optimizer(model, cfg)
     start_step, tokens_seen, curve, checkpoints, resumed_from = 0, 0, [], [], None
 
-    check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
-    if not cfg.resume:
-        start_run_folder(out, cfg.to_dict())
-    else:
-        if cfg.lr_schedule == "cosine" and json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
+    def check_folder() -> None:
+        check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
+        if cfg.resume and cfg.lr_schedule == "cosine" and \
+                json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
+
+    dp.on_main(check_folder)
+    if not cfg.resume:
+        if dp.is_main:
+            start_run_folder(out, cfg.to_dict())
+    else:
         latest, state = restore_latest(out, model, optimizer, device)
         start_step, tokens_seen, resumed_from = state["step"], state["tokens_seen"], state["resumed_from"]
         checkpoints = state["checkpoints"]
-        curve = truncate_jsonl(out / LOG_NAME, lambda row: row["step"] <= start_step)
+        keep = lambda row: row["step"] <= start_step  # noqa: E731
+        curve = truncate_jsonl(out / LOG_NAME, keep) if dp.is_main else []
         log(f"resuming {out} from step {start_step} ({latest.name})")
 
     counts = model.parameter_counts()
@@ -223,7 +291,13 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
         f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
         f"{', calibrated kernels ' + str(kernels) if kernels else ''}), "
         f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
-    forward = torch.compile(model) if cfg.compile else model
+    forward = data_parallel_forward(model, dp, device)
+    if dp.active:
+        log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
+            f"{torch.get_num_threads()} threads per rank")
+    forward = torch.compile(forward) if cfg.compile else forward
+    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
+        if dp.is_main else None
 
     def checkpoint(step: int) -> None:
         samples = dev_completions(model, dev_tasks, cfg.dev_max_new_tokens) if dev_tasks else []
@@ -243,23 +317,27 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
         checkpoints.append({**record, "weights_sha256": sha})
         log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
 
-    if start_step == 0 and not cfg.resume:
+    if start_step == 0 and not cfg.resume and dp.is_main:
         checkpoint(0)
 
     started = time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=start_step, disable=not cfg.progress, desc="pretrain", unit="step",
-               dynamic_ncols=True)
+    bar = tqdm(total=cfg.steps, initial=start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
+               unit="step", dynamic_ncols=True)
     model.train()
     for step in range(start_step, cfg.steps):
         t0 = time.perf_counter()
-        row = train_step(cfg, step, model, forward, optimizer, device, precision)
+        row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
         tokens_seen += row["tokens"]
         row["tokens_seen"] = tokens_seen
         row["seconds"] = time.perf_counter() - t0
         row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
         curve.append(row)
+        if not dp.is_main:
+            continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
         with open(out / LOG_NAME, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
+        if tracker is not None:
+            tracker.log(row, step + 1)
         bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
         bar.update(1)
         if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
@@ -269,6 +347,10 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
             checkpoint(step + 1)
     bar.close()
     elapsed = time.perf_counter() - started
+    if tracker is not None:
+        tracker.close()
+    if not dp.is_main:
+        return None
     trained = [r for r in curve if r["step"] > start_step]
     receipt = {
         "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
@@ -281,7 +363,7 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log) -> dict:
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(device), "checkpoints": checkpoints,
         "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(), "sandbox": isolation_report(),
+        "threads": torch.get_num_threads(), "data_parallel": dp.to_dict(), "sandbox": isolation_report(),
     }
     atomic_write_json(out / RECEIPT_NAME, receipt)
     log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "

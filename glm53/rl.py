@@ -13,6 +13,13 @@ checkpoints at 24, 48, 72 and 96 groups, seed 31415. Unlike the reference (one g
 sees up to 16 groups at once (`groups_per_step`), which also samples faster. The update's forward runs each
 group's prompt once and only the completions per row (`update_impl = "fast"`, completion_batch.py), equal up to
 rounding to running every row in full (`"plain"`).
+
+Data parallel (under torchrun, distributed.py): each rank samples and verifies a contiguous share of the step's
+groups (its generator seeded apart from the others', so rollouts depend on the world size), the groups are
+gathered on every rank in schedule order, and every rank scores the whole step alike. The update's rows are
+shared out again and each rank's loss is its share of the step's loss (the aggregations divide by the step's
+totals); gradients are summed with one all-reduce per pass, as DDP would, but without DDP's module wrapper,
+because a rank may hold none of a step's rows (groups without signal are left out). Rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_m
                          restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .data import IGNORE_INDEX, encode_documents
 from .device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
+from .distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
 from .evaluate import EvalConfig, evaluate, sample_and_verify
 from .generate import Sampling
 from .io import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
@@ -44,13 +52,14 @@ from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
 from .settings import Checks, default_checkpoints, setting
 from .tokenizer import ByteTokenizer
+from .tracking import TRACKERS, open_tracker, tracker_problem
 from .verify.verifier import isolation_report
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 REFILL_SEED_OFFSET = 1_000_003  # seeds the fresh-task stream and its sampling apart from the schedule's
 NORMALIZATIONS = AGGREGATIONS  # the --normalization flag names the loss aggregation (policy_gradient.py)
 REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
-RESUMABLE_CHANGES = {"resume", "progress", "device"}
+RESUMABLE_CHANGES = {"resume", "progress", "device", "threads", "report_to", "report_name", "report_group"}
 DEFAULT_CHECKPOINTS = (24, 48, 72, 96)
 LOG_NAME, ROLLOUTS_NAME, SCHEDULE_NAME = "rl_log.jsonl", "rollouts.jsonl", "schedule.json"
 
@@ -107,6 +116,11 @@ class RLConfig:
     precision: str = setting("auto", "precision of the update", choices=PRECISIONS)
     sample_precision: str = setting("fp32", "precision of the rollouts", choices=PRECISIONS)
     progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
+    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
+    report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
+                             choices=TRACKERS)
+    report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
+    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
     tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
     resume: bool = setting(False, "continue the RL run in --out from its latest checkpoint")
 
@@ -152,6 +166,9 @@ class RLConfig:
         check.one_of("device", self.device, DEVICE_CHOICES)
         check.one_of("precision", self.precision, PRECISIONS)
         check.one_of("sample_precision", self.sample_precision, PRECISIONS)
+        check.at_least("threads", self.threads, 0)
+        check.one_of("report_to", self.report_to, TRACKERS)
+        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)
@@ -214,20 +231,35 @@ def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Ten
     return inputs.to(device), labels.to(device)
 
 
-def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print) -> dict:
-    """Run (or resume) RL; returns the receipt dict that is also written to the run folder. One process at a
-    time may write a run folder; what an interrupted atomic write left behind is removed first."""
+def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print,
+             dp: DataParallel = SINGLE, device: torch.device | None = None) -> dict | None:
+    """Run (or resume) RL; returns the receipt dict that is also written to the run folder (by rank 0 under data
+    parallelism; the other ranks return None). One process at a time may write a run folder; what an
+    interrupted atomic write left behind is removed first."""
     if not cfg.out or not cfg.init:
         raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
+    if not dp.is_main:
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
-        return _rl_train(cfg, tasks, dev_tasks, log)
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device)
 
 
-def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log) -> dict:
+def sample_groups(dp: DataParallel, model, tasks: list[Task], group_size: int, sampling: Sampling, seed: int,
+                  sample_precision: str, device) -> list:
+    """A judged group of samples per task: this rank samples and verifies its share of the tasks (rank 0 with
+    `seed` itself, as a single process does for all of them), and every rank gets all groups in task order."""
+    mine = tasks[dp.share(len(tasks))]
+    generator = torch.Generator(device=device).manual_seed(seed + RANK_SEED_OFFSET * dp.rank)
+    judged = sample_and_verify(model, mine, group_size, sampling, generator, sample_precision) if mine else []
+    return dp.gather(judged)
+
+
+def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
+              device: torch.device | None) -> dict | None:
     out = Path(cfg.out)
-    check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
-    device = resolve_device(cfg.device)
+    dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES))
+    device = device or resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     model = load_model(cfg.init, device)  # checks the weights against their recorded hash
     init_sha = model.weights_sha256
@@ -242,7 +274,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
-    if not cfg.resume:
+    if not cfg.resume and dp.is_main:
         start_run_folder(out, cfg.to_dict())
         atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
     tokenizer = ByteTokenizer()
@@ -250,7 +282,10 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
     sample_precision = resolve_precision(cfg.sample_precision, device, purpose="decode")
     log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
         f"{cfg.groups} groups of {cfg.group_size} over "
-        f"{len(tasks)} tasks, device {device} ({precision})")
+        f"{len(tasks)} tasks, device {device} ({precision})"
+        + (f", {dp.world_size} ranks ({dp.backend}), {torch.get_num_threads()} threads each" if dp.active else ""))
+    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
+        if dp.is_main else None
 
     checkpoints: list[dict] = []
     done_groups, resumed_from, refill_used = 0, None, 0
@@ -262,9 +297,12 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
         done_groups, checkpoints, resumed_from = state["group"], state["checkpoints"], state["resumed_from"]
         for record in checkpoints:  # each record was stored before its own weights' hash was known
             record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
-        kept = truncate_jsonl(out / LOG_NAME, lambda r: r["groups_done"] <= done_groups)
+        if dp.is_main:
+            kept = truncate_jsonl(out / LOG_NAME, lambda r: r["groups_done"] <= done_groups)
+            truncate_jsonl(out / ROLLOUTS_NAME, lambda r: r["group"] <= done_groups)
+        else:
+            kept = [r for r in read_jsonl(out / LOG_NAME) if r["groups_done"] <= done_groups]
         refill_used = sum(r.get("refill_groups_drawn", 0) for r in kept)
-        truncate_jsonl(out / ROLLOUTS_NAME, lambda r: r["group"] <= done_groups)
         log(f"resuming {out} after group {done_groups} ({latest.name})")
 
     def checkpoint(group: int) -> None:
@@ -285,23 +323,23 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
             log(f"  [group {group}] dev exact {dev_summary['exact_rollouts']}/{dev_summary['rollouts']}, "
                 f"pass@1 {dev_summary['pass_at_k']['1']:.3f}, saved {checkpoint_name(group)}")
 
-    if not cfg.resume:
+    if not cfg.resume and dp.is_main:
         checkpoint(0)
     started = time.perf_counter()
     bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
-    bar = tqdm(total=cfg.groups, initial=done_groups, disable=not cfg.progress, desc="rl", unit="group",
-               dynamic_ncols=True)
+    bar = tqdm(total=cfg.groups, initial=done_groups, disable=not (cfg.progress and dp.is_main), desc="rl",
+               unit="group", dynamic_ncols=True)
     for step, (first, end) in enumerate(bounds):
         if end <= done_groups:
             continue
         t0 = time.perf_counter()
         step_tasks = schedule[first:end]
-        generator = torch.Generator(device=device).manual_seed(cfg.seed + 17 * (first + 1))
-        judged = sample_and_verify(model, step_tasks, cfg.group_size, sampling, generator, sample_precision)
+        judged = sample_groups(dp, model, step_tasks, cfg.group_size, sampling, cfg.seed + 17 * (first + 1),
+                               sample_precision, device)
         dropped, drawn = [], 0
         if cfg.dynamic_sampling:
             step_tasks, judged, dropped, drawn = refill_groups(cfg, model, step_tasks, judged, refill_stream,
-                                                               refill_used, sampling, sample_precision, device)
+                                                               refill_used, sampling, sample_precision, device, dp)
             refill_used += drawn
         rollouts, batch = score_groups(cfg, step_tasks, judged, first, tokenizer)
         for slot, task, pairs in dropped:  # recorded, never used
@@ -316,14 +354,18 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
                "exact_rollouts": exact, "valid_rollouts": sum(r["verdict"]["status"] != "invalid" for r in rollouts),
                "rollouts": len(rewards), "completion_length": sum(len(r["token_ids"]) for r in rollouts) / len(rollouts),
                "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts), "refill_groups_drawn": drawn}
-        row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, *batch, step))
+        row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, *batch, step, dp))
         row["seconds"] = time.perf_counter() - t0
+        bar.update(end - first)
+        if not dp.is_main:
+            continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+        if tracker is not None:
+            tracker.log(row, step + 1)
         with open(out / LOG_NAME, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         with open(out / ROLLOUTS_NAME, "a", encoding="utf-8") as f:
             f.write("".join(json_text(r) + "\n" for r in rollouts))
         bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rewards)}", skipped=zero_variance)
-        bar.update(end - first)
         if not cfg.progress:
             log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rewards)} "
                 f"zero-var {zero_variance}/{len(step_tasks)} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
@@ -331,11 +373,15 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
             checkpoint(end)
     bar.close()
     elapsed = time.perf_counter() - started
+    if tracker is not None:
+        tracker.close()
+    if not dp.is_main:
+        return None
     steps_log, rollouts = read_jsonl(out / LOG_NAME), read_jsonl(out / ROLLOUTS_NAME)
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": init_sha, "schedule_sha256": schedule_sha,
                "trainable_parameters": sum(p.numel() for p in trainable), "precision": precision,
-               "device": str(device), "sandbox": isolation_report(), "elapsed_seconds_this_invocation": elapsed,
+               "device": str(device), "data_parallel": dp.to_dict(), "sandbox": isolation_report(), "elapsed_seconds_this_invocation": elapsed,
                "resumed_after_group": done_groups if cfg.resume else None,
                "resumed_from": resumed_from, "peak_memory_bytes": peak_memory_bytes(device),
                "checkpoints": checkpoints, "steps": steps_log, "rollouts": rollouts,
@@ -353,7 +399,7 @@ def informative(cfg: RLConfig, pairs: list) -> bool:
 
 
 def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, stream: list[Task], position: int,
-                  sampling: Sampling, sample_precision: str, device):
+                  sampling: Sampling, sample_precision: str, device, dp: DataParallel = SINGLE):
     """Dynamic sampling: each group without signal is replaced, in order, by the next group of fresh tasks from
     `stream` (from `position` on) that has signal, sampling at most (max_draws - 1) x the step's groups more.
     Returns (tasks, judged, dropped [(slot, task, pairs)], fresh groups drawn)."""
@@ -365,9 +411,9 @@ def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, st
         fresh = stream[position + drawn: position + drawn + min(len(missing), limit - drawn)]
         if not fresh:
             break
-        generator = torch.Generator(device=device).manual_seed(cfg.seed + REFILL_SEED_OFFSET * (position + drawn + 1))
-        for task, pairs in zip(fresh, sample_and_verify(model, fresh, cfg.group_size, sampling, generator,
-                                                        sample_precision)):
+        seed = cfg.seed + REFILL_SEED_OFFSET * (position + drawn + 1)
+        for task, pairs in zip(fresh, sample_groups(dp, model, fresh, cfg.group_size, sampling, seed,
+                                                    sample_precision, device)):
             if missing and informative(cfg, pairs):
                 slot = missing.pop(0)
                 dropped.append((slot, tasks[slot], judged[slot]))
@@ -403,21 +449,27 @@ def score_groups(cfg: RLConfig, tasks: list[Task], judged: list, first: int, tok
 
 
 def _update(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, prompt_ids,
-            completion_ids, advantages, step: int) -> dict:
+            completion_ids, advantages, step: int, dp: DataParallel = SINGLE) -> dict:
     """cfg.iterations optimizer steps on the groups with signal (plus replay/KL terms); after the first, each token's
     term is the clipped PPO objective against the log-probs the rollouts were scored with before any of them.
-    Returns the step's figures (those of the last pass, with clip fractions averaged over the passes)."""
+    Returns the step's figures (those of the last pass, with clip fractions averaged over the passes). Under data
+    parallelism this rank computes on its share of the rows, and the figures are the step's."""
     if not advantages and cfg.replay_coef <= 0:
         return {"updated": False, "loss": 0.0, "grad_norm": 0.0, "entropy": None, "kl": None}
-    batch = make_completion_batch(cfg.update_impl, prompt_ids, completion_ids, device) if advantages else None
+    rows = dp.share(len(advantages))
+    mine = (prompt_ids[rows], completion_ids[rows], advantages[rows])
+    batch = make_completion_batch(cfg.update_impl, mine[0], mine[1], device) if mine[2] else None
+    # the step's totals, by which every rank divides its sums
+    totals = {"rows": len(advantages),
+              "tokens": int(dp.sum(batch.mask.sum() if batch is not None else torch.zeros((), dtype=torch.long)))}
     old_logp, clipped = None, []
-    if cfg.iterations > 1 and advantages:
+    if cfg.iterations > 1 and batch is not None:
         with torch.no_grad(), autocast(device, precision):
             model.train()
             old_logp = _token_logp(batch.logits(model), batch.targets, batch.mask).detach()
     for _ in range(cfg.iterations):
-        figures = _update_pass(model, reference, optimizer, trainable, cfg, precision, device, batch, advantages,
-                               step, old_logp)
+        figures = _update_pass(model, reference, optimizer, trainable, cfg, precision, device, batch, mine[2],
+                               bool(advantages), step, old_logp, dp, totals)
         clipped.append((figures.pop("clipped_low", 0.0), figures.pop("clipped_high", 0.0)))
     if cfg.iterations > 1:
         figures["clipped_low"] = sum(c[0] for c in clipped) / len(clipped)
@@ -430,12 +482,16 @@ def _token_logp(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor)
 
 
 def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, batch, advantages,
-                 step: int, old_logp) -> dict:
+                 policy: bool, step: int, old_logp, dp: DataParallel, totals: dict) -> dict:
+    """One optimizer step. `batch`/`advantages`: this rank's rows (batch None when it holds none); `policy`: whether
+    the step has any row at all. Every term is this rank's share of the step's value, and so is each figure in
+    `shares`; their sums over ranks are the step's loss and figures."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
     loss = torch.zeros((), device=device)
-    figures: dict = {"updated": True}
-    if advantages:
+    shares: dict[str, torch.Tensor] = {}
+    tokens = max(totals["tokens"], 1)
+    if batch is not None:
         targets, mask = batch.targets, batch.mask
         with autocast(device, precision):
             logits = batch.logits(model)
@@ -443,40 +499,59 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
         token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
         adv = torch.tensor(advantages, device=device)
         if old_logp is None:
-            policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.max_new_tokens)
+            policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.max_new_tokens,
+                                                totals["rows"], tokens)
         else:
-            objective, figures["clipped_low"], figures["clipped_high"] = clipped_token_objective(
-                token_logp, old_logp, adv, mask, cfg.clip_low, cfg.clip_high)
-            policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.max_new_tokens)
+            objective, low, high = clipped_token_objective(token_logp, old_logp, adv, mask, cfg.clip_low,
+                                                           cfg.clip_high)
+            policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.max_new_tokens,
+                                              totals["rows"], tokens)
+            local = float(mask.sum()) / tokens  # the fractions are of this rank's tokens
+            shares["clipped_low"], shares["clipped_high"] = torch.tensor(low * local), torch.tensor(high * local)
         loss = loss + policy_loss
         with torch.set_grad_enabled(cfg.entropy_coef > 0):
             entropy = -(logp_all.exp() * logp_all).sum(-1)
-            mean_entropy = (entropy * mask).sum() / mask.sum()
+            entropy_share = (entropy * mask).sum() / tokens
         if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * mean_entropy
-        figures["entropy"] = float(mean_entropy.detach())
-        figures["policy_loss"] = float(policy_loss.detach())
+            loss = loss - cfg.entropy_coef * entropy_share
+        shares["entropy"], shares["policy_loss"] = entropy_share.detach(), policy_loss.detach()
         if reference is not None:
             with torch.no_grad(), autocast(device, precision):
                 ref_logits = batch.logits(reference)
             ref_logp = ref_logits.float().log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
             log_ratio = (ref_logp - token_logp) * mask
-            kl = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / mask.sum()
-            loss = loss + cfg.kl_coef * kl
-            figures["kl"] = float(kl.detach())
-        else:
-            figures["kl"] = None
+            kl_share = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / tokens
+            loss = loss + cfg.kl_coef * kl_share
+            shares["kl"] = kl_share.detach()
     if cfg.replay_coef > 0:
         r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device)
-        with autocast(device, precision):
-            r_logits = model(r_inputs)
-        replay = F.cross_entropy(r_logits.float().reshape(-1, r_logits.shape[-1]), r_labels.reshape(-1),
-                                 ignore_index=IGNORE_INDEX)
-        loss = loss + cfg.replay_coef * replay
-        figures["replay_loss"] = float(replay.detach())
-    loss.backward()
+        rows = dp.share(cfg.replay_batch)
+        r_inputs, r_labels = r_inputs[rows], r_labels[rows]
+        replay_tokens = max(int(dp.sum((r_labels != IGNORE_INDEX).sum())), 1)
+        if r_inputs.shape[0]:
+            with autocast(device, precision):
+                r_logits = model(r_inputs)
+            replay_share = F.cross_entropy(r_logits.float().reshape(-1, r_logits.shape[-1]), r_labels.reshape(-1),
+                                           ignore_index=IGNORE_INDEX, reduction="sum") / replay_tokens
+            loss = loss + cfg.replay_coef * replay_share
+            shares["replay_loss"] = replay_share.detach()
+    if loss.requires_grad:
+        loss.backward()
+    dp.sum_gradients(trainable)
     grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
     optimizer.step()
-    model.update_router_biases()
-    figures.update({"loss": float(loss.detach()), "grad_norm": float(grad_norm)})
+    model.update_router_biases(dp.sum if dp.active else None)
+    names = ["loss", "entropy", "policy_loss", "kl", "replay_loss", "clipped_low", "clipped_high"]
+    shares["loss"] = loss.detach()
+    summed = dp.sum(torch.stack([shares.get(n, torch.zeros(())).float().cpu() for n in names])).tolist()
+    step_figures = dict(zip(names, summed))
+    figures: dict = {"updated": True, "loss": step_figures["loss"], "grad_norm": float(grad_norm)}
+    if policy:
+        figures.update({k: step_figures[k] for k in ("entropy", "policy_loss")})
+        if cfg.iterations > 1:
+            figures.update({k: step_figures[k] for k in ("clipped_low", "clipped_high")})
+    figures["entropy"] = figures.get("entropy")
+    figures["kl"] = step_figures["kl"] if policy and reference is not None else None
+    if cfg.replay_coef > 0:
+        figures["replay_loss"] = step_figures["replay_loss"]
     return figures

@@ -190,12 +190,18 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         mtp_cache.positions = mtp_cache.positions + n
         return logits
 
-    def update_router_biases(self) -> None:
+    def update_router_biases(self, load_sum=None) -> None:
         """After an optimizer step: nudge every sigmoid-bias router's selection bias toward even load (a no-op for
-        softmax-balance routers)."""
+        softmax-balance routers); `load_sum` sums the load over data-parallel ranks first."""
         for module in self.modules():
             if isinstance(module, MixtureOfExperts):
-                module.update_selection_bias()
+                module.update_selection_bias(load_sum)
+
+    def set_load_sum(self, load_sum) -> None:
+        """Data parallelism: the routers' training forwards count expert load over every rank (None: this process)."""
+        for module in self.modules():
+            if isinstance(module, MixtureOfExperts):
+                module.load_sum = load_sum
 
     def set_indexer_dense(self, dense: bool) -> None:
         """Dense warm-up of the indexer layers: their attention sees every earlier key (no-op without indexers)."""

@@ -61,6 +61,7 @@ class MixtureOfExperts(nn.Module):
         self.row_padding = config.expert_row_padding
         self.router = nn.Linear(config.dim, config.experts, bias=False)
         self.router_kind, self.bias_rate, self.router_scale = config.router, config.router_bias_rate, config.router_scale
+        self.load_sum = None  # data parallelism: sums training forwards' expert counts over ranks (set_load_sum)
         if self.router_kind == "sigmoid-bias":
             # selection_bias is saved with the weights (resume continues exactly); pending_load is emptied by every
             # update, and checkpoints are written after updates, so it need not be saved
@@ -83,28 +84,40 @@ class MixtureOfExperts(nn.Module):
         logits = self.router(x)
         top_logits, top_idx = logits.topk(self.top_k, dim=-1)
         top_weights = top_logits.float().softmax(dim=-1).to(x.dtype)
-        counts = torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
-        usage = counts / top_idx.numel()
+        counts = self.global_counts(top_idx)
+        usage = counts / counts.sum()
         mean_prob = logits.float().softmax(dim=-1).mean(dim=0)
         balance_loss = self.experts * (usage * mean_prob).sum()
         return top_idx, top_weights, balance_loss, usage
+
+    def global_counts(self, top_idx: torch.Tensor) -> torch.Tensor:
+        """Assignments per expert [E]; in a data-parallel training forward, over every rank's tokens, so the balance
+        loss steers toward the global load (each rank's mean probability P_e then averages into the global one,
+        as every rank holds as many tokens)."""
+        counts = torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
+        if self.load_sum is not None and torch.is_grad_enabled():
+            counts = self.load_sum(counts)
+        return counts
 
     def route_sigmoid_bias(self, x: torch.Tensor):
         scores = torch.sigmoid(self.router(x).to(torch.promote_types(x.dtype, torch.float32)))
         top_idx = (scores + self.selection_bias).topk(self.top_k, dim=-1).indices
         top_scores = scores.gather(-1, top_idx)
         top_weights = (top_scores / top_scores.sum(dim=-1, keepdim=True) * self.router_scale).to(x.dtype)
-        counts = torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
         if torch.is_grad_enabled():  # training forwards count; sampling and evaluation do not
-            self.pending_load += counts
-        return top_idx, top_weights, scores.new_zeros(()), counts / top_idx.numel()
+            self.pending_load += torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
+        counts = self.global_counts(top_idx)
+        return top_idx, top_weights, scores.new_zeros(()), counts / counts.sum()
 
     @torch.no_grad()
-    def update_selection_bias(self) -> None:
+    def update_selection_bias(self, load_sum=None) -> None:
         """One balancing step (after an optimizer step): bias += rate * sign(mean load - load), then forget the load.
-        Layers whose router is frozen (outside RL's train scope) keep their bias."""
+        Layers whose router is frozen (outside RL's train scope) keep their bias. `load_sum`: sums the load over
+        data-parallel ranks, so every rank moves its bias alike, by the global load."""
         if self.router_kind != "sigmoid-bias":
             return
+        if load_sum is not None:
+            self.pending_load.copy_(load_sum(self.pending_load))
         if self.router.weight.requires_grad and self.pending_load.any():  # a frozen layer (RL's train scope) stays
             self.selection_bias += self.bias_rate * torch.sign(self.pending_load.mean() - self.pending_load)
         self.pending_load.zero_()
