@@ -2,13 +2,23 @@
 # Install glm53 into .venv from the exact versions in requirements.lock.
 #   bash scripts/install.sh          the package
 #   bash scripts/install.sh --dev    the package and the test tools
+#   bash scripts/install.sh --dev --extras   also Ray and TensorBoard (requirements-extras.lock), as CI tests them
 # Linux without an NVIDIA GPU: torch comes from PyTorch's CPU-only index when it can be reached (~200 MB instead
 # of several GB of CUDA libraries). With a GPU, PyPI's CUDA build. GLM53_TORCH_INDEX=URL chooses another index
 # (for example https://download.pytorch.org/whl/cu126); GLM53_TORCH_INDEX= (empty) uses PyPI's default build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extra=()
-if [ "${1:-}" = "--dev" ]; then extra=("[dev]"); fi
+extras=()
+locks=(-r requirements.lock)
+for arg in "$@"; do
+  case "$arg" in
+    --dev) extras+=(dev) ;;
+    --extras) extras+=(ray tensorboard); locks+=(-r requirements-extras.lock) ;;
+    *) echo "scripts/install.sh: unknown option $arg (use --dev and/or --extras)" >&2; exit 2 ;;
+  esac
+done
+extra=""
+if [ ${#extras[@]} -gt 0 ]; then extra="[$(IFS=,; echo "${extras[*]}")]"; fi
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
@@ -22,6 +32,6 @@ import sys, urllib.request
 urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=5)
 PY
 fi
-python -m pip install -q ${index_args[@]+"${index_args[@]}"} -r requirements.lock
-python -m pip install -q --no-deps -e ".${extra[*]:-}"
+python -m pip install -q ${index_args[@]+"${index_args[@]}"} "${locks[@]}"
+python -m pip install -q --no-deps -e ".$extra"
 echo "installed glm53 into .venv (torch $(python -c 'import torch; print(torch.__version__)')); activate with: . .venv/bin/activate"

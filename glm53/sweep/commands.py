@@ -6,7 +6,11 @@ import argparse
 from pathlib import Path
 
 
+EXECUTORS = ("local", "ray")
+
+
 def add_sweep_parser(sub) -> None:
+    from ..tracking import TRACKERS
     from .spec import shipped_specs
 
     p = sub.add_parser("sweep", help="run a study: every arm x seed of a spec as its own job, in parallel, resumable",
@@ -19,12 +23,39 @@ def add_sweep_parser(sub) -> None:
     p.add_argument("--threads-per-worker", type=int, default=1, help="torch threads of each job (default: 1)")
     p.add_argument("--setup-from", metavar="DIR", help="another sweep folder whose finished [setup] job is this "
                                                         "spec's: start from its result instead of rerunning it")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local: a process pool on this machine (default); ray: each job a Ray task (pip install -e "
+                        "\".[ray]\"), on a local Ray instance or the cluster at --address")
+    p.add_argument("--address", help="with --executor ray: the Ray cluster to join (auto: the one `ray start` began "
+                                     "on this machine; or HEAD_IP:6379); without it a local Ray instance is started")
+    p.add_argument("--gpus-per-job", type=float, default=0.0, help="with --executor ray: GPUs Ray gives each job "
+                                                                    "(default: 0)")
+    p.add_argument("--report-to", choices=TRACKERS, default="none",
+                   help="also log every training run's figures to a tracker, one run per (arm, seed), grouped by the "
+                        "spec's name (default: none)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="log lines instead of a progress bar")
     p.add_argument("--no-analyze", dest="analyze", action="store_false", help="skip the analysis at the end")
     p.set_defaults(func=cmd_sweep)
 
 
+def make_executor(args):
+    """None for the local pool (run_sweep makes it); the Ray executor, connected, for --executor ray."""
+    if args.executor == "local":
+        given = [flag for flag, value in (("--address", args.address), ("--gpus-per-job", args.gpus_per_job))
+                 if value]
+        if given:
+            raise ValueError(f"{' and '.join(given)} belong to --executor ray; add it, or leave them out")
+        return None
+    if args.workers is not None:
+        raise ValueError("--workers is for the local executor; with --executor ray the cluster runs as many jobs at "
+                         "once as its CPUs allow (each takes --threads-per-worker)")
+    from .ray_executor import RayExecutor
+
+    return RayExecutor(args.threads_per_worker, args.gpus_per_job, args.address)
+
+
 def cmd_sweep(args) -> int:
+    from ..tracking import tracker_problem
     from .analysis import analyze
     from .runner import run_sweep
     from .spec import load_spec, parse_seeds
@@ -34,8 +65,16 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.threads_per_worker < 1:
         raise ValueError(f"--threads-per-worker must be >= 1, got {args.threads_per_worker}")
-    summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=args.progress,
-                        setup_from=args.setup_from)
+    problem = tracker_problem(args.report_to)
+    if problem:
+        raise ValueError(problem)
+    executor = make_executor(args)
+    try:
+        summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=args.progress,
+                            setup_from=args.setup_from, executor=executor, report_to=args.report_to)
+    finally:
+        if executor is not None:
+            executor.close()
     print(f"sweep {spec.name}: {summary['done']} jobs run, {summary['skipped']} already finished, "
           f"{len(summary['failed'])} failed, {summary['seconds']:.1f} s")
     for f in summary["failed"]:

@@ -13,6 +13,7 @@ dies without either (killed, out of memory) is reported as failed with its exit 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -41,6 +42,8 @@ class Job:
     settings: dict
     checkpoints: tuple[int, ...]
     setup_dir: str | None = None  # what "{setup}" in the settings stands for
+    report_to: str = "none"  # --report-to of the sweep: the tracker every training run of the job logs to
+    group: str = ""  # the tracker's group of runs (the sweep's name)
 
     @property
     def name(self) -> str:
@@ -69,6 +72,7 @@ def run_job(job: Job, threads: int) -> int:
             torch.set_num_threads(threads)
             kind = job_kind(job.kind)
             cfg = kind.make(resolve_setup(job.settings, job.setup_dir), job.seed, job.checkpoints, job_dir)
+            cfg = with_reporting(cfg, job.report_to, job.name, job.group)
             receipt = kind.run(cfg, job_dir, log)
             receipt = {**receipt, "arm": job.arm, "seed": job.seed, "kind": job.kind, "sweep_settings": job.settings,
                        "threads": threads}
@@ -79,6 +83,18 @@ def run_job(job: Job, threads: int) -> int:
             atomic_write_json(job_dir / ERROR, {"error": f"{type(err).__name__}: {err}",
                                                 "traceback": traceback.format_exc()}, overwrite=True)
             return 1
+
+
+def with_reporting(cfg, report_to: str, name: str, group: str):
+    """`cfg` with every training config in it (itself or a field of it) reporting to `report_to` as run `name`
+    of `group`; configs without a tracker setting are returned as they are."""
+    if report_to == "none" or not dataclasses.is_dataclass(cfg):
+        return cfg
+    changes = {f.name: with_reporting(getattr(cfg, f.name), report_to, name, group)
+               for f in dataclasses.fields(cfg) if dataclasses.is_dataclass(getattr(cfg, f.name))}
+    if any(f.name == "report_to" for f in dataclasses.fields(cfg)):
+        changes.update(report_to=report_to, report_name=name, report_group=group)
+    return dataclasses.replace(cfg, **changes)
 
 
 def _die_with_parent() -> None:

@@ -21,19 +21,13 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ..distributed import available_cores
 from ..io import atomic_write_json, run_lock
 from .executor import RECEIPT, Executor, Job, LocalExecutor
 from .spec import SweepSpec
 
 SPEC_FILE = "spec.json"
 SWEEP_LOG = "sweep-log.jsonl"
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def default_workers(threads_per_worker: int) -> int:
@@ -97,11 +91,11 @@ def shared_setup(spec: SweepSpec, other: Path) -> Path:
     return Path(setup.dir).resolve()
 
 
-def plan_jobs(spec: SweepSpec, out: Path, setup_dir: Path | None = None) -> list[Job]:
+def plan_jobs(spec: SweepSpec, out: Path, setup_dir: Path | None = None, report_to: str = "none") -> list[Job]:
     if spec.setup is not None:
         setup_dir = str(setup_dir or (out / "setup").resolve())
     return [Job(arm, seed, str(job_dir(out, arm, seed)), spec.job, spec.settings(arm), tuple(spec.checkpoints),
-                setup_dir) for arm in spec.arms for seed in spec.seeds]
+                setup_dir, report_to, spec.name) for arm in spec.arms for seed in spec.seeds]
 
 
 def clear_job(job: Job) -> None:
@@ -114,9 +108,10 @@ def clear_job(job: Job) -> None:
 
 def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = None, threads_per_worker: int = 1,
               progress: bool = True, executor: Executor | None = None, log=print,
-              setup_from: str | os.PathLike | None = None) -> dict:
+              setup_from: str | os.PathLike | None = None, report_to: str = "none") -> dict:
     """Run what is left of the sweep; returns {"jobs", "skipped", "done", "failed": [{job, error}], "seconds"}.
-    `setup_from`: another sweep folder whose finished setup job is this spec's; its result is used, not rerun."""
+    `setup_from`: another sweep folder whose finished setup job is this spec's; its result is used, not rerun.
+    `report_to`: a tracker every job's training runs log to, one run per (arm, seed), grouped by the spec's name."""
     out = Path(out)
     shared = shared_setup(spec, Path(setup_from)) if setup_from is not None else None
     workers = workers or default_workers(threads_per_worker)
@@ -130,7 +125,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = Non
             log(f"setup: using the finished setup job in {shared}")
         elif setup is not None and not is_finished(setup):
             _run_setup(setup, executor, workers, threads_per_worker, out, log)
-        jobs = plan_jobs(spec, out, shared)
+        jobs = plan_jobs(spec, out, shared, report_to)
         todo = [j for j in jobs if not is_finished(j)]
         for job in todo:
             clear_job(job)
