@@ -31,6 +31,7 @@ from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .rl import RLConfig, rl_train
 from .settings import Checks, setting
 from .tasks import frozen_tasks, parse_families, read_tasks, write_tasks
+from .tracking import TRACKERS
 
 PRESETS = {
     "full": {"pretrain": dict(steps=400, checkpoints=(100, 200, 400), batch_size=32, sequence_length=128, lr=1e-3,
@@ -47,8 +48,8 @@ PRESETS = {
                          dev_samples=4, temperature=0.8, families="all"),
               "confirm_per_family": 4},
 }
-RUN_OWNED = ("out", "device", "progress", "resume")  # nested settings the run sets for both stages
-RESUMABLE_CHANGES = ("device", "progress", "resume")
+RUN_OWNED = ("out", "device", "progress", "resume", "report_to")  # nested settings the run sets for both stages
+RESUMABLE_CHANGES = ("device", "progress", "resume", "report_to", "report_name", "report_group")
 RUN_RECEIPT_NAME = "run-receipt.json"
 
 
@@ -64,6 +65,8 @@ class RunConfig:
     device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
     progress: bool = setting(True, "show progress bars (--no-progress: plain log lines)")
     resume: bool = setting(False, "continue a stopped run in --out where it stopped")
+    report_to: str = setting("none", "also log both stages' per-step figures to a tracker (offline unless you "
+                                     "configure it), grouped by the run folder", choices=TRACKERS)
     pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=RUN_OWNED)
     rl: RLConfig = setting(default_factory=RLConfig, skip=RUN_OWNED + ("init", "tasks_file"))
 
@@ -75,7 +78,8 @@ class RunConfig:
                       f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints)")
         check.done()
         run = Path(self.out)
-        shared = {"device": self.device, "progress": self.progress, "resume": False}  # stages resume one by one
+        shared = {"device": self.device, "progress": self.progress, "resume": False,  # stages resume one by one
+                  "report_to": self.report_to, "report_group": str(run)}
         self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), **shared)
         self.rl = replace(self.rl, init=str(run / "pretrain" / checkpoint_name(self.rl_start)), out=str(run / "rl"),
                           **shared)
@@ -92,7 +96,7 @@ class RunConfig:
                    rl=RLConfig(**spec.pop("rl")), **spec)
 
     def to_dict(self) -> dict:
-        own = ("out", "preset", "rl_start", "confirm_per_family", "device", "progress", "resume")
+        own = ("out", "preset", "rl_start", "confirm_per_family", "device", "progress", "resume", "report_to")
         nested = {"pretrain": self.pretrain.to_dict(), "rl": self.rl.to_dict()}
         for stage in nested.values():  # the stages' own copies of run-level settings
             for key in RESUMABLE_CHANGES:
