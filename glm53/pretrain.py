@@ -263,6 +263,8 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
     dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks()
+    if cfg.threads and not dp.active:  # under torchrun, from_environment has set them
+        torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model).to(device)
     optimizer = make_optimizer(model, cfg)

@@ -260,6 +260,8 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
     out = Path(cfg.out)
     dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES))
     device = device or resolve_device(cfg.device)
+    if cfg.threads and not dp.active:  # under torchrun, from_environment has set them
+        torch.set_num_threads(cfg.threads)
     precision = resolve_precision(cfg.precision, device)
     model = load_model(cfg.init, device)  # checks the weights against their recorded hash
     init_sha = model.weights_sha256

@@ -243,3 +243,25 @@ def test_torchrun_rl_gathers_every_group_and_updates_like_one_process(tmp_path):
     one, two_w = weights(tmp_path / "one" / "checkpoint-0003"), weights(tmp_path / "two" / "checkpoint-0003")
     for name in one:
         torch.testing.assert_close(two_w[name], one[name], rtol=1e-4, atol=1e-6)
+
+
+@torchrun
+def test_a_one_process_run_resumes_under_two_ranks(tmp_path):
+    """Stop after 3 steps in one process, resume to 5 under torchrun: the same losses and weights as 5 steps in
+    one process (the batch of a step never depended on the world size)."""
+    base = dict(batch_size=4, sequence_length=128, progress=False, device="cpu", dev_max_new_tokens=4,
+                kernels="config", precision="fp32", model=ModelConfig(**{**TINY, "max_sequence_length": 192}))
+    pretrain(PretrainConfig(out=str(tmp_path / "whole"), steps=5, checkpoints=(3, 5), **base), log=lambda *_: None)
+    pretrain(PretrainConfig(out=str(tmp_path / "split"), steps=3, checkpoints=(3,), **base), log=lambda *_: None)
+    (tmp_path / "split" / "training-receipt.json").unlink()  # as a run stopped right after its step-3 checkpoint
+    resumed = subprocess.run(torchrun_command("pretrain", "--out", str(tmp_path / "split"), *TINY_FLAGS, *RUN_FLAGS,
+                                              "--resume"), capture_output=True, text=True, env=quiet_env(), timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = {n: [json.loads(line) for line in (tmp_path / n / "train_log.jsonl").read_text().splitlines()]
+            for n in ("whole", "split")}
+    assert [r["step"] for r in rows["split"]] == [1, 2, 3, 4, 5]
+    for a, b in zip(rows["whole"], rows["split"], strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    whole, split = weights(tmp_path / "whole" / "checkpoint-0005"), weights(tmp_path / "split" / "checkpoint-0005")
+    for name in whole:
+        torch.testing.assert_close(split[name], whole[name], rtol=1e-4, atol=1e-5)
