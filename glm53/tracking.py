@@ -4,8 +4,8 @@
   runs by arm and seed). Needs the `tensorboard` package (`pip install -e ".[tensorboard]"`).
 - wandb: a Weights & Biases run in RUN/wandb, offline unless WANDB_MODE says otherwise (`wandb sync` uploads it
   later); project = the group (a sweep's name) or "glm53".
-- trackio: a local Trackio project (its SQLite store in the user's cache); nothing leaves the machine unless
-  TRACKIO_SPACE_ID names a Space.
+- trackio: a local Trackio project (its SQLite store in TRACKIO_DIR, by default in the user's cache); nothing
+  leaves the machine unless TRACKIO_SPACE_ID names a Space.
 
 The JSON Lines logs stay the record; a tracker is a view of them. Only numbers are sent (lists, strings and
 missing values are left out).
