@@ -97,22 +97,24 @@ def add_pretrain_parser(sub) -> None:
 
 
 def cmd_pretrain(args) -> int:
-    from .distributed import from_environment, shut_down
     from .pretrain import PretrainConfig, pretrain
     from .tasks import read_tasks
 
     cfg = config_from_args(PretrainConfig, args)
-    dev_tasks = read_tasks(args.tasks) if args.tasks else None
+    return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
+
+
+def run_as_rank(train, cfg, **kwargs) -> int:
+    """`train(cfg, ...)` as this process's rank under torchrun (joining its process group first, leaving it after),
+    or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
+    from .distributed import from_environment, shut_down
+
     dp, device = from_environment(cfg.device, cfg.threads)
     try:
-        pretrain(cfg, dev_tasks=dev_tasks, log=print if dp.is_main else _quiet, dp=dp, device=device)
+        train(cfg, log=print if dp.is_main else (lambda *_: None), dp=dp, device=device, **kwargs)
     finally:
         shut_down(dp)
     return 0
-
-
-def _quiet(*_) -> None:
-    """The log of a rank other than 0: rank 0 speaks for all."""
 
 
 # ---------------------------------------------------------------- generate
@@ -257,18 +259,11 @@ def add_rl_parser(sub) -> None:
 
 
 def cmd_rl(args) -> int:
-    from .distributed import from_environment, shut_down
     from .rl import RLConfig, rl_train
     from .tasks import read_tasks
 
     cfg = config_from_args(RLConfig, args)
-    tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else None
-    dp, device = from_environment(cfg.device, cfg.threads)
-    try:
-        rl_train(cfg, tasks=tasks, log=print if dp.is_main else _quiet, dp=dp, device=device)
-    finally:
-        shut_down(dp)
-    return 0
+    return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
 
 
 # ---------------------------------------------------------------- eval, compare, verify
