@@ -83,6 +83,10 @@ def run_job(job: Job, threads: int) -> int:
             atomic_write_json(job_dir / ERROR, {"error": f"{type(err).__name__}: {err}",
                                                 "traceback": traceback.format_exc()}, overwrite=True)
             return 1
+        finally:
+            from ..verify.verifier import close_default_pool
+
+            close_default_pool()  # its sandbox workers and scratch folder; job processes end by os._exit (no atexit)
 
 
 def with_reporting(cfg, report_to: str, name: str, group: str):

@@ -32,6 +32,7 @@ import json
 import os
 import queue
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -123,7 +124,8 @@ class SandboxPool:
         self.size = workers or max(1, min(4, os.cpu_count() or 1))
         self.memory_mb = memory_mb
         self.layers = tuple(layers)
-        self.scratch = Path(tempfile.mkdtemp(prefix="glm53-sandbox-"))
+        remove_abandoned_scratch()
+        self.scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(os.getpid())))
         self._workers: list[_Worker | None] = [None] * self.size
         self._idle: queue.SimpleQueue[int] = queue.SimpleQueue()
         for i in range(self.size):
@@ -192,6 +194,32 @@ class SandboxPool:
         self.close()
 
 
+def scratch_prefix(pid: int) -> str:
+    # host and pid in the name, so a later pool can tell a folder whose process is gone from one still in use
+    return f"{_scratch_host_prefix()}{pid}-"
+
+
+def _scratch_host_prefix() -> str:
+    return f"glm53-sandbox-{socket.gethostname()}-"
+
+
+def remove_abandoned_scratch() -> None:
+    """Remove the scratch folders of pools on this host whose process ended without closing them (killed, or
+    ended by os._exit, which skips atexit). Folders of live processes, and of other hosts sharing the temporary
+    folder, are left alone."""
+    host = _scratch_host_prefix()
+    for folder in Path(tempfile.gettempdir()).glob(host + "*-*"):
+        pid = folder.name.removeprefix(host).split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
+
+
 def _warn_once(report: dict) -> None:
     off = {layer: why for layer, why in report.items() if not str(why).startswith("on")
            and "not requested" not in str(why)}
@@ -204,6 +232,13 @@ def _warn_once(report: dict) -> None:
 
 _default_pool: SandboxPool | None = None
 _default_lock = threading.Lock()
+
+
+def close_default_pool() -> None:
+    """Close this process's default pool, if it made one (for processes that end without running atexit)."""
+    with _default_lock:
+        if _default_pool is not None:
+            _default_pool.close()
 
 
 def default_pool() -> SandboxPool:

@@ -201,3 +201,20 @@ def test_rewards_from_verdicts():
     assert reward(Verdict("timeout", 0, 4)) == 0.0
     with pytest.raises(ValueError, match="unknown reward mode"):
         reward(passed, mode="bogus")
+
+
+def test_a_new_pool_removes_the_scratch_of_a_process_that_ended_without_closing_its_pool():
+    """Sweep job processes end by os._exit (no atexit); a killed process closes nothing either."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from glm53.verify.verifier import SandboxPool
+
+    code = ("import os; from glm53.verify.verifier import SandboxPool; "
+            "print(SandboxPool(workers=1).scratch, flush=True); os._exit(0)")
+    left = Path(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip())
+    assert left.is_dir()
+    with SandboxPool(workers=1) as pool:
+        assert pool.scratch.is_dir() and not left.exists()
+    assert not pool.scratch.exists()
