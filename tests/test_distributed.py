@@ -151,6 +151,27 @@ def test_an_idle_expert_does_not_break_gradient_reduction(tmp_path, moe_impl):
     assert biases and all(torch.equal(two["state"][n], state[n]) for n in biases)
 
 
+def _idle_on_one_rank_worker(rank: int, dp: DataParallel, tmp: Path) -> None:
+    model = _idle_expert_model("fast")
+    if rank == 0:  # rank 0 routes to every expert, rank 1 never to IDLE
+        for moe in routers(model):
+            moe.selection_bias.zero_()
+    before = [moe.expert_up[IDLE].clone() for moe in routers(model)]
+    _pretrain_steps(model, dp, steps=2)
+    torch.save({"before": before, "after": [moe.expert_up[IDLE].detach().clone() for moe in routers(model)]},
+               tmp / f"rank-{rank}.pt")
+
+
+def test_an_expert_idle_on_one_rank_still_learns_from_the_other(tmp_path):
+    _ranks(_idle_on_one_rank_worker, tmp_path)
+    ranks = [torch.load(tmp_path / f"rank-{r}.pt") for r in (0, 1)]
+    for layer, (after0, after1) in enumerate(zip(ranks[0]["after"], ranks[1]["after"])):
+        assert torch.equal(after0, after1), layer  # reduced gradients: the ranks' weights stay equal
+        cfg = PretrainConfig()
+        decayed_only = ranks[1]["before"][layer] * (1 - cfg.lr * cfg.weight_decay) ** 2  # what no gradient gives
+        assert (after1 - decayed_only).abs().max() > 1e-5  # rank 1 moved it by rank 0's gradient
+
+
 # ---------------------------------------------------------------- RL: the update of one step's rollouts
 
 RL_CASES = {
