@@ -6,9 +6,11 @@ pretrain -> pick the RL start checkpoint -> RLOO -> pick the RL checkpoint on de
 Two choices differ from the reference, both by measurement on this CPU (seed 42):
 - pretraining uses lr 1e-3 with 20 warmup steps instead of a constant 3e-4 (same steps, batch and data): after
   100 steps it solves 56/64 confirm tasks greedily, where the reference recipe reached 15-36/64;
-- RL then trains all eight families (12 rl tasks each, same 96 x 16 rollout budget) at temperature 0.8. With the
-  reference's RL settings (three families, 0.35) on that start, 95 of 96 groups had all-equal rewards, so RL had
-  nothing to learn from (23/24 -> 23/24, 56/64 -> 56/64); these settings gave 56 -> 61/64.
+- RL then trains all eight families (12 rl tasks each) at temperature 0.8, its 1,536 rollouts in 384 groups of
+  4. With the reference's RL settings (three families, 0.35) on that start, 95 of 96 groups had all-equal
+  rewards, so RL had nothing to learn from (23/24 -> 23/24, 56/64 -> 56/64); all eight families at 0.8 in 96
+  groups of 16 gave 56 -> 61/64, and the same rollouts in groups of 4 beat groups of 16 in sampled pass@1 on
+  6 of 6 training seeds (`glm53 sweep rl-run-start`, README).
 The reference settings stay one flag away: --rl.families increment,double,even --rl.temperature 0.35
 --rl.tasks-per-family 32, and `glm53 pretrain`'s own defaults are the reference's.
 """
@@ -37,7 +39,8 @@ PRESETS = {
     "full": {"pretrain": dict(steps=400, checkpoints=(100, 200, 400), batch_size=32, sequence_length=128, lr=1e-3,
                               warmup_steps=20),
              "rl_start": 100,
-             "rl": dict(groups=96, group_size=16, tasks_per_family=12, checkpoints=(24, 48, 72, 96), temperature=0.8,
+             # 1,536 rollouts in groups of 4 (rl-run-start: sampled pass@1 +1.3 pp over 96 x 16, 6/6 seeds)
+             "rl": dict(groups=384, group_size=4, tasks_per_family=12, checkpoints=(96, 192, 288, 384), temperature=0.8,
                         families="all"),
              "confirm_per_family": 8},
     # quick: 100 steps of 16 rows learn visibly (6/8 and 7/8 dev functions at step 100 in two runs; 60 steps: 0/8)
