@@ -15,6 +15,7 @@ import ast
 import threading
 import string
 import time
+import warnings
 
 MAX_SOURCE_BYTES = 4096
 MAX_NODES = 1500
@@ -88,7 +89,9 @@ def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDG
     if size > MAX_SOURCE_BYTES:
         raise StaticCheckError("size", f"source is {size} bytes, over the limit of {MAX_SOURCE_BYTES}")
     try:
-        with _PARSE_LOCK:
+        # the model's programs may hold odd literals ("1if x"): Python warns about those on stderr; not our output
+        with _PARSE_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
             tree = ast.parse(source)
     except SyntaxError as err:
         raise StaticCheckError("syntax", f"{err.msg} (line {err.lineno})") from None

@@ -218,3 +218,16 @@ def test_a_new_pool_removes_the_scratch_of_a_process_that_ended_without_closing_
     with SandboxPool(workers=1) as pool:
         assert pool.scratch.is_dir() and not left.exists()
     assert not pool.scratch.exists()
+
+
+def test_the_static_check_raises_no_syntax_warning_for_odd_literals():
+    """Python warns (on stderr, in sweep logs) about model programs such as `1if x`; the check keeps quiet."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            check_source("def f(x):\n    return 1if x else 2\n", "f")
+        except StaticCheckError:
+            pass
+    assert not [w for w in caught if issubclass(w.category, SyntaxWarning)]
