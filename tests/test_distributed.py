@@ -251,7 +251,7 @@ def test_torchrun_rl_gathers_every_group_and_updates_like_one_process(tmp_path):
     pretrain(start, dev_tasks=[], log=lambda *_: None)
     settings = dict(init=str(tmp_path / "start" / "checkpoint-0001"), groups=3, group_size=2, groups_per_step=3,
                     tasks_per_family=1, families="all", max_new_tokens=6, dev_per_family=0, checkpoints=(3,),
-                    replay_coef=0.5, replay_batch=3, lr=1e-2, device="cpu")
+                    replay_coef=0.5, replay_batch=3, lr=1e-2, device="cpu", precision="fp32")
     flags = [f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in settings.items()]
     two = subprocess.run(torchrun_command("rl", "--out", str(tmp_path / "two"), "--no-progress", *flags),
                          capture_output=True, text=True, env=quiet_env(), timeout=240)
