@@ -112,8 +112,10 @@ def run_as_rank(train, cfg, **kwargs) -> int:
     dp, device = from_environment(cfg.device, cfg.threads)
     try:
         train(cfg, log=print if dp.is_main else (lambda *_: None), dp=dp, device=device, **kwargs)
-    finally:
-        shut_down(dp)
+    except BaseException:
+        shut_down(dp, finished=False)
+        raise
+    shut_down(dp)
     return 0
 
 

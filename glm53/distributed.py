@@ -181,9 +181,17 @@ def from_environment(device: str = "auto", threads: int = 0) -> tuple[DataParall
     return DataParallel(rank, world, local_world, backend), resolved
 
 
-def shut_down(dp: DataParallel) -> None:
+def shut_down(dp: DataParallel, finished: bool = True) -> None:
+    """Leave the process group. After a finished run every rank first meets at a barrier, so that none tears down
+    its connections while a peer still drains the last collective (gloo can abort the process then); after an
+    error the ranks may be anywhere, so the group is left without waiting."""
     if dp.active:
+        import gc
+
         import torch.distributed as dist
 
         if dist.is_initialized():
+            if finished:
+                dist.barrier()
+            gc.collect()  # drop DDP reducers still holding the group before it goes
             dist.destroy_process_group()

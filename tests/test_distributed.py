@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from glm53.distributed import SINGLE, DataParallel
+from glm53.distributed import SINGLE, DataParallel, shut_down
 from glm53.model.config import ModelConfig
 from glm53.model.model import GLM53
 from glm53.pretrain import PretrainConfig, data_parallel_forward, make_optimizer, pretrain, train_step
@@ -91,10 +91,13 @@ def _join(rank: int, worker, tmp: str, args) -> None:
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=2)
+    dp = DataParallel(rank, 2, 2, "gloo")
     try:
-        worker(rank, DataParallel(rank, 2, 2, "gloo"), Path(tmp), *args)
-    finally:
-        dist.destroy_process_group()
+        worker(rank, dp, Path(tmp), *args)
+    except BaseException:
+        shut_down(dp, finished=False)
+        raise
+    shut_down(dp)
 
 
 # ---------------------------------------------------------------- pretraining: an expert no token reaches
