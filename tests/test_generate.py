@@ -50,3 +50,12 @@ def test_top_k_and_top_p_restrict_the_candidates():
 def test_sampling_settings_are_validated(settings, message):
     with pytest.raises(ValueError, match=message):
         Sampling(**settings)
+
+
+def test_the_stop_rule_parses_odd_literals_without_warning_on_stderr():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert function_body_complete("def f(x):\n    return", " 1if x else 2\n")
+    assert not [w for w in caught if issubclass(w.category, SyntaxWarning)]
