@@ -4,10 +4,12 @@ import os
 
 # OpenMP threads that finish early spin before they sleep; with another busy process on one of two cores they
 # spin against it and a training step slowed 16x (1.33 -> 21.5 s, bf16, 2-core Xeon with AMX). A short spin keeps
-# the quiet speed (1.41 s) and makes that 3.6 s. Set before torch loads its OpenMP runtime (libgomp reads it
-# once; KMP_BLOCKTIME is the Intel runtime's equivalent, in ms); a value already in the environment wins, and
-# importing torch before glm53 leaves the runtime's default. `python scripts/bench_sharing.py` measures it.
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+# the quiet training speed: busy/quiet was 2.5-2.7x at 10,000 (Xeon; 2.8-2.9x on an AMD Zen 4) and 2.1-2.3x at
+# 3,000 (Zen 4), at a cost of up to ~10% in quiet cached decoding there. Set before torch loads its OpenMP runtime
+# (libgomp reads it once; KMP_BLOCKTIME is the Intel runtime's equivalent, in ms); a value already in the
+# environment wins, and importing torch before glm53 leaves the runtime's default. `python
+# scripts/bench_sharing.py` measures it.
+os.environ.setdefault("GOMP_SPINCOUNT", "3000")
 os.environ.setdefault("KMP_BLOCKTIME", "1")
 
 from .model.config import ModelConfig

@@ -40,8 +40,9 @@ print(timed[len(timed) // 2])
 """
 
 SETTINGS = {"runtime default (GOMP_SPINCOUNT=300000)": {"GOMP_SPINCOUNT": "300000", "KMP_BLOCKTIME": "200"},
-            "glm53 default": {},
-            "GOMP_SPINCOUNT=3000": {"GOMP_SPINCOUNT": "3000"},
+            "GOMP_SPINCOUNT=10000 (glm53 before)": {"GOMP_SPINCOUNT": "10000"},
+            "glm53 default (GOMP_SPINCOUNT=3000)": {},
+            "GOMP_SPINCOUNT=1000": {"GOMP_SPINCOUNT": "1000"},
             "passive (no spin)": {"OMP_WAIT_POLICY": "PASSIVE"}}
 
 
