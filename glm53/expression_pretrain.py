@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -28,6 +29,7 @@ from .model.config import ModelConfig
 from .model.model import GLM53
 from .pretrain import decay_groups, language_loss
 from .settings import Checks, setting
+from .tracking import TRACKERS, open_tracker, tracker_problem
 
 
 def miniature() -> ModelConfig:
@@ -49,6 +51,10 @@ class ExpressionPretrainConfig:
     trim_padding: bool = setting(True, "cut each batch after its longest row (those positions are padding in "
                                        "every row; only the balance term counted them)")
     seed: int = setting(11, "seed of the initialization and the data")
+    report_to: str = setting("none", "also log each update's figures to a tracker (with an output folder)",
+                             choices=TRACKERS)
+    report_name: str = setting("", cli=False)  # the tracker's run name, set by sweeps
+    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
     model: ModelConfig = setting(default_factory=miniature, flatten=True)
 
     def __post_init__(self) -> None:
@@ -65,6 +71,8 @@ class ExpressionPretrainConfig:
         check.at_least("weight_decay", self.weight_decay, 0)
         check.positive("grad_clip", self.grad_clip)
         check.at_least("balance_coef", self.balance_coef, 0)
+        check.one_of("report_to", self.report_to, TRACKERS)
+        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
         check.done()
 
     def to_dict(self) -> dict:
@@ -95,9 +103,24 @@ def optimizer_for(model: GLM53, cfg: ExpressionPretrainConfig) -> torch.optim.Ad
     return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=True)
 
 
-def expression_pretrain(cfg: ExpressionPretrainConfig, log=None) -> dict:
+def expression_pretrain(cfg: ExpressionPretrainConfig, log=None, out: str | Path | None = None) -> dict:
     """Train on CPU in fp32 and return the receipt: held-out metrics and weights hash at each update of eval_at
-    (and before training), the loss curve, and what ran."""
+    (and before training), the loss curve, and what ran. With `report_to`, each update's loss and the held-out
+    metrics also go to a tracker whose files live in `out` (required then)."""
+    if cfg.report_to != "none" and out is None:
+        raise ValueError(f"expression-pretrain: --report-to {cfg.report_to} needs an output folder for its files")
+    tracker = None
+    if cfg.report_to != "none":
+        Path(out).mkdir(parents=True, exist_ok=True)
+        tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict())
+    try:
+        return _train(cfg, log, tracker)
+    finally:
+        if tracker is not None:
+            tracker.close()
+
+
+def _train(cfg: ExpressionPretrainConfig, log, tracker) -> dict:
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model)
@@ -122,10 +145,14 @@ def expression_pretrain(cfg: ExpressionPretrainConfig, log=None) -> dict:
         optimizer.step()
         losses.append(lm_loss.item())
         tokens_seen += int((labels != IGNORE_INDEX).sum())
+        row = {"loss": losses[-1], "balance_loss": aux.balance_loss.item(), "tokens_seen": tokens_seen}
         if step + 1 in cfg.eval_at:
             evaluations[step + 1] = {**heldout_metrics(model.eval(), cfg.seed, cfg.sequence_length),
                                      "weights_sha256": weights_sha256(model)}
             model.train()
+            row.update({f"heldout_{k}": v for k, v in evaluations[step + 1].items()})
+        if tracker is not None:
+            tracker.log(row, step + 1)
             if log:
                 log(f"update {step + 1}: held-out byte accuracy {evaluations[step + 1]['target_byte_accuracy']:.3f}")
     return {"job": "expression-pretrain", "settings": cfg.to_dict(), "seed": cfg.seed,

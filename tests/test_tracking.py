@@ -70,3 +70,20 @@ def test_a_sweep_reports_one_run_per_arm_and_seed(tmp_path):
         receipt = json.loads((run / "training-receipt.json").read_text())["run"]
         assert (receipt["report_to"], receipt["report_name"], receipt["report_group"]) == \
             ("tensorboard", f"{arm}/seed-1", "tracked")
+
+
+def test_the_expression_study_job_reports_its_loss_curve_and_held_out_scores(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed: pip install -e \".[tensorboard]\"")
+    from glm53.expression_pretrain import ExpressionPretrainConfig, expression_pretrain
+
+    cfg = ExpressionPretrainConfig(steps=3, eval_at=(2, 3), batch_size=4, report_to="tensorboard",
+                                   report_name="a/seed-1", report_group="study")
+    receipt = expression_pretrain(cfg, out=tmp_path / "run")
+    events = read_events(tmp_path / "run" / "tensorboard")
+    assert [s for s, _ in events["loss"]] == [1, 2, 3]
+    assert [v for _, v in events["loss"]] == pytest.approx(receipt["loss_curve"], rel=1e-6)
+    accuracy = events["heldout_target_byte_accuracy"]
+    assert [s for s, _ in accuracy] == [2, 3]
+    assert [v for _, v in accuracy] == pytest.approx([receipt["metrics"][k]["target_byte_accuracy"] for k in ("2", "3")])
+    with pytest.raises(ValueError, match="needs an output folder"):
+        expression_pretrain(cfg)

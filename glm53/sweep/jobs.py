@@ -40,7 +40,7 @@ def _make_expression(settings: dict, seed: int, checkpoints: tuple[int, ...], jo
 def _run_expression(cfg, job_dir: Path, log) -> dict:
     from ..expression_pretrain import expression_pretrain
 
-    return expression_pretrain(cfg, log=log)
+    return expression_pretrain(cfg, log=log, out=job_dir / "run")
 
 
 # ---------------------------------------------------------------- pretrain (the coding pretraining)
