@@ -151,10 +151,10 @@ def _train(cfg: ExpressionPretrainConfig, log, tracker) -> dict:
                                      "weights_sha256": weights_sha256(model)}
             model.train()
             row.update({f"heldout_{k}": v for k, v in evaluations[step + 1].items()})
-        if tracker is not None:
-            tracker.log(row, step + 1)
             if log:
                 log(f"update {step + 1}: held-out byte accuracy {evaluations[step + 1]['target_byte_accuracy']:.3f}")
+        if tracker is not None:
+            tracker.log(row, step + 1)
     return {"job": "expression-pretrain", "settings": cfg.to_dict(), "seed": cfg.seed,
             "parameter_counts": model.parameter_counts(), "layer_pattern": cfg.model.layer_pattern,
             "metrics": {str(k): v for k, v in evaluations.items()}, "loss_curve": losses,

@@ -78,7 +78,9 @@ def test_the_expression_study_job_reports_its_loss_curve_and_held_out_scores(tmp
 
     cfg = ExpressionPretrainConfig(steps=3, eval_at=(2, 3), batch_size=4, report_to="tensorboard",
                                    report_name="a/seed-1", report_group="study")
-    receipt = expression_pretrain(cfg, out=tmp_path / "run")
+    said = []
+    receipt = expression_pretrain(cfg, log=said.append, out=tmp_path / "run")
+    assert [line.split(":")[0] for line in said] == ["update 2", "update 3"]
     events = read_events(tmp_path / "run" / "tensorboard")
     assert [s for s, _ in events["loss"]] == [1, 2, 3]
     assert [v for _, v in events["loss"]] == pytest.approx(receipt["loss_curve"], rel=1e-6)
