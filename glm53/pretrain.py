@@ -298,8 +298,6 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
         log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
             f"{torch.get_num_threads()} threads per rank")
     forward = torch.compile(forward) if cfg.compile else forward
-    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
-        if dp.is_main else None
 
     def checkpoint(step: int) -> None:
         samples = dev_completions(model, dev_tasks, cfg.dev_max_new_tokens) if dev_tasks else []
@@ -322,35 +320,40 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     if start_step == 0 and not cfg.resume and dp.is_main:
         checkpoint(0)
 
+    # opened here, closed in the finally below: a run that stops on an error still flushes what it logged
+    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
+        if dp.is_main else None
     started = time.perf_counter()
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
                unit="step", dynamic_ncols=True)
     model.train()
-    for step in range(start_step, cfg.steps):
-        t0 = time.perf_counter()
-        row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
-        tokens_seen += row["tokens"]
-        row["tokens_seen"] = tokens_seen
-        row["seconds"] = time.perf_counter() - t0
-        row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
-        curve.append(row)
-        if not dp.is_main:
-            continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
-        with open(out / LOG_NAME, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+    try:
+        for step in range(start_step, cfg.steps):
+            t0 = time.perf_counter()
+            row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
+            tokens_seen += row["tokens"]
+            row["tokens_seen"] = tokens_seen
+            row["seconds"] = time.perf_counter() - t0
+            row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
+            curve.append(row)
+            if not dp.is_main:
+                continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+            with open(out / LOG_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            if tracker is not None:
+                tracker.log(row, step + 1)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
+            bar.update(1)
+            if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
+                log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
+                    f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
+            if step + 1 in cfg.checkpoints:
+                checkpoint(step + 1)
+    finally:
+        bar.close()
         if tracker is not None:
-            tracker.log(row, step + 1)
-        bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
-        bar.update(1)
-        if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
-            log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
-                f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
-        if step + 1 in cfg.checkpoints:
-            checkpoint(step + 1)
-    bar.close()
+            tracker.close()
     elapsed = time.perf_counter() - started
-    if tracker is not None:
-        tracker.close()
     if not dp.is_main:
         return None
     trained = [r for r in curve if r["step"] > start_step]

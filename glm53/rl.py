@@ -286,8 +286,6 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
         f"{cfg.groups} groups of {cfg.group_size} over "
         f"{len(tasks)} tasks, device {device} ({precision})"
         + (f", {dp.world_size} ranks ({dp.backend}), {torch.get_num_threads()} threads each" if dp.active else ""))
-    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
-        if dp.is_main else None
 
     checkpoints: list[dict] = []
     done_groups, resumed_from, refill_used = 0, None, 0
@@ -327,56 +325,61 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
 
     if not cfg.resume and dp.is_main:
         checkpoint(0)
+    # opened here, closed in the finally below: a run that stops on an error still flushes what it logged
+    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
+        if dp.is_main else None
     started = time.perf_counter()
     bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
     bar = tqdm(total=cfg.groups, initial=done_groups, disable=not (cfg.progress and dp.is_main), desc="rl",
                unit="group", dynamic_ncols=True)
-    for step, (first, end) in enumerate(bounds):
-        if end <= done_groups:
-            continue
-        t0 = time.perf_counter()
-        step_tasks = schedule[first:end]
-        judged = sample_groups(dp, model, step_tasks, cfg.group_size, sampling, cfg.seed + 17 * (first + 1),
-                               sample_precision, device)
-        dropped, drawn = [], 0
-        if cfg.dynamic_sampling:
-            step_tasks, judged, dropped, drawn = refill_groups(cfg, model, step_tasks, judged, refill_stream,
-                                                               refill_used, sampling, sample_precision, device, dp)
-            refill_used += drawn
-        rollouts, batch = score_groups(cfg, step_tasks, judged, first, tokenizer)
-        for slot, task, pairs in dropped:  # recorded, never used
-            extra, _ = score_groups(cfg, [task], [pairs], first + slot, tokenizer)
-            rollouts += [{**r, "used": False, "dropped_by_dynamic_sampling": True} for r in extra]
-        rewards = [r["reward"] for r in rollouts]
-        zero_variance = len(step_tasks) - len({r["group"] for r in rollouts if r["used"]})
-        exact = sum(r["verdict"]["status"] == "passed" for r in rollouts)
-        row = {"step": step + 1, "groups_done": end, "reward_mean": sum(rewards) / len(rewards),
-               "reward_std": float(torch.tensor(rewards).std()) if len(rewards) > 1 else 0.0,
-               "zero_variance_fraction": zero_variance / len(step_tasks), "zero_variance_groups": zero_variance,
-               "exact_rollouts": exact, "valid_rollouts": sum(r["verdict"]["status"] != "invalid" for r in rollouts),
-               "rollouts": len(rewards), "completion_length": sum(len(r["token_ids"]) for r in rollouts) / len(rollouts),
-               "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts), "refill_groups_drawn": drawn}
-        row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, *batch, step, dp))
-        row["seconds"] = time.perf_counter() - t0
-        bar.update(end - first)
-        if not dp.is_main:
-            continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+    try:
+        for step, (first, end) in enumerate(bounds):
+            if end <= done_groups:
+                continue
+            t0 = time.perf_counter()
+            step_tasks = schedule[first:end]
+            judged = sample_groups(dp, model, step_tasks, cfg.group_size, sampling, cfg.seed + 17 * (first + 1),
+                                   sample_precision, device)
+            dropped, drawn = [], 0
+            if cfg.dynamic_sampling:
+                step_tasks, judged, dropped, drawn = refill_groups(cfg, model, step_tasks, judged, refill_stream,
+                                                                   refill_used, sampling, sample_precision, device, dp)
+                refill_used += drawn
+            rollouts, batch = score_groups(cfg, step_tasks, judged, first, tokenizer)
+            for slot, task, pairs in dropped:  # recorded, never used
+                extra, _ = score_groups(cfg, [task], [pairs], first + slot, tokenizer)
+                rollouts += [{**r, "used": False, "dropped_by_dynamic_sampling": True} for r in extra]
+            rewards = [r["reward"] for r in rollouts]
+            zero_variance = len(step_tasks) - len({r["group"] for r in rollouts if r["used"]})
+            exact = sum(r["verdict"]["status"] == "passed" for r in rollouts)
+            row = {"step": step + 1, "groups_done": end, "reward_mean": sum(rewards) / len(rewards),
+                   "reward_std": float(torch.tensor(rewards).std()) if len(rewards) > 1 else 0.0,
+                   "zero_variance_fraction": zero_variance / len(step_tasks), "zero_variance_groups": zero_variance,
+                   "exact_rollouts": exact, "valid_rollouts": sum(r["verdict"]["status"] != "invalid" for r in rollouts),
+                   "rollouts": len(rewards), "completion_length": sum(len(r["token_ids"]) for r in rollouts) / len(rollouts),
+                   "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts), "refill_groups_drawn": drawn}
+            row.update(_update(model, reference, optimizer, trainable, cfg, precision, device, *batch, step, dp))
+            row["seconds"] = time.perf_counter() - t0
+            bar.update(end - first)
+            if not dp.is_main:
+                continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+            if tracker is not None:
+                tracker.log(row, step + 1)
+            with open(out / LOG_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            with open(out / ROLLOUTS_NAME, "a", encoding="utf-8") as f:
+                f.write("".join(json_text(r) + "\n" for r in rollouts))
+            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rewards)}", skipped=zero_variance)
+            if not cfg.progress:
+                log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rewards)} "
+                    f"zero-var {zero_variance}/{len(step_tasks)} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
+            if end in cfg.checkpoints:
+                checkpoint(end)
+    finally:
+        bar.close()
         if tracker is not None:
-            tracker.log(row, step + 1)
-        with open(out / LOG_NAME, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        with open(out / ROLLOUTS_NAME, "a", encoding="utf-8") as f:
-            f.write("".join(json_text(r) + "\n" for r in rollouts))
-        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rewards)}", skipped=zero_variance)
-        if not cfg.progress:
-            log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rewards)} "
-                f"zero-var {zero_variance}/{len(step_tasks)} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
-        if end in cfg.checkpoints:
-            checkpoint(end)
-    bar.close()
+            tracker.close()
     elapsed = time.perf_counter() - started
-    if tracker is not None:
-        tracker.close()
     if not dp.is_main:
         return None
     steps_log, rollouts = read_jsonl(out / LOG_NAME), read_jsonl(out / ROLLOUTS_NAME)

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -89,3 +90,56 @@ def test_the_expression_study_job_reports_its_loss_curve_and_held_out_scores(tmp
     assert [v for _, v in accuracy] == pytest.approx([receipt["metrics"][k]["target_byte_accuracy"] for k in ("2", "3")])
     with pytest.raises(ValueError, match="needs an output folder"):
         expression_pretrain(cfg)
+
+
+
+class RecordingTracker:
+    def __init__(self):
+        self.steps, self.closed = [], False
+
+    def log(self, row, step):
+        self.steps.append(step)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("stage", ["pretrain", "rl"])
+def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeypatch, stage):
+    """Closing is what flushes a TensorBoard file and finishes a W&B run."""
+    import glm53.pretrain as pretraining
+    import glm53.rl as rl
+
+    tracker = RecordingTracker()
+    module = pretraining if stage == "pretrain" else rl
+    monkeypatch.setattr(module, "open_tracker", lambda *a, **k: tracker)
+    base = dict(progress=False, device="cpu", precision="fp32")
+    start = PretrainConfig(out=str(tmp_path / "start"), steps=1, batch_size=2, sequence_length=128, checkpoints=(1,),
+                           kernels="config", model=ModelConfig(**{**TINY, "max_sequence_length": 192}), **base)
+    if stage == "pretrain":
+        real_step = pretraining.train_step
+
+        def third_step_fails(cfg, step, *args, **kwargs):
+            if step == 2:
+                raise FloatingPointError("loss is nan")
+            return real_step(cfg, step, *args, **kwargs)
+
+        monkeypatch.setattr(pretraining, "train_step", third_step_fails)
+        with pytest.raises(FloatingPointError):
+            pretrain(replace(start, steps=4, checkpoints=(4,)), dev_tasks=[], log=lambda *_: None)
+    else:
+        pretrain(start, dev_tasks=[], log=lambda *_: None)
+        real_update = rl._update
+
+        def third_update_fails(*args):
+            if args[-2] == 2:  # (..., step, dp)
+                raise FloatingPointError("loss is nan")
+            return real_update(*args)
+
+        monkeypatch.setattr(rl, "_update", third_update_fails)
+        cfg = rl.RLConfig(init=str(tmp_path / "start" / "checkpoint-0001"), out=str(tmp_path / "rl"), groups=4,
+                          group_size=2, groups_per_step=1, tasks_per_family=1, families="all", max_new_tokens=4,
+                          dev_per_family=0, checkpoints=(4,), **base)
+        with pytest.raises(FloatingPointError):
+            rl.rl_train(cfg, log=lambda *_: None)
+    assert tracker.steps == [1, 2] and tracker.closed
