@@ -29,7 +29,7 @@ from .model.config import ModelConfig
 from .model.model import GLM53
 from .pretrain import decay_groups, language_loss
 from .settings import Checks, setting
-from .tracking import TRACKERS, open_tracker, tracker_problem
+from .tracking import TRACKERS, reporting, tracker_problem
 
 
 def miniature() -> ModelConfig:
@@ -107,17 +107,12 @@ def expression_pretrain(cfg: ExpressionPretrainConfig, log=None, out: str | Path
     """Train on CPU in fp32 and return the receipt: held-out metrics and weights hash at each update of eval_at
     (and before training), the loss curve, and what ran. With `report_to`, each update's loss and the held-out
     metrics also go to a tracker whose files live in `out` (required then)."""
-    if cfg.report_to != "none" and out is None:
-        raise ValueError(f"expression-pretrain: --report-to {cfg.report_to} needs an output folder for its files")
-    tracker = None
     if cfg.report_to != "none":
+        if out is None:
+            raise ValueError(f"expression-pretrain: --report-to {cfg.report_to} needs an output folder for its files")
         Path(out).mkdir(parents=True, exist_ok=True)
-        tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict())
-    try:
+    with reporting(cfg.report_to, out or ".", cfg.report_name, cfg.report_group, cfg.to_dict()) as tracker:
         return _train(cfg, log, tracker)
-    finally:
-        if tracker is not None:
-            tracker.close()
 
 
 def _train(cfg: ExpressionPretrainConfig, log, tracker) -> dict:

@@ -42,7 +42,7 @@ from .model.model import GLM53
 from .schedule import SCHEDULES, scheduled_lr
 from .settings import Checks, default_checkpoints, setting
 from .tasks import Task, frozen_tasks
-from .tracking import TRACKERS, open_tracker, tracker_problem
+from .tracking import TRACKERS, reporting, tracker_problem
 from .verify.verifier import isolation_report
 
 LOG_NAME = "train_log.jsonl"
@@ -320,14 +320,12 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     if start_step == 0 and not cfg.resume and dp.is_main:
         checkpoint(0)
 
-    # opened here, closed in the finally below: a run that stops on an error still flushes what it logged
-    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
-        if dp.is_main else None
     started = time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
-               unit="step", dynamic_ncols=True)
     model.train()
-    try:
+    with reporting(cfg.report_to if dp.is_main else "none", out, cfg.report_name, cfg.report_group,
+                   cfg.to_dict()) as tracker, \
+            tqdm(total=cfg.steps, initial=start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
+                 unit="step", dynamic_ncols=True) as bar:
         for step in range(start_step, cfg.steps):
             t0 = time.perf_counter()
             row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
@@ -349,10 +347,6 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
                     f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
             if step + 1 in cfg.checkpoints:
                 checkpoint(step + 1)
-    finally:
-        bar.close()
-        if tracker is not None:
-            tracker.close()
     elapsed = time.perf_counter() - started
     if not dp.is_main:
         return None

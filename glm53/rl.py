@@ -52,7 +52,7 @@ from .verify.rewards import REWARD_MODES, reward
 from .tasks import FAMILY_NAMES, Task, frozen_tasks, get_family, pretraining_task
 from .settings import Checks, default_checkpoints, setting
 from .tokenizer import ByteTokenizer
-from .tracking import TRACKERS, open_tracker, tracker_problem
+from .tracking import TRACKERS, reporting, tracker_problem
 from .verify.verifier import isolation_report
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
@@ -325,14 +325,12 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
 
     if not cfg.resume and dp.is_main:
         checkpoint(0)
-    # opened here, closed in the finally below: a run that stops on an error still flushes what it logged
-    tracker = open_tracker(cfg.report_to, out, cfg.report_name, cfg.report_group, cfg.to_dict()) \
-        if dp.is_main else None
     started = time.perf_counter()
     bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
-    bar = tqdm(total=cfg.groups, initial=done_groups, disable=not (cfg.progress and dp.is_main), desc="rl",
-               unit="group", dynamic_ncols=True)
-    try:
+    with reporting(cfg.report_to if dp.is_main else "none", out, cfg.report_name, cfg.report_group,
+                   cfg.to_dict()) as tracker, \
+            tqdm(total=cfg.groups, initial=done_groups, disable=not (cfg.progress and dp.is_main), desc="rl",
+                 unit="group", dynamic_ncols=True) as bar:
         for step, (first, end) in enumerate(bounds):
             if end <= done_groups:
                 continue
@@ -375,10 +373,6 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
                     f"zero-var {zero_variance}/{len(step_tasks)} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
             if end in cfg.checkpoints:
                 checkpoint(end)
-    finally:
-        bar.close()
-        if tracker is not None:
-            tracker.close()
     elapsed = time.perf_counter() - started
     if not dp.is_main:
         return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import numbers
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 TRACKERS = ("none", "tensorboard", "wandb", "trackio")
@@ -94,3 +95,15 @@ def open_tracker(kind: str, out: str | os.PathLike, name: str = "", group: str =
     if kind == "trackio":
         return TrackioTracker(name, group, config)
     raise ValueError(f"--report-to must be one of {', '.join(TRACKERS)}, got {kind!r}")
+
+
+@contextmanager
+def reporting(kind: str, out: str | os.PathLike, name: str = "", group: str = "", config: dict | None = None):
+    """`open_tracker` for a `with` block: the tracker (None for "none") is closed however the block ends, so a run
+    stopped by an error still flushes a TensorBoard file and finishes a W&B run."""
+    tracker = open_tracker(kind, out, name, group, config)
+    try:
+        yield tracker
+    finally:
+        if tracker is not None:
+            tracker.close()

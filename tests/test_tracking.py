@@ -111,8 +111,6 @@ def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeyp
     import glm53.rl as rl
 
     tracker = RecordingTracker()
-    module = pretraining if stage == "pretrain" else rl
-    monkeypatch.setattr(module, "open_tracker", lambda *a, **k: tracker)
     base = dict(progress=False, device="cpu", precision="fp32")
     start = PretrainConfig(out=str(tmp_path / "start"), steps=1, batch_size=2, sequence_length=128, checkpoints=(1,),
                            kernels="config", model=ModelConfig(**{**TINY, "max_sequence_length": 192}), **base)
@@ -125,6 +123,7 @@ def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeyp
             return real_step(cfg, step, *args, **kwargs)
 
         monkeypatch.setattr(pretraining, "train_step", third_step_fails)
+        monkeypatch.setattr("glm53.tracking.open_tracker", lambda *a, **k: tracker)
         with pytest.raises(FloatingPointError):
             pretrain(replace(start, steps=4, checkpoints=(4,)), dev_tasks=[], log=lambda *_: None)
     else:
@@ -137,6 +136,7 @@ def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeyp
             return real_update(*args)
 
         monkeypatch.setattr(rl, "_update", third_update_fails)
+        monkeypatch.setattr("glm53.tracking.open_tracker", lambda *a, **k: tracker)  # after the start's pretraining
         cfg = rl.RLConfig(init=str(tmp_path / "start" / "checkpoint-0001"), out=str(tmp_path / "rl"), groups=4,
                           group_size=2, groups_per_step=1, tasks_per_family=1, families="all", max_new_tokens=4,
                           dev_per_family=0, checkpoints=(4,), **base)
