@@ -64,7 +64,7 @@ def _run_pretrain(cfg, job_dir: Path, log) -> dict:
                                 "weights_sha256": c["weights_sha256"]}
                for c in receipt["checkpoints"]}
     return {"job": "pretrain", "settings": cfg.to_dict(), "seed": cfg.seed, "metrics": metrics,
-            "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "receipt.json"),
+            "run_receipt": _run_receipt(cfg, job_dir),
             "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
 
 
@@ -77,6 +77,13 @@ def _speculative_figures(model, prompts: list[str], max_new_tokens: int) -> dict
             "mtp_acceptance_rate": stats["acceptance_rate"],
             "speculative_speedup": plain_stats["seconds"] / stats["seconds"],
             "speculative_forwards_saved": 1 - stats["forwards"] / plain_stats["forwards"]}
+
+
+def _run_receipt(cfg, job_dir: Path) -> str:
+    """Where the job's training receipt lies, relative to the job folder."""
+    from ..checkpoint import RECEIPT_NAME
+
+    return str(Path(cfg.out).relative_to(job_dir) / RECEIPT_NAME)
 
 
 def _read_curve(out: Path) -> list[dict]:
@@ -176,7 +183,8 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     last = str(extra.eval_at[-1])
     return {"job": "pretrain-eval", "settings": job.to_dict(), "seed": cfg.seed, "metrics": metrics,
             "task_outcomes": {"greedy_pass_at_1": outcomes[last]}, "task_outcomes_at": last,
-            "parameter_counts": receipt["parameter_counts"], "run_receipt": "run/receipt.json",
+            "parameter_counts": receipt["parameter_counts"],
+            "run_receipt": _run_receipt(cfg, job_dir),
             "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
 
 
@@ -203,7 +211,7 @@ def _run_rl(cfg, job_dir: Path, log) -> dict:
                                     "dev_pass_at_1": (dev.get("pass_at_k") or {}).get("1", 0.0),
                                     "weights_sha256": c["weights_sha256"]}
     return {"job": "rl", "settings": cfg.to_dict(), "seed": cfg.seed, "metrics": metrics,
-            "run_receipt": "run/training-receipt.json"}
+            "run_receipt": _run_receipt(cfg, job_dir)}
 
 
 # ---------------------------------------------------------------- rl-eval (RL, then one evaluation of its result)
@@ -290,7 +298,7 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
             "tasks": outcomes, "curves": curves, "curve_x": "rollouts",
             "final_weights_sha256": model.weights_sha256, "initial_sha256": receipt["initial_sha256"],
             "eval_settings": {"greedy": greedy["settings"], "sampled": sampled["settings"] if sampled else None},
-            "rl_seconds": receipt["elapsed_seconds_this_invocation"], "run_receipt": "run/training-receipt.json",
+            "rl_seconds": receipt["elapsed_seconds_this_invocation"], "run_receipt": _run_receipt(cfg, job_dir),
             "eval_seconds": greedy["elapsed_seconds"] + (sampled["elapsed_seconds"] if sampled else 0.0)}
 
 

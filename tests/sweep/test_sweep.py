@@ -45,6 +45,12 @@ def receipt(out: Path, arm: str, seed: int) -> dict:
     return json.loads((out / "runs" / arm / f"seed-{seed}" / "receipt.json").read_text())
 
 
+def assert_run_receipt_exists(out: Path, arm: str, seed: int) -> None:
+    """A job receipt's `run_receipt` names the training receipt it was made from, relative to the job folder."""
+    pointer = receipt(out, arm, seed)["run_receipt"]
+    assert (out / "runs" / arm / f"seed-{seed}" / pointer).is_file(), pointer
+
+
 def without_timings(r: dict) -> dict:
     return {k: v for k, v in r.items() if k != "elapsed_seconds"}
 
@@ -190,6 +196,7 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     assert run_sweep(load_spec(tmp_path / "p.toml"), out, workers=2, progress=False, log=lambda *_: None)["done"] == 2
     r = receipt(out, "a", 1)
     assert set(r["metrics"]) == {"0", "2"} and 0 <= r["metrics"]["2"]["dev_pass_rate"] <= 1
+    assert_run_receipt_exists(out, "a", 1)
     checkpoint = out / "runs" / "a" / "seed-1" / "run" / "checkpoint-0002"
     (tmp_path / "e.toml").write_text(
         f'job = "eval"\nseeds = [5, 6]\nbaseline = "t35"\n[base]\ncheckpoint = "{checkpoint}"\nper_family = 1\n'
@@ -207,6 +214,7 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     rl_out = tmp_path / "r"
     assert run_sweep(load_spec(tmp_path / "r.toml"), rl_out, workers=2, progress=False, log=lambda *_: None)["done"] == 2
     assert set(receipt(rl_out, "grpo", 3)["metrics"]) == {"0", "2"}
+    assert_run_receipt_exists(rl_out, "grpo", 3)
     assert receipt(rl_out, "grpo", 3)["settings"]["reward_scaling"] == "group-std"
     recorded = json.loads((checkpoint / "metadata.json").read_text())["weights_sha256"]
     assert receipt(out, "t35", 5)["checkpoint_sha256"] == recorded == r["metrics"]["2"]["weights_sha256"]
@@ -264,6 +272,7 @@ def test_setup_job_runs_once_and_rl_eval_arms_start_from_it(tmp_path):
         assert len(r["tasks"]) == 4 and {o["family"] for o in r["tasks"].values()} == {"increment", "double"}
         assert r["curves"]["reward_mean"][-1][0] == 4  # x: rollouts sampled (2 groups of 2)
         assert not list((out / "runs" / arm / "seed-3" / "run").glob("checkpoint-*/model.safetensors"))
+        assert_run_receipt_exists(out, arm, 3)
     result = analyze(out)
     c = result["comparisons"][0]
     assert c["arm"] == "grpo" and len(c["seed_task_bootstrap95"]) == 2
@@ -323,6 +332,7 @@ def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
         assert (r["metrics"]["3"]["indexer_loss"] > 0) == (arm == "released")
         assert r["metrics"]["3"]["expert_load_cv"] >= 0
         assert ("mtp_acceptance_rate" in r["metrics"]["2"]) == (arm == "released")
+        assert_run_receipt_exists(out, arm, 1)
     speculative = receipt(out, "released", 1)["metrics"]["2"]
     assert speculative["speculative_equal"] == 1.0 and speculative["speculative_speedup"] > 0
     assert receipt(out, "released", 1)["settings"]["model"]["linear_attention"] == "kda"
