@@ -23,6 +23,9 @@ def add_sweep_parser(sub) -> None:
     p.add_argument("--threads-per-worker", type=int, default=1, help="torch threads of each job (default: 1)")
     p.add_argument("--setup-from", metavar="DIR", help="another sweep folder whose finished [setup] job is this "
                                                         "spec's: start from its result instead of rerunning it")
+    p.add_argument("--reuse-from", metavar="DIR", action="append", default=[],
+                   help="another sweep folder (repeatable): its finished jobs that are exactly jobs of this sweep "
+                        "(same job kind, settings and seed, whatever the arm is called) are copied in, not rerun")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: a process pool on this machine (default); ray: each job a Ray task (pip install -e "
                         "\".[ray]\"), on a local Ray instance or the cluster at --address")
@@ -71,7 +74,8 @@ def cmd_sweep(args) -> int:
     executor = make_executor(args)
     try:
         summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=args.progress,
-                            setup_from=args.setup_from, executor=executor, report_to=args.report_to)
+                            setup_from=args.setup_from, executor=executor, report_to=args.report_to,
+                            reuse_from=args.reuse_from)
     finally:
         if executor is not None:
             executor.close()

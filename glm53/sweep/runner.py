@@ -22,7 +22,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..distributed import available_cores
-from ..io import atomic_write_json, run_lock
+from ..io import atomic_write_json, is_housekeeping, run_lock
 from .executor import RECEIPT, Executor, Job, LocalExecutor
 from .spec import SweepSpec
 
@@ -106,14 +106,74 @@ def clear_job(job: Job) -> None:
     folder.mkdir(parents=True)
 
 
+def job_identity(kind: str, settings: dict, seed: int, checkpoints) -> tuple:
+    """What makes two jobs of any two sweeps the same computation."""
+    return kind, json.dumps(settings, sort_keys=True), seed, tuple(checkpoints)
+
+
+def finished_jobs_in(other: Path) -> dict[tuple, Path]:
+    """{job_identity: job folder} of another sweep folder's finished arm jobs."""
+    if not (other / SPEC_FILE).is_file():
+        raise ValueError(f"--reuse-from {other}: not a sweep folder (no {SPEC_FILE}); name a folder `glm53 sweep` wrote")
+    checkpoints = json.loads((other / SPEC_FILE).read_text())["checkpoints"]  # every job of a sweep shares them
+    found = {}
+    for receipt in sorted(other.glob(f"runs/*/*/{RECEIPT}")):
+        try:
+            held = json.loads(receipt.read_text())
+        except ValueError:
+            continue
+        found[job_identity(held.get("kind"), held.get("sweep_settings"), held.get("seed"), checkpoints)] = receipt.parent
+    return found
+
+
+def reuse_finished(spec: SweepSpec, jobs: list[Job], others: list[Path], log) -> int:
+    """Copy into this sweep the finished jobs of other sweep folders that ran exactly one of its jobs (same job kind,
+    settings, seed and checkpoints; the arm's name may differ), hard-linking files where the filesystem allows.
+    Their receipts gain `reused_from`. Returns how many were copied. (Not for specs with a [setup] job: their
+    arms start from that folder's own setup.)"""
+    found = {}
+    for other in others:
+        found.update({k: v for k, v in finished_jobs_in(other).items() if k not in found})
+    reused = 0
+    for job in jobs:
+        source = found.get(job_identity(job.kind, job.settings, job.seed, job.checkpoints))
+        if source is None or is_finished(job) or Path(job.dir).resolve() == source.resolve():
+            continue
+        if Path(job.dir).exists():
+            shutil.rmtree(job.dir)
+        # the receipt comes last, so a copy cut short is an unfinished job, redone like any other
+        shutil.copytree(source, job.dir, copy_function=_link_or_copy,
+                        ignore=lambda folder, names: [n for n in names if is_housekeeping(n)
+                                                      or (n == RECEIPT and Path(folder) == source)])
+        receipt = json.loads((source / RECEIPT).read_text())
+        atomic_write_json(Path(job.dir) / RECEIPT, {**receipt, "arm": job.arm, "reused_from": str(source.resolve())})
+        log(f"reused: {job.name} from {source}")
+        reused += 1
+    return reused
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem, or links not allowed
+        shutil.copy2(src, dst)
+
+
 def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = None, threads_per_worker: int = 1,
               progress: bool = True, executor: Executor | None = None, log=print,
-              setup_from: str | os.PathLike | None = None, report_to: str = "none") -> dict:
+              setup_from: str | os.PathLike | None = None, report_to: str = "none",
+              reuse_from: list[str | os.PathLike] = ()) -> dict:
     """Run what is left of the sweep; returns {"jobs", "skipped", "done", "failed": [{job, error}], "seconds"}.
     `setup_from`: another sweep folder whose finished setup job is this spec's; its result is used, not rerun.
-    `report_to`: a tracker every job's training runs log to, one run per (arm, seed), grouped by the spec's name."""
+    `report_to`: a tracker every job's training runs log to, one run per (arm, seed), grouped by the spec's name.
+    `reuse_from`: other sweep folders whose finished jobs equal some of this sweep's (see `reuse_finished`)."""
     out = Path(out)
     shared = shared_setup(spec, Path(setup_from)) if setup_from is not None else None
+    for other in reuse_from:  # refused before anything is written
+        finished_jobs_in(Path(other))
+    if reuse_from and spec.setup is not None:
+        raise ValueError(f"--reuse-from: spec {spec.name!r} has a [setup] job, and its arms' results depend on that "
+                         "setup's weights; use --setup-from to share the setup instead")
     workers = workers or default_workers(threads_per_worker)
     executor = executor or LocalExecutor(workers, threads_per_worker)
     existed = check_sweep_folder(spec, out)
@@ -126,6 +186,8 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = Non
         elif setup is not None and not is_finished(setup):
             _run_setup(setup, executor, workers, threads_per_worker, out, log)
         jobs = plan_jobs(spec, out, shared, report_to)
+        if reuse_from:
+            reuse_finished(spec, jobs, [Path(o) for o in reuse_from], log)
         todo = [j for j in jobs if not is_finished(j)]
         for job in todo:
             clear_job(job)

@@ -12,7 +12,7 @@ import pytest
 
 from glm53.cli import main
 from glm53.sweep.analysis import analyze
-from glm53.sweep.runner import run_sweep
+from glm53.sweep.runner import plan_jobs, reuse_finished, run_sweep
 from glm53.sweep.spec import load_spec, shipped_specs
 
 TINY_SPEC = """
@@ -170,6 +170,37 @@ def test_empty_arms_seeds_flag_and_another_spec_in_the_folder(tmp_path, capsys):
     assert main(["sweep", str(write_spec(tmp_path)), "--out", str(out), "--seeds", "1,2"]) == 2
     assert "holds another sweep" in capsys.readouterr().err
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+def test_reuse_from_copies_the_jobs_another_sweep_already_ran(tmp_path, capsys):
+    first = tmp_path / "first"
+    run_sweep(load_spec(write_spec(tmp_path), seeds=[1, 2]), first, workers=2, progress=False, log=lambda *_: None)
+    # another study: the same diverse-88 jobs under another arm name, and a new arm; seed 3 is new too
+    other = TINY_SPEC.replace("[arms.repeated-8]", "[arms.blocked]").replace('"repeated-8"', '"diverse-blocked"')
+    other = other.replace("[arms.diverse-88]", "[arms.diverse]").replace('baseline = "diverse-88"', 'baseline = "diverse"')
+    (tmp_path / "other.toml").write_text(other.format(steps=4))
+    spec, out, lines = load_spec(tmp_path / "other.toml"), tmp_path / "second", []
+    summary = run_sweep(spec, out, workers=2, progress=False, log=lines.append, reuse_from=[first])
+    assert summary["skipped"] == 2 and summary["done"] == 4  # diverse seeds 1 and 2 copied; 4 jobs ran
+    assert sorted(line for line in lines if line.startswith("reused")) == [
+        f"reused: diverse/seed-{s} from {first / 'runs' / 'diverse-88' / f'seed-{s}'}" for s in (1, 2)]
+    copied, original = receipt(out, "diverse", 1), receipt(first, "diverse-88", 1)
+    assert copied["arm"] == "diverse" and copied["reused_from"] == str((first / "runs/diverse-88/seed-1").resolve())
+    assert copied["metrics"] == original["metrics"]
+    assert (out / "runs/diverse/seed-1/log.txt").stat().st_nlink == 2  # hard-linked, not copied, on one filesystem
+    # the copy is what running it would have given: seed 3 ran here, and equals a fresh run of it elsewhere
+    fresh = tmp_path / "fresh"
+    run_sweep(load_spec(write_spec(tmp_path), seeds=[3]), fresh, workers=1, progress=False, log=lambda *_: None)
+    assert receipt(out, "diverse", 3)["metrics"] == receipt(fresh, "diverse-88", 3)["metrics"]
+    # the same arms and seeds with other checkpoints are other jobs: nothing is reused
+    (tmp_path / "later.toml").write_text(TINY_SPEC.format(steps=4).replace("checkpoints = [2, 4]", "checkpoints = [3, 4]"))
+    later = load_spec(tmp_path / "later.toml")
+    assert reuse_finished(later, plan_jobs(later, tmp_path / "later"), [first], log=lambda *_: None) == 0
+    assert main(["sweep", str(tmp_path / "other.toml"), "--out", str(tmp_path / "x"), "--reuse-from",
+                 str(tmp_path / "nothing")]) == 2
+    assert "not a sweep folder" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert main(["sweep", "rl-screen", "--out", str(tmp_path / "x"), "--reuse-from", str(first)]) == 2
+    assert "has a [setup] job" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize("name", ["released-attention", "released-attention-100", "released-streams"])
