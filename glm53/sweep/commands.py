@@ -25,7 +25,8 @@ def add_sweep_parser(sub) -> None:
                                                         "spec's: start from its result instead of rerunning it")
     p.add_argument("--reuse-from", metavar="DIR", action="append", default=[],
                    help="another sweep folder (repeatable): its finished jobs that are exactly jobs of this sweep "
-                        "(same job kind, settings and seed, whatever the arm is called) are copied in, not rerun")
+                        "(same job kind, settings, seed and checkpoints, whatever the arm is called) are copied in "
+                        "(hard links where possible), not rerun")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: a process pool on this machine (default); ray: each job a Ray task (pip install -e "
                         "\".[ray]\"), on a local Ray instance or the cluster at --address")
