@@ -111,10 +111,14 @@ def job_identity(kind: str, settings: dict, seed: int, checkpoints) -> tuple:
     return kind, json.dumps(settings, sort_keys=True), seed, tuple(checkpoints)
 
 
-def finished_jobs_in(other: Path) -> dict[tuple, Path]:
-    """{job_identity: job folder} of another sweep folder's finished arm jobs."""
+def check_reuse_folder(other: Path) -> None:
     if not (other / SPEC_FILE).is_file():
         raise ValueError(f"--reuse-from {other}: not a sweep folder (no {SPEC_FILE}); name a folder `glm53 sweep` wrote")
+
+
+def finished_jobs_in(other: Path) -> dict[tuple, Path]:
+    """{job_identity: job folder} of another sweep folder's finished arm jobs."""
+    check_reuse_folder(other)
     checkpoints = json.loads((other / SPEC_FILE).read_text())["checkpoints"]  # every job of a sweep shares them
     found = {}
     for receipt in sorted(other.glob(f"runs/*/*/{RECEIPT}")):
@@ -170,7 +174,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = Non
     out = Path(out)
     shared = shared_setup(spec, Path(setup_from)) if setup_from is not None else None
     for other in reuse_from:  # refused before anything is written
-        finished_jobs_in(Path(other))
+        check_reuse_folder(Path(other))
     if reuse_from and spec.setup is not None:
         raise ValueError(f"--reuse-from: spec {spec.name!r} has a [setup] job, and its arms' results depend on that "
                          "setup's weights; use --setup-from to share the setup instead")
