@@ -163,6 +163,32 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
+def keep_without_checkpoints(src: str | os.PathLike, dst: str | os.PathLike) -> int:
+    """Copy a sweep folder's record (spec, log, analysis, report, charts and every finished job's receipts and logs)
+    to `dst` without checkpoints, small enough to commit; `glm53 sweep SPEC --out DST` then continues the study,
+    skipping the kept jobs. Unfinished jobs are left out (they are redone anyway). Returns the finished jobs kept."""
+    src, dst = Path(src), Path(dst)
+    check_reuse_folder(src)
+    if dst.exists() and (dst / SPEC_FILE).is_file() and json.loads((dst / SPEC_FILE).read_text()) != \
+            json.loads((src / SPEC_FILE).read_text()):
+        raise ValueError(f"{dst} holds another sweep; keep each study in its own folder")
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in (SPEC_FILE, SWEEP_LOG, "analysis.json", "REPORT.md"):
+        if (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
+    if (src / "charts").is_dir():
+        shutil.copytree(src / "charts", dst / "charts", dirs_exist_ok=True)
+    skip = lambda folder, names: [n for n in names if n.startswith("checkpoint-") or is_housekeeping(n)]  # noqa: E731
+    kept = 0
+    for receipt in sorted(src.glob(f"runs/*/*/{RECEIPT}")):
+        target = dst / receipt.parent.relative_to(src)
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(receipt.parent, target, ignore=skip)
+        kept += 1
+    return kept
+
+
 def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = None, threads_per_worker: int = 1,
               progress: bool = True, executor: Executor | None = None, log=print,
               setup_from: str | os.PathLike | None = None, report_to: str = "none",

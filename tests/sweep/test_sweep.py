@@ -12,7 +12,7 @@ import pytest
 
 from glm53.cli import main
 from glm53.sweep.analysis import analyze
-from glm53.sweep.runner import plan_jobs, reuse_finished, run_sweep
+from glm53.sweep.runner import keep_without_checkpoints, plan_jobs, reuse_finished, run_sweep
 from glm53.sweep.spec import load_spec, shipped_specs
 
 TINY_SPEC = """
@@ -228,6 +228,13 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     r = receipt(out, "a", 1)
     assert set(r["metrics"]) == {"0", "2"} and 0 <= r["metrics"]["2"]["dev_pass_rate"] <= 1
     assert_run_receipt_exists(out, "a", 1)
+    # the record kept without checkpoints (small enough to commit) continues as the same sweep: nothing reruns
+    kept = tmp_path / "kept"
+    assert keep_without_checkpoints(out, kept) == 2
+    assert list(out.rglob("checkpoint-*")) and not list(kept.rglob("checkpoint-*"))
+    assert receipt(kept, "b", 1) == receipt(out, "b", 1)
+    assert_run_receipt_exists(kept, "b", 1)
+    assert run_sweep(load_spec(tmp_path / "p.toml"), kept, workers=1, progress=False, log=lambda *_: None)["skipped"] == 2
     checkpoint = out / "runs" / "a" / "seed-1" / "run" / "checkpoint-0002"
     (tmp_path / "e.toml").write_text(
         f'job = "eval"\nseeds = [5, 6]\nbaseline = "t35"\n[base]\ncheckpoint = "{checkpoint}"\nper_family = 1\n'
