@@ -147,6 +147,7 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     from ..engine import generate_groups
     from ..evaluate import EvalConfig, evaluate
     from ..generate import Sampling
+    from ..io import atomic_write_json
     from ..pretrain import pretrain
     from ..tasks import frozen_tasks
 
@@ -165,7 +166,7 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     metrics[str(cfg.steps)]["train_tokens_per_second"] = receipt["train_tokens_per_second"]
     tasks = frozen_tasks(extra.eval_split, extra.eval_per_family)
     greedy = Sampling(temperature=0.0, max_new_tokens=extra.eval_max_new_tokens)
-    outcomes = {}
+    outcomes, records = {}, {}
     for step in extra.eval_at:
         model = load_model(Path(cfg.out) / checkpoint_name(step), expect=cfg.model)
         result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy))
@@ -178,11 +179,15 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
         if extra.speculative and model.mtp is not None:
             metrics[str(step)].update(_speculative_figures(model, [t.prompt for t in tasks], extra.eval_max_new_tokens))
         outcomes[str(step)] = {r["task_id"]: float(r["passed"] > 0) for r in result["tasks"]}
+        # every prompt, completion and verdict of the score, beside the receipt (which names the file)
+        records[str(step)] = f"eval-{extra.eval_split}-step-{step:04d}.json"
+        atomic_write_json(job_dir / records[str(step)], {"checkpoint_sha256": metrics[str(step)]["weights_sha256"],
+                                                         **result})
         log(f"step {step}: {extra.eval_split} greedy {sum(outcomes[str(step)].values()):.0f}/{len(tasks)}, "
             f"{metrics[str(step)]['decode_tokens_per_second']:.0f} decoded tokens/s")
     last = str(extra.eval_at[-1])
     return {"job": "pretrain-eval", "settings": job.to_dict(), "seed": cfg.seed, "metrics": metrics,
-            "task_outcomes": {"greedy_pass_at_1": outcomes[last]}, "task_outcomes_at": last,
+            "task_outcomes": {"greedy_pass_at_1": outcomes[last]}, "task_outcomes_at": last, "eval_records": records,
             "parameter_counts": receipt["parameter_counts"],
             "run_receipt": _run_receipt(cfg, job_dir),
             "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}

@@ -371,6 +371,10 @@ def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
         assert r["metrics"]["3"]["expert_load_cv"] >= 0
         assert ("mtp_acceptance_rate" in r["metrics"]["2"]) == (arm == "released")
         assert_run_receipt_exists(out, arm, 1)
+        record = json.loads((out / "runs" / arm / "seed-1" / r["eval_records"]["2"]).read_text())
+        assert record["checkpoint_sha256"] == r["metrics"]["2"]["weights_sha256"]
+        assert {t["task_id"]: float(t["passed"] > 0) for t in record["tasks"]} == r["task_outcomes"]["greedy_pass_at_1"]
+        assert all(t["prompt"] and len(t["samples"]) == 1 and "completion" in t["samples"][0] for t in record["tasks"])
     speculative = receipt(out, "released", 1)["metrics"]["2"]
     assert speculative["speculative_equal"] == 1.0 and speculative["speculative_speedup"] > 0
     assert receipt(out, "released", 1)["settings"]["model"]["linear_attention"] == "kda"
