@@ -1,8 +1,9 @@
 """Seconds per training step of the reference model and of each released-model switch, and where KDA's time goes.
 
-    python scripts/bench_switches.py [--steps 3] [--batch 32] [--length 128] [--only reference,kda]
+    python scripts/bench_switches.py [--steps 3] [--batch 32] [--length 128] [--only reference,kda] [--precision bf16]
 
-Each architecture is built from the same seed and trained (forward, backward, AdamW step, fp32) on the same
+Each architecture is built from the same seed and trained (forward, backward, AdamW step; fp32, or under bf16 autocast as
+the fast path runs on CPUs with native bf16) on the same
 pretraining batches for one untimed and `--steps` timed steps; the median is printed with its ratio to the
 reference, and the decoding speed: greedy, every row to the token cap (EOS banned, so every architecture
 decodes the same number of tokens), 16 prompts in one batch through the cached engine. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's
@@ -23,6 +24,7 @@ from glm53 import GLM53, ModelConfig
 from glm53.data import pretraining_batch
 from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast
 from glm53.model.linear_attention import LinearAttention, feature_map, linear_attention_fast
+from glm53.device import autocast
 from glm53.pretrain import language_loss
 
 VARIANTS = {
@@ -52,16 +54,17 @@ def decode_tokens_per_second(model: GLM53, tokens: int = 48) -> float:
     return sum(len(g[0]["token_ids"]) for g in out) / (time.perf_counter() - started)
 
 
-def step_seconds(model: GLM53, steps: int, batch: int, length: int) -> float:
+def step_seconds(model: GLM53, steps: int, batch: int, length: int, precision: str = "fp32") -> float:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     times = []
     for step in range(steps + 1):
         inputs, labels = pretraining_batch(step, batch, length)
         started = time.perf_counter()
-        logits, aux = model(inputs, return_aux=True)
-        loss = language_loss(logits, labels) + 0.01 * aux.balance_loss + aux.indexer_loss
-        if aux.mtp_logits is not None:
-            loss = loss + 0.3 * language_loss(aux.mtp_logits, labels[:, 1:])
+        with autocast(torch.device("cpu"), precision):
+            logits, aux = model(inputs, return_aux=True)
+            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss + aux.indexer_loss
+            if aux.mtp_logits is not None:
+                loss = loss + 0.3 * language_loss(aux.mtp_logits, labels[:, 1:])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -70,15 +73,16 @@ def step_seconds(model: GLM53, steps: int, batch: int, length: int) -> float:
     return statistics.median(times[1:])
 
 
-def timed(fn, repeats: int = 3) -> float:
-    fn()
-    started = time.perf_counter()
-    for _ in range(repeats):
+def timed(fn, repeats: int = 3, precision: str = "fp32") -> float:
+    with autocast(torch.device("cpu"), precision):
         fn()
+        started = time.perf_counter()
+        for _ in range(repeats):
+            fn()
     return (time.perf_counter() - started) / repeats
 
 
-def layer_breakdown(batch: int, length: int) -> dict:
+def layer_breakdown(batch: int, length: int, precision: str = "fp32") -> dict:
     """Forward + backward seconds of one layer, and of its attention core alone, at the model's shapes."""
     torch.manual_seed(0)
     cfg = ModelConfig(linear_attention="kda")
@@ -94,12 +98,13 @@ def layer_breakdown(batch: int, length: int) -> dict:
     g = (-0.1 * torch.rand(batch, length, H, d)).requires_grad_(True)
     beta = torch.rand(batch, length, H, requires_grad=True)
     return {
-        "kda layer": timed(backward_of(lambda: kda(x))),
+        "kda layer": timed(backward_of(lambda: kda(x)), precision=precision),
         "kda core (chunked)": timed(backward_of(lambda: kda_fast(torch.nn.functional.normalize(q, dim=-1),
                                                                   torch.nn.functional.normalize(k, dim=-1), v, g, beta,
-                                                                  cfg.kda_chunk)[0])),
-        "elu layer": timed(backward_of(lambda: elu(x, cos, sin))),
-        "elu core (chunked)": timed(backward_of(lambda: linear_attention_fast(feature_map(q), feature_map(k), v))),
+                                                                  cfg.kda_chunk)[0]), precision=precision),
+        "elu layer": timed(backward_of(lambda: elu(x, cos, sin)), precision=precision),
+        "elu core (chunked)": timed(backward_of(lambda: linear_attention_fast(feature_map(q), feature_map(k), v)),
+                                    precision=precision),
     }
 
 
@@ -109,24 +114,26 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--length", type=int, default=128)
     p.add_argument("--only", default="", help="comma-separated variants (default: all)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: training under bf16 autocast, as the fast path on CPUs with native bf16")
     args = p.parse_args()
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     print("\n".join(line for line in lscpu.splitlines()
                     if line.split(":")[0].strip() in ("Model name", "CPU family", "Model", "CPU(s)", "L2 cache",
                                                       "L3 cache", "Flags")))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fp32, {args.batch} x {args.length}, "
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.precision}, {args.batch} x {args.length}, "
           f"median of {args.steps} steps after 1")
     names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
     base = None
     for name in names:
         model = build(VARIANTS[name])
         decode = decode_tokens_per_second(model)
-        s = step_seconds(model, args.steps, args.batch, args.length)
+        s = step_seconds(model, args.steps, args.batch, args.length, args.precision)
         base = base or (s if name == "reference" else None)
         print(f"  {name:20s} {s:7.2f} s/step" + (f"  {s / base:5.2f}x reference" if base else "")
               + f"   decoding {decode:6.1f} tokens/s", flush=True)
     print("one layer, forward + backward (s):")
-    for name, s in layer_breakdown(args.batch, args.length).items():
+    for name, s in layer_breakdown(args.batch, args.length, args.precision).items():
         print(f"  {name:20s} {s:7.3f}")
 
 

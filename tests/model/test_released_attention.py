@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from glm53 import GLM53, ModelConfig
 from glm53.model.indexer_attention import (choose_blocks, index_scores, indexed_attention_fast, indexed_attention_plain,
                                            indexer_kl, pool_keys, selection_index, selection_mask)
-from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast, kda_plain, kda_step
+from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast, kda_plain, kda_step, unit_lower_inverse
 from tests.tiny import TINY, assert_cached_decoding_matches
 
 SWITCHES = {"kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer", indexer_top_k=4),
@@ -27,8 +27,16 @@ def _kda_inputs(B, T, H, d, requires_grad=True):
     return [t.requires_grad_(requires_grad) for t in (q, k, v, g, beta)]
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 15, 16, 17, 32])
+def test_unit_lower_inverse_inverts_i_plus_a_strictly_lower(size):
+    A = torch.randn(3, size, size, dtype=torch.float64).tril(-1) / size ** 0.5
+    eye = torch.eye(size, dtype=torch.float64)
+    expected = torch.linalg.solve_triangular(eye + A, eye.expand(3, size, size), upper=False, unitriangular=True)
+    torch.testing.assert_close(unit_lower_inverse(A), expected, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("T", [1, 5, 16, 17, 40, 64])
-@pytest.mark.parametrize("chunk", [4, 16])
+@pytest.mark.parametrize("chunk", [3, 4, 16])
 def test_kda_fast_equals_plain_in_values_and_gradients(T, chunk):
     inputs = _kda_inputs(2, T, 3, 8)
     ref, S_ref = kda_plain(*inputs)
