@@ -111,9 +111,10 @@ def job_identity(kind: str, settings: dict, seed: int, checkpoints) -> tuple:
     return kind, json.dumps(settings, sort_keys=True), seed, tuple(checkpoints)
 
 
-def check_reuse_folder(other: Path) -> None:
+def check_reuse_folder(other: Path, named_by: str = "--reuse-from") -> None:
+    """Refuse a folder that `glm53 sweep` did not write; `named_by` is the flag or argument the caller took it from."""
     if not (other / SPEC_FILE).is_file():
-        raise ValueError(f"--reuse-from {other}: not a sweep folder (no {SPEC_FILE}); name a folder `glm53 sweep` wrote")
+        raise ValueError(f"{named_by} {other}: not a sweep folder (no {SPEC_FILE}); name a folder `glm53 sweep` wrote")
 
 
 def finished_jobs_in(other: Path) -> dict[tuple, Path]:
@@ -168,7 +169,7 @@ def keep_without_checkpoints(src: str | os.PathLike, dst: str | os.PathLike) -> 
     to `dst` without checkpoints, small enough to commit; `glm53 sweep SPEC --out DST` then continues the study,
     skipping the kept jobs. Unfinished jobs are left out (they are redone anyway). Returns the finished jobs kept."""
     src, dst = Path(src), Path(dst)
-    check_reuse_folder(src)
+    check_reuse_folder(src, named_by="sweep folder")
     if dst.exists() and (dst / SPEC_FILE).is_file() and json.loads((dst / SPEC_FILE).read_text()) != \
             json.loads((src / SPEC_FILE).read_text()):
         raise ValueError(f"{dst} holds another sweep; keep each study in its own folder")

@@ -235,6 +235,9 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     assert receipt(kept, "b", 1) == receipt(out, "b", 1)
     assert_run_receipt_exists(kept, "b", 1)
     assert run_sweep(load_spec(tmp_path / "p.toml"), kept, workers=1, progress=False, log=lambda *_: None)["skipped"] == 2
+    with pytest.raises(ValueError, match="sweep folder .*not a sweep folder") as refused:
+        keep_without_checkpoints(tmp_path / "runs-only", tmp_path / "kept2")
+    assert "--reuse-from" not in str(refused.value) and not (tmp_path / "kept2").exists()
     checkpoint = out / "runs" / "a" / "seed-1" / "run" / "checkpoint-0002"
     (tmp_path / "e.toml").write_text(
         f'job = "eval"\nseeds = [5, 6]\nbaseline = "t35"\n[base]\ncheckpoint = "{checkpoint}"\nper_family = 1\n'
