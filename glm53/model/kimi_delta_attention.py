@@ -94,15 +94,15 @@ def kda_fast(q, k, v, g, beta, chunk: int = 16, state: torch.Tensor | None = Non
     beta = rearrange(beta, "b (n c) h -> b h n c", c=chunk)[..., None]
 
     G = g.cumsum(dim=-2)  # log-decay from the chunk's start through token t, per channel
-    k_later, k_earlier, q_later = k * G.exp(), k * (-G).exp(), q * G.exp()
+    decay_in, chunk_decay = G.exp(), G[..., -1, :].exp()  # chunk_decay [B, H, N, dk]
+    k_later, k_earlier, q_later = k * decay_in, k * (-G).exp(), q * decay_in
     strictly_lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril(-1)
     A = (beta * (k_later @ k_earlier.transpose(-1, -2))).masked_fill(~strictly_lower, 0.0)
     # u = u_v - w S_0: both parts solved for every chunk at once, before the sequential loop
     solved = unit_lower_inverse(A) @ (beta * torch.cat((v, k_later), dim=-1))
     u_v, w = solved[..., : v.shape[-1]], solved[..., v.shape[-1]:]
     scores = (q_later @ k_earlier.transpose(-1, -2)).tril()  # [B, H, N, C, C], i <= t
-    k_to_end = k * (G[..., -1:, :] - G).exp()  # each token's key decayed to the chunk's end
-    chunk_decay = G[..., -1, :].exp()  # [B, H, N, dk]
+    k_to_end = k_earlier * chunk_decay[..., None, :]  # each token's key decayed to the chunk's end
 
     S = q.new_zeros(B, H, dk, v.shape[-1]) if state is None else state
     outputs = []
@@ -116,26 +116,71 @@ def kda_fast(q, k, v, g, beta, chunk: int = 16, state: torch.Tensor | None = Non
     return out, S
 
 
+def causal_conv_plain(history: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Depthwise convolution over time as `F.conv1d` computes it (the reference). history [B, T + K - 1, C] (the
+    K - 1 tokens before the first output, then the T inputs); weight [C, 1, K], tap K - 1 on the current token.
+    Returns [B, T, C] in history's dtype (bf16 under autocast)."""
+    y = F.conv1d(history.transpose(1, 2), weight.to(history.dtype), groups=history.shape[-1])
+    return y.transpose(1, 2)
+
+
+class CausalConvFast(torch.autograd.Function):
+    """The same convolution as K shifted multiply-adds over the [B, T, C] layout, in fp32 (fp64 stays fp64), with a
+    hand-written backward. Why: a depthwise `conv1d`'s backward on the CPU is several times its forward (the weight
+    gradient especially, and in bf16 most of all), and its [B, C, T] output made the SiLU after it run on a
+    transposed, strided tensor."""
+
+    @staticmethod
+    def forward(ctx, history: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+        """history [B, T + K - 1, C]; taps [K, C] (contiguous rows: a strided tap is several times slower)."""
+        compute = torch.promote_types(history.dtype, torch.float32)
+        h, w = history.to(compute), taps.to(compute)
+        K, T = w.shape[0], history.shape[1] - w.shape[0] + 1
+        y = h[:, :T] * w[0]
+        for j in range(1, K):
+            y.addcmul_(h[:, j:j + T], w[j])
+        ctx.save_for_backward(h, w)
+        ctx.dtypes = history.dtype, taps.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y: torch.Tensor):
+        h, w = ctx.saved_tensors
+        K, T, L = w.shape[0], grad_y.shape[1], h.shape[1]
+        g = grad_y.to(h.dtype).contiguous()
+        padded = F.pad(g, (0, 0, K - 1, K - 1))  # history position s received grad_y[s - j] through tap j
+        grad_h = padded[:, K - 1:K - 1 + L] * w[0]
+        for j in range(1, K):
+            grad_h.addcmul_(padded[:, K - 1 - j:K - 1 - j + L], w[j])
+        product = torch.empty_like(g)  # reused: a fresh large buffer per tap costs more than the multiply
+        grad_w = torch.stack([torch.mul(g, h[:, j:j + T], out=product).sum((0, 1)) for j in range(K)])
+        return grad_h.to(ctx.dtypes[0]), grad_w.to(ctx.dtypes[1])
+
+
+def causal_conv_fast(history: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Equal to `causal_conv_plain` up to rounding; returns fp32 (or fp64), which the fp32 core wants anyway."""
+    return CausalConvFast.apply(history, rearrange(weight, "c 1 k -> k c").contiguous())
+
+
 class ShortConvolution(nn.Module):
     """Causal depthwise convolution over time (kernel K, no bias) followed by SiLU. With a cache, the last K - 1
     inputs of each row are kept in `cache.conv` [B, K - 1, channels] and prepended to the next call's input."""
 
-    def __init__(self, channels: int, kernel: int):
+    def __init__(self, channels: int, kernel: int, impl: str = "fast"):
         super().__init__()
         self.kernel = kernel
+        self.convolve = causal_conv_fast if impl == "fast" else causal_conv_plain
         self.weight = nn.Parameter(torch.empty(channels, 1, kernel))
         nn.init.normal_(self.weight, 0.0, 1.0 / math.sqrt(kernel))
 
     def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
         """x [B, T, C] -> [B, T, C]."""
-        T = x.shape[1]
         if cache is None:
             history = F.pad(x, (0, 0, self.kernel - 1, 0))
         else:
             history = torch.cat((cache.conv.to(x.dtype), x), dim=1)
             cache.conv = history[:, history.shape[1] - (self.kernel - 1):].to(cache.conv.dtype)
-        y = F.conv1d(history.transpose(1, 2), self.weight.to(x.dtype), groups=x.shape[-1])
-        return F.silu(y.transpose(1, 2)[:, -T:])
+        return F.silu(self.convolve(history, self.weight))
 
 
 def initial_dt_bias(heads: int, head_dim: int, lower_bound: float, keep=(0.9, 0.999)) -> torch.Tensor:
@@ -157,7 +202,7 @@ class KimiDeltaAttention(nn.Module):
         self.chunk = config.kda_chunk
         self.lower_bound = config.kda_decay_lower_bound
         self.qkv = nn.Linear(D, 3 * D, bias=False)
-        self.conv = ShortConvolution(3 * D, config.kda_conv_kernel)
+        self.conv = ShortConvolution(3 * D, config.kda_conv_kernel, config.linear_attention_impl)
         self.beta = nn.Linear(D, H, bias=False)
         self.decay_down = nn.Linear(D, config.kda_decay_rank, bias=False)
         self.decay_up = nn.Linear(config.kda_decay_rank, D, bias=False)

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from glm53 import GLM53, ModelConfig
 from glm53.model.indexer_attention import (choose_blocks, index_scores, indexed_attention_fast, indexed_attention_plain,
                                            indexer_kl, pool_keys, selection_index, selection_mask)
-from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast, kda_plain, kda_step, unit_lower_inverse
+from glm53.model.kimi_delta_attention import (KimiDeltaAttention, causal_conv_fast, causal_conv_plain, kda_fast, kda_plain,
+                                              kda_step, unit_lower_inverse)
 from tests.tiny import TINY, assert_cached_decoding_matches
 
 SWITCHES = {"kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer", indexer_top_k=4),
@@ -33,6 +34,25 @@ def test_unit_lower_inverse_inverts_i_plus_a_strictly_lower(size):
     eye = torch.eye(size, dtype=torch.float64)
     expected = torch.linalg.solve_triangular(eye + A, eye.expand(3, size, size), upper=False, unitriangular=True)
     torch.testing.assert_close(unit_lower_inverse(A), expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("T,kernel", [(1, 4), (5, 4), (40, 4), (7, 1), (7, 2), (3, 6)])
+def test_short_convolution_fast_equals_plain_in_values_and_gradients(T, kernel):
+    history = torch.randn(3, T + kernel - 1, 10, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(10, 1, kernel, dtype=torch.float64, requires_grad=True)
+    ref, fast = causal_conv_plain(history, weight), causal_conv_fast(history, weight)
+    torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(ref)
+    expected = torch.autograd.grad(ref, (history, weight), grad)
+    for got, want in zip(torch.autograd.grad(fast, (history, weight), grad), expected):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    # under bf16 autocast the fast form computes in fp32 from the bf16 history: closer to fp32 than conv1d in bf16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = history.detach().float().bfloat16()
+        fast_bf16, plain_bf16 = causal_conv_fast(low, weight.float()), causal_conv_plain(low, weight.float())
+    assert fast_bf16.dtype == torch.float32 and plain_bf16.dtype == torch.bfloat16
+    exact = causal_conv_plain(low.double(), weight.detach())
+    assert (fast_bf16.double() - exact).abs().max() <= (plain_bf16.double() - exact).abs().max()
 
 
 @pytest.mark.parametrize("T", [1, 5, 16, 17, 40, 64])
