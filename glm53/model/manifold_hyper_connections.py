@@ -58,15 +58,16 @@ class ManifoldHyperConnection(nn.Module):
         self.post_bias = nn.Parameter(torch.zeros(S))
         self.res_bias = nn.Parameter(torch.full((S, S), OFF_DIAGONAL_INIT).fill_diagonal_(0.0))
 
-    def weights(self, streams: torch.Tensor):
-        """streams [B, T, S, D] -> (H_pre [B, T, S], H_post [B, T, S], H_res [B, T, S, S]), in fp32 at least."""
+    def weights(self, streams: torch.Tensor, project: bool = True):
+        """streams [B, T, S, D] -> (H_pre [B, T, S], H_post [B, T, S], H_res [B, T, S, S]), in fp32 at least.
+        `project=False` leaves H_res as exp(logits), the mixing before Sinkhorn (for `composite_gain` only)."""
         S, dtype = self.streams, torch.promote_types(streams.dtype, torch.float32)
         dynamic = self.project(self.norm(rearrange(streams, "b t s d -> b t (s d)"))).to(dtype)
         a_pre, a_post, a_res = self.gates.to(dtype)
         pre = torch.sigmoid(a_pre * dynamic[..., :S] + self.pre_bias.to(dtype)) + PRE_EPS
         post = 2 * torch.sigmoid(a_post * dynamic[..., S:2 * S] + self.post_bias.to(dtype))
         res_logits = a_res * rearrange(dynamic[..., 2 * S:], "b t (i j) -> b t i j", i=S) + self.res_bias.to(dtype)
-        return pre, post, sinkhorn_knopp(res_logits, self.iterations)
+        return pre, post, sinkhorn_knopp(res_logits, self.iterations if project else 0)
 
     def forward(self, streams: torch.Tensor, *args, **kwargs):
         """streams [B, T, S, D] -> (new streams, the layer's auxiliary outputs)."""
@@ -80,12 +81,15 @@ class ManifoldHyperConnection(nn.Module):
 @torch.no_grad()
 def composite_gain(model, input_ids: torch.Tensor) -> dict:
     """How much the residual streams' mixing can amplify over the whole stack: the product of every layer's S x S
-    mixing matrix, per token, and its largest singular value (mean and max over tokens). Today's hyper-connections
-    add the update to unmixed streams: their mixing is the identity at every layer, gain exactly 1."""
-    mixings = []
+    mixing matrix, per token, and its largest singular value (mean and max over tokens). Beside it, the same product
+    of the unprojected matrices exp(logits) the Sinkhorn step starts from (`unconstrained_*`): what the mixing would
+    do without the projection. Today's hyper-connections add the update to unmixed streams: their mixing is the
+    identity at every layer, gain exactly 1."""
+    mixings, raw = [], []
 
     def capture(module, args):
         mixings.append(module.weights(args[0])[2])
+        raw.append(module.weights(args[0], project=False)[2])
 
     hooks = [m.register_forward_pre_hook(capture) for m in model.modules() if isinstance(m, ManifoldHyperConnection)]
     try:
@@ -94,9 +98,12 @@ def composite_gain(model, input_ids: torch.Tensor) -> dict:
         for h in hooks:
             h.remove()
     if not mixings:
-        return {"layers": 0, "mean": 1.0, "max": 1.0}
-    product = mixings[0]
-    for m in mixings[1:]:
-        product = m @ product
-    gains = torch.linalg.matrix_norm(product, ord=2)
-    return {"layers": len(mixings), "mean": float(gains.mean()), "max": float(gains.max())}
+        return {"layers": 0, "mean": 1.0, "max": 1.0, "unconstrained_mean": 1.0, "unconstrained_max": 1.0}
+    result = {"layers": len(mixings)}
+    for prefix, matrices in (("", mixings), ("unconstrained_", raw)):
+        product = matrices[0]
+        for m in matrices[1:]:
+            product = m @ product
+        gains = torch.linalg.matrix_norm(product, ord=2)
+        result.update({f"{prefix}mean": float(gains.mean()), f"{prefix}max": float(gains.max())})
+    return result
