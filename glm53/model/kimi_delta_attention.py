@@ -23,7 +23,8 @@ Three forms of the same function, fla-style, tested against each other:
 The layer around the core, as in the released model: q, k, v projections pass a short causal depthwise
 convolution (kernel 4) and SiLU; q and k are L2-normalised per head (q also scaled by 1/sqrt(d_k));
 beta = sigmoid(W_beta x); g = lower_bound * sigmoid(exp(A_log) * (W_up W_down x + dt_bias)); the output is
-RMSNorm(o) * sigmoid(W_gate x), then the output projection.
+RMSNorm(o) * sigmoid(W_gate x), then the output projection. The convolution too has a plain form (`F.conv1d`)
+and a fast one (shifted multiply-adds with a hand-written backward, `CausalConvFast`), tested equal.
 
 Simplifications vs GLM-5.3-Flash: d_k = d_v = head_dim with as many key heads as value heads; no RoPE in these
 layers (as released: the convolution and the decay carry order); our initialisation of the decay (A_log = 0,
