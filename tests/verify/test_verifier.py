@@ -9,6 +9,7 @@ import pytest
 from glm53.verify.rewards import binary_reward, partial_reward, reward
 from glm53.verify.static_check import check_source, StaticCheckError
 from glm53.tasks import FAMILIES, frozen_tasks
+from glm53.verify import verifier as verifier_module
 from glm53.verify.verifier import SandboxPool, Verdict, same_value, verify, verify_many
 
 CASES = [((1,), 2), ((-5,), -4), ((0,), 1)]  # f = increment
@@ -94,13 +95,18 @@ HOSTILE = {
 }
 
 
+# this checkout's worker: another checkout's sweep or test run on the same machine has workers of its own
+SANDBOX_WORKER = str(Path(verifier_module.__file__).with_name("sandbox_worker.py")).encode()
+
+
 def _sandbox_pids() -> set[int]:
-    """Pids of sandbox workers and of the children they forked (which share the worker's command line)."""
+    """Pids of this checkout's sandbox workers and of the children they forked (which share the worker's command
+    line)."""
     pids = set()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                if b"sandbox_worker.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if SANDBOX_WORKER in Path(f"/proc/{pid}/cmdline").read_bytes():
                     pids.add(int(pid))
             except OSError:
                 pass
@@ -127,6 +133,11 @@ def test_every_hostile_program_gets_a_non_pass_verdict_in_time_and_leaves_nothin
     assert elapsed < 1.0 * len(names) / 2 + 30
     assert not PWNED.exists()
     assert not scratch.exists()
+    # SIGKILL is delivered at once but a killed process takes a moment to tear down (a memory hog's pages are freed
+    # first), so wait a little; a process that escaped the kill would still be there after it
+    deadline = time.monotonic() + 5.0
+    while _sandbox_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not _sandbox_pids() - before, "a sandbox process was left behind"
 
 
