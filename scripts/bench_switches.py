@@ -1,6 +1,7 @@
 """Seconds per training step of the reference model and of each released-model switch, and where KDA's time goes.
 
     python scripts/bench_switches.py [--steps 3] [--batch 32] [--length 128] [--only reference,kda] [--precision bf16]
+                                     [--processes 6]
 
 Each architecture is built from the same seed and trained (forward, backward, AdamW step; fp32, or under bf16 autocast as
 the fast path runs on CPUs with native bf16) on the same
@@ -9,13 +10,19 @@ reference, and the decoding speed: greedy, every row to the token cap (EOS banne
 decodes the same number of tokens), 16 prompts in one batch through the cached engine. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's
 shapes, split into the attention core and the rest of the layer. Figures vary by ~10% between runs on a shared
 machine: compare the ratios of one run. The CPU (lscpu) is printed first.
+
+`--processes N` times the training step instead in N fresh processes per architecture, interleaved (each round runs
+every architecture once, so a drift of the machine's speed touches all alike), each the median of `--steps` steps
+after 4 warm-up steps; it prints every process's figure and the median over processes, and skips decoding.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
+import sys
 import time
 
 import torch
@@ -54,10 +61,10 @@ def decode_tokens_per_second(model: GLM53, tokens: int = 48) -> float:
     return sum(len(g[0]["token_ids"]) for g in out) / (time.perf_counter() - started)
 
 
-def step_seconds(model: GLM53, steps: int, batch: int, length: int, precision: str = "fp32") -> float:
+def step_seconds(model: GLM53, steps: int, batch: int, length: int, precision: str = "fp32", warmup: int = 1) -> float:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     times = []
-    for step in range(steps + 1):
+    for step in range(steps + warmup):
         inputs, labels = pretraining_batch(step, batch, length)
         started = time.perf_counter()
         with autocast(torch.device("cpu"), precision):
@@ -70,7 +77,7 @@ def step_seconds(model: GLM53, steps: int, batch: int, length: int, precision: s
         optimizer.step()
         model.update_router_biases()
         times.append(time.perf_counter() - started)
-    return statistics.median(times[1:])
+    return statistics.median(times[warmup:])
 
 
 def timed(fn, repeats: int = 3, precision: str = "fp32") -> float:
@@ -108,6 +115,25 @@ def layer_breakdown(batch: int, length: int, precision: str = "fp32") -> dict:
     }
 
 
+def in_fresh_processes(names: list[str], args) -> None:
+    """Each variant's step in `args.processes` fresh processes, interleaved round by round."""
+    seconds = {name: [] for name in names}
+    for round_ in range(args.processes):
+        for name in names:
+            child = subprocess.run([sys.executable, __file__, "--child", name, "--steps", str(args.steps), "--batch",
+                                    str(args.batch), "--length", str(args.length), "--precision", args.precision],
+                                   capture_output=True, text=True)
+            if child.returncode:
+                sys.exit(f"bench_switches.py: timing {name} in a fresh process failed:\n{child.stderr[-2000:]}")
+            seconds[name].append(json.loads(child.stdout.splitlines()[-1])["seconds"])
+            print(f"  round {round_ + 1}: {name:20s} {seconds[name][-1]:7.3f} s/step", flush=True)
+    base = statistics.median(seconds["reference"]) if "reference" in seconds else None
+    for name in names:
+        s = statistics.median(seconds[name])
+        print(f"  {name:20s} median {s:7.3f} s/step over {args.processes} processes (range {min(seconds[name]):.3f}-"
+              f"{max(seconds[name]):.3f})" + (f"  {s / base:5.2f}x reference" if base else ""), flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=3)
@@ -116,22 +142,35 @@ def main() -> None:
     p.add_argument("--only", default="", help="comma-separated variants (default: all)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                    help="bf16: training under bf16 autocast, as the fast path on CPUs with native bf16")
+    p.add_argument("--processes", type=int, default=0,
+                   help="time the training step in this many fresh processes per variant, interleaved")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one variant's step, for --processes
     args = p.parse_args()
+    if args.child:
+        model = build(VARIANTS[args.child])
+        print(json.dumps({"seconds": step_seconds(model, args.steps, args.batch, args.length, args.precision, 4)}))
+        return
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     print("\n".join(line for line in lscpu.splitlines()
                     if line.split(":")[0].strip() in ("Model name", "CPU family", "Model", "CPU(s)", "L2 cache",
                                                       "L3 cache", "Flags")))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.precision}, {args.batch} x {args.length}, "
-          f"median of {args.steps} steps after 1")
+          f"median of {args.steps} steps after {4 if args.processes else 1}")
     names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
-    base = None
-    for name in names:
-        model = build(VARIANTS[name])
-        decode = decode_tokens_per_second(model)
-        s = step_seconds(model, args.steps, args.batch, args.length, args.precision)
-        base = base or (s if name == "reference" else None)
-        print(f"  {name:20s} {s:7.2f} s/step" + (f"  {s / base:5.2f}x reference" if base else "")
-              + f"   decoding {decode:6.1f} tokens/s", flush=True)
+    unknown = set(args.only.split(",")) - set(VARIANTS) if args.only else set()
+    if unknown:
+        p.error(f"--only: unknown variants {sorted(unknown)}; choose from {', '.join(VARIANTS)}")
+    if args.processes:
+        in_fresh_processes(names, args)
+    else:
+        base = None
+        for name in names:
+            model = build(VARIANTS[name])
+            decode = decode_tokens_per_second(model)
+            s = step_seconds(model, args.steps, args.batch, args.length, args.precision)
+            base = base or (s if name == "reference" else None)
+            print(f"  {name:20s} {s:7.2f} s/step" + (f"  {s / base:5.2f}x reference" if base else "")
+                  + f"   decoding {decode:6.1f} tokens/s", flush=True)
     print("one layer, forward + backward (s):")
     for name, s in layer_breakdown(args.batch, args.length, args.precision).items():
         print(f"  {name:20s} {s:7.3f}")
