@@ -99,9 +99,10 @@ def kda_fast(q, k, v, g, beta, chunk: int = 16, state: torch.Tensor | None = Non
     k_later, k_earlier, q_later = k * decay_in, k * (-G).exp(), q * decay_in
     strictly_lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril(-1)
     A = (beta * (k_later @ k_earlier.transpose(-1, -2))).masked_fill(~strictly_lower, 0.0)
-    # u = u_v - w S_0: both parts solved for every chunk at once, before the sequential loop
-    solved = unit_lower_inverse(A) @ (beta * torch.cat((v, k_later), dim=-1))
-    u_v, w = solved[..., : v.shape[-1]], solved[..., v.shape[-1]:]
+    # u = u_v - w S_0: both parts solved for every chunk at once, before the sequential loop (two products, not
+    # one on the concatenation: slicing its result would make backward fill and copy full-size gradients)
+    inverse = unit_lower_inverse(A)
+    u_v, w = inverse @ (beta * v), inverse @ (beta * k_later)
     scores = (q_later @ k_earlier.transpose(-1, -2)).tril()  # [B, H, N, C, C], i <= t
     k_to_end = k_earlier * chunk_decay[..., None, :]  # each token's key decayed to the chunk's end
 
