@@ -95,7 +95,9 @@ def kda_fast(q, k, v, g, beta, chunk: int = 16, state: torch.Tensor | None = Non
     beta = rearrange(beta, "b (n c) h -> b h n c", c=chunk)[..., None]
 
     G = g.cumsum(dim=-2)  # log-decay from the chunk's start through token t, per channel
-    decay_in, chunk_decay = G.exp(), G[..., -1, :].exp()  # chunk_decay [B, H, N, dk]
+    # the chunk's whole decay [B, H, N, dk] as a sum, not G's last row: selecting a row makes backward fill a
+    # full-size zero gradient
+    decay_in, chunk_decay = G.exp(), g.sum(dim=-2).exp()
     k_later, k_earlier, q_later = k * decay_in, k * (-G).exp(), q * decay_in
     strictly_lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril(-1)
     A = (beta * (k_later @ k_earlier.transpose(-1, -2))).masked_fill(~strictly_lower, 0.0)
@@ -114,8 +116,8 @@ def kda_fast(q, k, v, g, beta, chunk: int = 16, state: torch.Tensor | None = Non
         u = u_v_n - w_n @ S
         outputs.append(q_n @ S + scores_n @ u)
         S = decay_n * S + k_n.transpose(-1, -2) @ u
-    out = rearrange(torch.stack(outputs, dim=2), "b h n c d -> b (n c) h d")[:, :T]
-    return out, S
+    out = rearrange(torch.stack(outputs, dim=2), "b h n c d -> b (n c) h d")
+    return (out[:, :T] if pad else out), S
 
 
 def causal_conv_plain(history: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
