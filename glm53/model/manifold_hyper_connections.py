@@ -58,16 +58,20 @@ class ManifoldHyperConnection(nn.Module):
         self.post_bias = nn.Parameter(torch.zeros(S))
         self.res_bias = nn.Parameter(torch.full((S, S), OFF_DIAGONAL_INIT).fill_diagonal_(0.0))
 
-    def weights(self, streams: torch.Tensor, project: bool = True):
-        """streams [B, T, S, D] -> (H_pre [B, T, S], H_post [B, T, S], H_res [B, T, S, S]), in fp32 at least.
-        `project=False` leaves H_res as exp(logits), the mixing before Sinkhorn (for `composite_gain` only)."""
+    def weights(self, streams: torch.Tensor):
+        """streams [B, T, S, D] -> (H_pre [B, T, S], H_post [B, T, S], H_res [B, T, S, S]), in fp32 at least."""
+        pre, post, res_logits = self.read_write_and_mixing_logits(streams)
+        return pre, post, sinkhorn_knopp(res_logits, self.iterations)
+
+    def read_write_and_mixing_logits(self, streams: torch.Tensor):
+        """(H_pre, H_post, the mixing's logits [B, T, S, S] before Sinkhorn)."""
         S, dtype = self.streams, torch.promote_types(streams.dtype, torch.float32)
         dynamic = self.project(self.norm(rearrange(streams, "b t s d -> b t (s d)"))).to(dtype)
         a_pre, a_post, a_res = self.gates.to(dtype)
         pre = torch.sigmoid(a_pre * dynamic[..., :S] + self.pre_bias.to(dtype)) + PRE_EPS
         post = 2 * torch.sigmoid(a_post * dynamic[..., S:2 * S] + self.post_bias.to(dtype))
         res_logits = a_res * rearrange(dynamic[..., 2 * S:], "b t (i j) -> b t i j", i=S) + self.res_bias.to(dtype)
-        return pre, post, sinkhorn_knopp(res_logits, self.iterations if project else 0)
+        return pre, post, res_logits
 
     def forward(self, streams: torch.Tensor, *args, **kwargs):
         """streams [B, T, S, D] -> (new streams, the layer's auxiliary outputs)."""
@@ -88,8 +92,9 @@ def composite_gain(model, input_ids: torch.Tensor) -> dict:
     mixings, raw = [], []
 
     def capture(module, args):
-        mixings.append(module.weights(args[0])[2])
-        raw.append(module.weights(args[0], project=False)[2])
+        logits = module.read_write_and_mixing_logits(args[0])[2]
+        mixings.append(sinkhorn_knopp(logits, module.iterations))
+        raw.append(logits.exp())
 
     hooks = [m.register_forward_pre_hook(capture) for m in model.modules() if isinstance(m, ManifoldHyperConnection)]
     try:
