@@ -11,7 +11,7 @@ from ..settings import setting
 IMPLS = ("plain", "fast")
 LEGACY_IMPL_NAMES = {"cumulative": "plain", "chunked": "fast", "gathered": "plain", "masked": "fast",
                      "looped": "plain", "grouped": "fast"}
-IMPL_FIELDS = ("linear_attention_impl", "sparse_attention_impl", "moe_impl")
+IMPL_FIELDS = ("linear_attention_impl", "sparse_attention_impl", "moe_impl", "residual_impl")
 KERNEL_FIELDS = ("linear_attention_chunk", "expert_row_padding", "sparse_attention_core")
 CORE_DTYPES = ("fp32", "bf16")
 # Architecture switches: the reference's simplified form first (the default), the released GLM-5.3-Flash's after.
@@ -90,6 +90,7 @@ class ModelConfig:
     linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention")
     sparse_attention_impl: str = setting("fast", "sparse attention form", choices=IMPLS)
     moe_impl: str = setting("fast", "mixture-of-experts form", choices=IMPLS)
+    residual_impl: str = setting("fast", "hyper-connection form (residual = hc)", choices=IMPLS)
     # Kernel settings: how the fast forms run, never what they compute beyond rounding. `glm53 calibrate` times
     # them on the machine at hand, and `--kernels auto` uses its choice (see calibrate.py).
     expert_row_padding: int = setting(64, "under bf16 autocast, pad each expert's rows to a multiple of this, so "

@@ -1,6 +1,6 @@
 """Hyper-connections: several residual streams, each layer reading a mix of them and writing back to all.
 
-With S streams held as [B, T, S, D]:
+With S streams held stream-major, [S, B, T, D]:
     mixed   = sum_s softmax(input_logits)_s * stream_s         (what the layer reads)
     update  = layer(mixed)                                      (attention + MoE residual update)
     stream_s += softmax(output_logits)_s * update                (what the layer writes)
@@ -8,6 +8,12 @@ With S streams held as [B, T, S, D]:
 
 With one stream this is exactly a pre-norm residual block. The reference wrote `mixed + update` back (the
 block's full output), counting the residual twice; `ModelConfig.hc_double_residual=True` restores that.
+
+Two forms (`ModelConfig.residual_impl`), equal up to rounding: plain multiplies and sums over the stream axis;
+fast sees the streams as one [S, B*T*D] matrix, so the read is a matrix-vector product and the write a rank-1
+update (`torch.addr`), each one pass over the streams without a stream-sized temporary. That is why the streams
+are stream-major: with the stream axis inside each token ([B, T, S, D]) the same products need strided copies.
+Both stay in fp32 under bf16 autocast (mv and addr are not autocast ops on the CPU).
 
 Simplifications vs GLM-5.3-Flash: the released model's manifold-constrained hyper-connections (mHC) mix
 streams with an input-dependent n x n matrix projected onto doubly stochastic matrices by Sinkhorn-Knopp,
@@ -21,19 +27,63 @@ import torch
 from torch import nn
 
 
+def read_streams_plain(streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
+    """streams [S, B, T, D], read [S] -> sum_s read_s * streams[s], [B, T, D]."""
+    return (streams * read[:, None, None, None]).sum(dim=0)
+
+
+def write_streams_plain(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
+    """streams [S, B, T, D], write [S], written [B, T, D] -> streams[s] + write_s * written."""
+    return streams + write[:, None, None, None] * written
+
+
+class ReadStreamsFast(torch.autograd.Function):
+    """The read as read @ streams over [S, M] (M = B*T*D). The backward is written out because autograd's own
+    backward of mv(streams.T, read) returns the streams' gradient transposed, and every later addition of that
+    strided gradient is slow."""
+
+    @staticmethod
+    def forward(ctx, streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(streams, read)
+        return torch.mv(streams.t(), read)
+
+    @staticmethod
+    def backward(ctx, grad_mixed: torch.Tensor):
+        streams, read = ctx.saved_tensors
+        return torch.outer(read, grad_mixed), torch.mv(streams, grad_mixed)
+
+
+def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
+    S, *rest = streams.shape
+    return ReadStreamsFast.apply(streams.reshape(S, -1), read).view(rest)
+
+
+def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
+    return torch.addr(streams.reshape(write.shape[0], -1), write, written.reshape(-1)).view(streams.shape)
+
+
 class HyperConnection(nn.Module):
-    def __init__(self, streams: int, layer: nn.Module, double_residual: bool = False):
+    def __init__(self, streams: int, layer: nn.Module, double_residual: bool = False, impl: str = "fast"):
         super().__init__()
-        self.layer = layer
-        self.double_residual = double_residual
+        self.streams, self.layer, self.double_residual = streams, layer, double_residual
+        self.read_streams, self.write_streams = (read_streams_fast, write_streams_fast) if impl == "fast" else \
+            (read_streams_plain, write_streams_plain)
         self.input_logits = nn.Parameter(torch.linspace(0.1, -0.1, streams))
         self.output_logits = nn.Parameter(torch.linspace(-0.1, 0.1, streams))
 
+    def open_streams(self, x: torch.Tensor) -> torch.Tensor:
+        """The embeddings [B, T, D] copied into S streams [S, B, T, D] (a view: no copy is made)."""
+        return x.expand(self.streams, *x.shape)
+
+    def close_streams(self, streams: torch.Tensor) -> torch.Tensor:
+        """The streams' mean [B, T, D]: the model's final hidden state."""
+        return streams.mean(dim=0)
+
     def forward(self, streams: torch.Tensor, *args, **kwargs):
-        """streams [B, T, S, D] -> (new streams, the layer's auxiliary outputs)."""
+        """streams [S, B, T, D] -> (new streams, the layer's auxiliary outputs)."""
         read = self.input_logits.softmax(dim=0).to(streams.dtype)
-        mixed = (streams * read[:, None]).sum(dim=2)  # measured faster than einsum/matmul for S = 4 on CPU
+        mixed = self.read_streams(streams, read)
         update, *aux = self.layer(mixed, *args, **kwargs)
         written = mixed + update if self.double_residual else update
         write = self.output_logits.softmax(dim=0).to(streams.dtype)
-        return streams + write[:, None] * written[:, :, None, :], *aux
+        return self.write_streams(streams, write, written.to(streams.dtype)), *aux

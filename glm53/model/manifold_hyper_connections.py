@@ -58,6 +58,16 @@ class ManifoldHyperConnection(nn.Module):
         self.post_bias = nn.Parameter(torch.zeros(S))
         self.res_bias = nn.Parameter(torch.full((S, S), OFF_DIAGONAL_INIT).fill_diagonal_(0.0))
 
+    def open_streams(self, x: torch.Tensor) -> torch.Tensor:
+        """The embeddings [B, T, D] copied into S streams [B, T, S, D] (token-major: each token's streams are
+        normalised and projected together; a view, no copy is made)."""
+        B, T, D = x.shape
+        return x[:, :, None, :].expand(B, T, self.streams, D)
+
+    def close_streams(self, streams: torch.Tensor) -> torch.Tensor:
+        """The streams' mean [B, T, D]: the model's final hidden state."""
+        return streams.mean(dim=2)
+
     def weights(self, streams: torch.Tensor):
         """streams [B, T, S, D] -> (H_pre [B, T, S], H_post [B, T, S], H_res [B, T, S, S]), in fp32 at least."""
         pre, post, res_logits = self.read_write_and_mixing_logits(streams)

@@ -46,7 +46,7 @@ def attention_for(config: ModelConfig, sparse: bool) -> nn.Module:
 def residual_for(config: ModelConfig, block: nn.Module) -> nn.Module:
     if config.residual == "mhc":
         return ManifoldHyperConnection(config.streams, config.dim, block, config.sinkhorn_iterations, config.norm_eps)
-    return HyperConnection(config.streams, block, config.hc_double_residual)
+    return HyperConnection(config.streams, block, config.hc_double_residual, config.residual_impl)
 
 
 class HybridBlock(nn.Module):
@@ -154,7 +154,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
             if int(positions.max()) >= cache.max_length:
                 raise ValueError(f"position {int(positions.max())} is beyond the cache's max_length {cache.max_length}")
             cos, sin = self.rope.at(positions)
-        streams = inputs_embeds[:, :, None, :].expand(B, T, self.config.streams, D)
+        streams = self.layers[0].open_streams(inputs_embeds)  # each residual form holds its streams its own way
         balance_losses, usages, indexer_losses = [], [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
@@ -163,7 +163,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
             usages.append(usage)
             if indexer_loss is not None:
                 indexer_losses.append(indexer_loss)
-        hidden = streams.mean(dim=2)
+        hidden = self.layers[0].close_streams(streams)
         logits = F.linear(self.final_norm(hidden), self.head_weight)
         if cache is not None:
             cache.positions = cache.positions + T

@@ -148,3 +148,26 @@ def test_rope_fast_equals_plain_bit_for_bit(per_row):
     assert torch.equal(apply_rope(x, cos, sin), apply_rope_plain(x, cos, sin))
     xb, cb, sb = (t.to(torch.bfloat16) for t in (x, cos, sin))  # a model cast to bf16 holds bf16 tables
     assert torch.equal(apply_rope(xb, cb, sb), apply_rope_plain(xb, cb, sb))
+
+
+@pytest.mark.parametrize("first_layer", [True, False])
+@pytest.mark.parametrize("streams", [1, 4])
+def test_hyper_connection_fast_equals_plain_in_values_and_gradients(first_layer, streams):
+    """The first layer reads streams that are one embedding expanded (a view with stride 0), later layers real ones."""
+    from glm53.model.hyper_connections import (read_streams_fast, read_streams_plain, write_streams_fast,
+                                               write_streams_plain)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 6, dtype=torch.float64, requires_grad=True)
+    read, write = (torch.randn(streams, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    results = []
+    for read_streams, write_streams in ((read_streams_plain, write_streams_plain),
+                                        (read_streams_fast, write_streams_fast)):
+        s = x.expand(streams, *x.shape) if first_layer else torch.stack([x * (i + 1) for i in range(streams)])
+        mixed = read_streams(s, read)
+        out = write_streams(s, write, torch.tanh(mixed))
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum(),
+                                    (x, read, write))
+        results.append((mixed, out, *grads))
+    for plain, fast in zip(*results):
+        torch.testing.assert_close(fast, plain, rtol=1e-12, atol=1e-12)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from glm53 import GLM53, ModelConfig
+from glm53.model.config import IMPL_FIELDS
 
 
 def test_default_config_has_exact_reference_parameter_counts():
@@ -46,8 +47,7 @@ def test_changing_later_tokens_never_changes_earlier_logits(tiny_config, plain):
 def test_fast_and_plain_kernels_give_the_same_model_output(tiny_config):
     fast = GLM53(tiny_config)
     plain = GLM53(tiny_config.plain())
-    assert (plain.config.linear_attention_impl, plain.config.sparse_attention_impl, plain.config.moe_impl) == \
-        ("plain", "plain", "plain")
+    assert {getattr(plain.config, name) for name in IMPL_FIELDS} == {"plain"}
     plain.load_state_dict(fast.state_dict())
     ids = torch.randint(4, 260, (3, 50))
     torch.testing.assert_close(fast(ids), plain(ids), rtol=1e-5, atol=1e-5)
@@ -96,18 +96,19 @@ def test_single_stream_is_a_plain_residual_network(tiny_config):
     torch.testing.assert_close(model(ids), expected)
 
 
+@pytest.mark.parametrize("impl", ["plain", "fast"])
 @pytest.mark.parametrize("double", [False, True])
-def test_hyper_connection_writes_the_update_or_input_plus_update(tiny_config, double):
+def test_hyper_connection_writes_the_update_or_input_plus_update(tiny_config, double, impl):
     from glm53.model.hyper_connections import HyperConnection
 
     layer = lambda x: (2 * x + 1, "aux")  # noqa: E731 - a stand-in block with a known update
-    hc = HyperConnection(3, layer, double_residual=double)
-    streams = torch.randn(2, 5, 3, 4)
+    hc = HyperConnection(3, layer, double_residual=double, impl=impl)
+    streams = torch.randn(3, 2, 5, 4)  # [S, B, T, D]
     out, aux = hc(streams)
     read, write = hc.input_logits.softmax(0), hc.output_logits.softmax(0)
-    mixed = (streams * read[:, None]).sum(dim=2)
+    mixed = sum(read[s] * streams[s] for s in range(3))
     written = (mixed + 2 * mixed + 1) if double else (2 * mixed + 1)
-    torch.testing.assert_close(out, streams + write[:, None] * written[:, :, None, :])
+    torch.testing.assert_close(out, torch.stack([streams[s] + write[s] * written for s in range(3)]))
     assert aux == "aux"
 
 

@@ -37,9 +37,9 @@ def test_mhc_with_identity_mixing_and_static_weights_is_todays_hyper_connection(
         mhc.pre_bias.copy_(torch.logit(read - 1e-6))
         mhc.post_bias.copy_(torch.logit(write / 2))
         mhc.res_bias.copy_(torch.full((S, S), -1e4).fill_diagonal_(0.0))  # exp() is the identity
-    streams = torch.randn(2, 5, S, D)
-    (a, aux_a), (b, aux_b) = hc(streams), mhc(streams)
-    torch.testing.assert_close(b, a)
+    streams = torch.randn(2, 5, S, D)  # mHC holds its streams token-major, today's stream-major
+    (a, aux_a), (b, aux_b) = hc(streams.permute(2, 0, 1, 3)), mhc(streams)
+    torch.testing.assert_close(b, a.permute(1, 2, 0, 3))
     assert aux_a == aux_b
 
 
