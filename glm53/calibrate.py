@@ -26,9 +26,10 @@ from .device import cpu_description, cpu_has_native_bf16
 from .io import atomic_write_text
 
 TIE_MARGIN = 0.9  # bf16 (or a non-default kernel setting) is chosen only at most 90% of the default's time
-KERNEL_CANDIDATES = {"linear_attention_chunk": (16, 32, 64), "expert_row_padding": (0, 64),
-                     "sparse_attention_core": ("fp32", "bf16")}
-BF16_ONLY = ("expert_row_padding", "sparse_attention_core")  # no effect without bf16 autocast
+# timed in this order, each with the choices before it applied (the chunk size after the core dtype it runs in)
+KERNEL_CANDIDATES = {"linear_attention_core": ("fp32", "bf16"), "linear_attention_chunk": (16, 32, 64),
+                     "expert_row_padding": (0, 64), "sparse_attention_core": ("fp32", "bf16")}
+BF16_ONLY = ("expert_row_padding", "sparse_attention_core", "linear_attention_core")  # no effect without bf16 autocast
 KERNEL_CHOICES = ("auto", "config")
 
 

@@ -85,12 +85,14 @@ def test_kernel_settings_are_calibrated_one_at_a_time_and_used_by_kernels_auto(m
         t = {"fp32": 2.0, "bf16": 1.0}[precision]
         t *= {16: 0.8, 32: 1.0, 64: 1.1}[kw.get("linear_attention_chunk", 32)]
         t *= 0.95 if kw.get("expert_row_padding", 64) == 0 else 1.0
+        t *= 0.9 if kw.get("linear_attention_core", "fp32") == "bf16" else 1.0
         return t * (0.7 if kw.get("sparse_attention_core", "fp32") == "bf16" else 1.0)
 
     monkeypatch.setattr(calibrate_module, "_time_training", stand_in)
     monkeypatch.setattr(calibrate_module, "_time_decoding", lambda kw, p: 1.0)
     entry = calibrate_module.calibrate(log=lambda *_: None)
-    choice = {"linear_attention_chunk": 16, "expert_row_padding": 64, "sparse_attention_core": "bf16"}
+    choice = {"linear_attention_core": "bf16", "linear_attention_chunk": 16, "expert_row_padding": 64,
+              "sparse_attention_core": "bf16"}
     assert entry["kernels"] == {**entry["kernels"], "precision": "bf16", "choice": choice}
     cpu = torch.device("cpu")
     assert calibrate_module.resolve_kernels("auto", "bf16", cpu) == choice

@@ -12,7 +12,7 @@ IMPLS = ("plain", "fast")
 LEGACY_IMPL_NAMES = {"cumulative": "plain", "chunked": "fast", "gathered": "plain", "masked": "fast",
                      "looped": "plain", "grouped": "fast"}
 IMPL_FIELDS = ("linear_attention_impl", "sparse_attention_impl", "moe_impl", "residual_impl")
-KERNEL_FIELDS = ("linear_attention_chunk", "expert_row_padding", "sparse_attention_core")
+KERNEL_FIELDS = ("linear_attention_chunk", "expert_row_padding", "sparse_attention_core", "linear_attention_core")
 CORE_DTYPES = ("fp32", "bf16")
 # Architecture switches: the reference's simplified form first (the default), the released GLM-5.3-Flash's after.
 LINEAR_ATTENTIONS = ("elu", "kda")
@@ -97,6 +97,9 @@ class ModelConfig:
                                           "matrix shapes repeat from step to step (0: no padding)")
     sparse_attention_core: str = setting("fp32", "dtype of the sparse attention core under bf16 autocast",
                                          choices=CORE_DTYPES)
+    linear_attention_core: str = setting("fp32", "dtype of the fast linear attention's chunk matrix products under "
+                                                 "bf16 autocast (prefix sums and division stay fp32)",
+                                         choices=CORE_DTYPES)
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -123,6 +126,7 @@ class ModelConfig:
         need(self.linear_attention_chunk >= 1, "linear_attention_chunk must be >= 1")
         need(self.expert_row_padding >= 0, "expert_row_padding must be >= 0")
         need(self.sparse_attention_core in CORE_DTYPES, f"sparse_attention_core must be one of {CORE_DTYPES}")
+        need(self.linear_attention_core in CORE_DTYPES, f"linear_attention_core must be one of {CORE_DTYPES}")
         need(self.linear_attention in LINEAR_ATTENTIONS,
              f"linear_attention must be one of {LINEAR_ATTENTIONS}, got {self.linear_attention!r}")
         need(self.sparse_selection in SPARSE_SELECTIONS,

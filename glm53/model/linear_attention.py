@@ -80,11 +80,15 @@ def linear_attention_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
                           state: tuple[torch.Tensor, torch.Tensor] | None = None,
-                          eps: float = DENOMINATOR_EPS, return_state: bool = False):
+                          eps: float = DENOMINATOR_EPS, return_state: bool = False,
+                          matmul_dtype: torch.dtype | None = None):
     """Chunked form, equal to the two above. Inputs [B, T, H, d]; any T (the tail chunk is zero-padded).
 
     v gets an extra column of ones, so each matmul that sums values also sums the normalizer: the state is
-    [S | z] (d x (d + 1)) and the denominator is the last column of the numerator's matmul."""
+    [S | z] (d x (d + 1)) and the denominator is the last column of the numerator's matmul.
+    `matmul_dtype` (bf16 with `linear_attention_core="bf16"`): the chunk-sized matrix products take their operands
+    in it (each product still sums in fp32 inside the kernel and is rounded once); the prefix over chunks, the
+    sums and the division stay in the inputs' dtype."""
     B, T, H, d = q.shape
     v = F.pad(v, (0, 1), value=1.0)
     pad = (-T) % chunk
@@ -92,20 +96,28 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
         # Zero k and v on padded positions so they add nothing to the state; they come after every real
         # position, so causality already keeps them out of real outputs.
         q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
-    qc, kc, vc = (rearrange(t, "b (n c) h d -> b h n c d", c=chunk) for t in (q, k, v))
+    low = matmul_dtype or q.dtype
+    qc, kc, vc = (rearrange(t.to(low), "b (n c) h d -> b h n c d", c=chunk) for t in (q, k, v))
 
     causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
     scores = (qc @ kc.transpose(-1, -2)).masked_fill(~causal, 0.0)  # [B, H, N, C, C]
-    sums = scores @ vc  # [B, H, N, C, d + 1]: numerator | denominator, within the chunk
+    sums = (scores @ vc).to(q.dtype)  # [B, H, N, C, d + 1]: numerator | denominator, within the chunk
 
-    chunk_states = kc.transpose(-1, -2) @ vc  # [B, H, N, d, d + 1]: one state per chunk, not per token
-    # Exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state).
-    prefix = chunk_states.cumsum(dim=2) - chunk_states
+    chunk_states = (kc.transpose(-1, -2) @ vc).to(q.dtype)  # [B, H, N, d, d + 1]: one state per chunk
+    # Exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state), as one
+    # product with a strictly lower-triangular matrix of ones: a single pass forward and backward, where cumsum
+    # minus the states took five (cumsum's backward flips, sums and flips back)
+    N = chunk_states.shape[2]
+    earlier = torch.ones(N, N, dtype=chunk_states.dtype, device=q.device).tril(-1)
+    prefix = (earlier @ chunk_states.flatten(3)).view(chunk_states.shape)
     if state is not None:
         prefix = prefix + torch.cat((state[0], state[1][..., None]), dim=-1)[:, :, None]
-    sums = sums + qc @ prefix
-    out = sums[..., :-1] / sums[..., -1:].clamp_min(eps)
-    out = rearrange(out, "b h n c d -> b (n c) h d")[:, :T]
+    sums = sums + (qc @ prefix.to(low)).to(q.dtype)
+    numerator, denominator = sums.split([sums.shape[-1] - 1, 1], dim=-1)  # two slices would each fill a zero grad
+    out = numerator / denominator.clamp_min(eps)
+    out = rearrange(out, "b h n c d -> b (n c) h d")
+    if pad:
+        out = out[:, :T]
     if not return_state:
         return out
     final = chunk_states.sum(dim=2)
@@ -121,24 +133,26 @@ class LinearAttention(AttentionProjections):
         super().__init__(config)
         self.impl = config.linear_attention_impl
         self.chunk = config.linear_attention_chunk
+        self.core_dtype = config.linear_attention_core
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
         """With a LayerCache, continue from its (S, z) state and leave the new state in it."""
         B, T, _ = x.shape
         q, k, v = self.project(x, cos, sin)
         q, k = feature_map(q), feature_map(k)
+        low = torch.bfloat16 if self.core_dtype == "bf16" and torch.is_autocast_enabled(x.device.type) else None
         with torch.autocast(x.device.type, enabled=False):
-            y = self._core(q, k, v, cache)
+            y = self._core(q, k, v, cache, low)
         return self.out(y.reshape(B, T, -1).to(x.dtype))
 
-    def _core(self, q, k, v, cache):
+    def _core(self, q, k, v, cache, matmul_dtype):
         if cache is not None:
             if q.shape[1] == 1:
                 y = linear_attention_step(q, k, v, cache.state)
             else:
                 y, cache.state = linear_attention_fast(q, k, v, chunk=self.chunk, state=cache.state,
-                                                          return_state=True)
+                                                       return_state=True, matmul_dtype=matmul_dtype)
             return y
         if self.impl == "fast":
-            return linear_attention_fast(q, k, v, chunk=self.chunk)
+            return linear_attention_fast(q, k, v, chunk=self.chunk, matmul_dtype=matmul_dtype)
         return linear_attention_plain(q, k, v)

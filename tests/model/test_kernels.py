@@ -138,6 +138,27 @@ def test_sparse_attention_core_in_bf16_stays_close_to_fp32(tiny_config):
     torch.testing.assert_close(a.float(), b.float(), rtol=5e-2, atol=5e-3)
 
 
+def test_linear_attention_core_in_bf16_stays_close_to_fp32_and_is_exact_without_autocast(tiny_config):
+    import dataclasses
+
+    from glm53.model.linear_attention import LinearAttention
+    from glm53.model.rope import RotaryEmbedding
+
+    fp32 = LinearAttention(tiny_config)
+    bf16 = LinearAttention(dataclasses.replace(tiny_config, linear_attention_core="bf16", linear_attention_chunk=8))
+    bf16.load_state_dict(fp32.state_dict())
+    x = torch.randn(2, 20, tiny_config.dim, requires_grad=True)
+    cos, sin = RotaryEmbedding(tiny_config.head_dim, 64)(20)
+    torch.testing.assert_close(bf16(x, cos, sin), fp32(x, cos, sin), rtol=1e-5, atol=1e-6)  # fp32 without autocast
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a, b = fp32(x, cos, sin), bf16(x, cos, sin)
+    torch.testing.assert_close(a.float(), b.float(), rtol=5e-2, atol=5e-3)
+    assert not torch.equal(a, b)  # the products did run in bf16
+    g = torch.randn_like(a.float())
+    ga, gb = (torch.autograd.grad((y.float() * g).sum(), x)[0] for y in (a, b))
+    torch.testing.assert_close(gb, ga, rtol=5e-2, atol=5e-3)
+
+
 @pytest.mark.parametrize("per_row", [False, True])
 def test_rope_fast_equals_plain_bit_for_bit(per_row):
     from glm53.model.rope import RotaryEmbedding, apply_rope, apply_rope_plain
