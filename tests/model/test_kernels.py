@@ -192,3 +192,31 @@ def test_hyper_connection_fast_equals_plain_in_values_and_gradients(first_layer,
         results.append((mixed, out, *grads))
     for plain, fast in zip(*results):
         torch.testing.assert_close(fast, plain, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 8), (2, 5, 16), (3, 192)])
+def test_rms_norm_fast_equals_plain_in_values_and_gradients(shape):
+    from glm53.model.norm import rms_norm_fast, rms_norm_plain
+
+    torch.manual_seed(0)
+    x = (torch.randn(shape, dtype=torch.float64) * 3).requires_grad_()
+    weight = torch.randn(shape[-1], dtype=torch.float64, requires_grad=True)
+    g = torch.randn(shape, dtype=torch.float64)
+    results = []
+    for norm in (rms_norm_plain, rms_norm_fast):
+        y = norm(x, weight, 1e-6)
+        results.append((y, *torch.autograd.grad((y * g).sum(), (x, weight))))
+    for plain, fast in zip(*results):
+        torch.testing.assert_close(fast, plain, rtol=1e-6, atol=1e-6)  # the plain form computes in fp32
+    assert torch.autograd.gradcheck(lambda a, b: rms_norm_fast(a, b, 1e-6), (x, weight))
+
+
+def test_rms_norm_keeps_its_statistic_in_fp32_under_bf16_autocast():
+    from glm53.model.norm import RMSNorm
+
+    norm = RMSNorm(16)
+    x = torch.randn(4, 16) * 100 + 1000  # a large mean: a bf16 sum of squares would be visibly off
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = norm(x)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, (16,), eps=1e-6), rtol=1e-6, atol=1e-6)
