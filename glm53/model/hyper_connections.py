@@ -27,9 +27,9 @@ import torch
 from torch import nn
 
 
-def read_streams_plain(streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
-    """streams [S, B, T, D], read [S] -> sum_s read_s * streams[s], [B, T, D]."""
-    return (streams * read[:, None, None, None]).sum(dim=0)
+def read_streams_plain(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """streams [S, B, T, D], read [S] -> (sum_s read_s * streams[s] [B, T, D], the streams for the write)."""
+    return (streams * read[:, None, None, None]).sum(dim=0), streams
 
 
 def write_streams_plain(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
@@ -38,24 +38,28 @@ def write_streams_plain(streams: torch.Tensor, write: torch.Tensor, written: tor
 
 
 class ReadStreamsFast(torch.autograd.Function):
-    """The read as read @ streams over [S, M] (M = B*T*D). The backward is written out because autograd's own
-    backward of mv(streams.T, read) returns the streams' gradient transposed, and every later addition of that
-    strided gradient is slow."""
+    """The read as read @ streams over [S, M] (M = B*T*D), returning the streams too (a view) for the write to
+    use, so that both gradients of the streams, the write's and the read's, arrive in this one backward and are
+    summed in the same pass that forms the read's outer product: grad = grad_write + read (x) grad_mixed, one
+    torch.addr. (Otherwise autograd forms the outer product, then adds the two: two more stream-sized passes.)"""
 
     @staticmethod
-    def forward(ctx, streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, streams: torch.Tensor, read: torch.Tensor):
         ctx.save_for_backward(streams, read)
-        return torch.mv(streams.t(), read)
+        return torch.mv(streams.t(), read), streams.view_as(streams)
 
     @staticmethod
-    def backward(ctx, grad_mixed: torch.Tensor):
+    def backward(ctx, grad_mixed: torch.Tensor, grad_streams: torch.Tensor | None):
         streams, read = ctx.saved_tensors
-        return torch.outer(read, grad_mixed), torch.mv(streams, grad_mixed)
+        if grad_streams is None:
+            return torch.outer(read, grad_mixed), torch.mv(streams, grad_mixed)
+        return torch.addr(grad_streams, read, grad_mixed), torch.mv(streams, grad_mixed)
 
 
-def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
+def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     S, *rest = streams.shape
-    return ReadStreamsFast.apply(streams.reshape(S, -1), read).view(rest)
+    mixed, passed = ReadStreamsFast.apply(streams.reshape(S, -1), read)
+    return mixed.view(rest), passed.view(streams.shape)
 
 
 def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
@@ -82,7 +86,7 @@ class HyperConnection(nn.Module):
     def forward(self, streams: torch.Tensor, *args, **kwargs):
         """streams [S, B, T, D] -> (new streams, the layer's auxiliary outputs)."""
         read = self.input_logits.softmax(dim=0).to(streams.dtype)
-        mixed = self.read_streams(streams, read)
+        mixed, streams = self.read_streams(streams, read)  # the fast form passes the streams on through its read
         update, *aux = self.layer(mixed, *args, **kwargs)
         written = mixed + update if self.double_residual else update
         write = self.output_logits.softmax(dim=0).to(streams.dtype)

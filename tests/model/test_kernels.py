@@ -185,8 +185,8 @@ def test_hyper_connection_fast_equals_plain_in_values_and_gradients(first_layer,
     for read_streams, write_streams in ((read_streams_plain, write_streams_plain),
                                         (read_streams_fast, write_streams_fast)):
         s = x.expand(streams, *x.shape) if first_layer else torch.stack([x * (i + 1) for i in range(streams)])
-        mixed = read_streams(s, read)
-        out = write_streams(s, write, torch.tanh(mixed))
+        mixed, passed = read_streams(s, read)
+        out = write_streams(passed, write, torch.tanh(mixed))
         grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum(),
                                     (x, read, write))
         results.append((mixed, out, *grads))
