@@ -7,6 +7,11 @@ hyper-connections (their own work, the block inside excluded); the head and loss
 optimizer step are timed around their calls. What no hook covers (autograd bookkeeping between modules) is
 reported as `other`. The hooks cost a little time themselves, so the total is slightly above an unhooked step.
 Simplification: backward time of modules whose inputs need no gradient still counts from their output's gradient.
+
+`operator_split` times one more step under torch.profiler, by kind of operator instead: matrix products (with
+the FLOP rate they reach), fused attention kernels, and everything else (element-wise passes, copies, casts,
+gathers, reductions), with the number of operator calls; it shows how far the step's fraction of the matmul
+ceiling is held down by the matrix products themselves and how far by the rest.
 """
 
 from __future__ import annotations
@@ -152,6 +157,44 @@ def profile_training(model: nn.Module, batches, precision: str, warmup: int = 1)
     return out
 
 
+MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::mv",
+                   "aten::addmv_", "aten::addr", "aten::dot", "aten::vdot")
+
+
+def operator_split(model: nn.Module, batch, precision: str) -> dict:
+    """One training step (forward, backward, optimizer) under torch.profiler, its operators' own time by kind."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from .device import autocast
+    from .pretrain import PretrainConfig, language_loss, make_optimizer
+
+    optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
+    inputs, labels = batch
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        with autocast(torch.device("cpu"), precision):
+            logits, aux = model(inputs, return_aux=True)
+            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    matrix = attention = other = flops = 0.0
+    calls = 0
+    for event in prof.key_averages():
+        if not event.key.startswith("aten::"):
+            continue
+        seconds = event.self_cpu_time_total / 1e6
+        calls += event.count
+        if event.key in MATRIX_PRODUCTS:
+            matrix += seconds
+            flops += event.flops or 0
+        elif "scaled_dot_product" in event.key:
+            attention += seconds
+        else:
+            other += seconds
+    return {"matrix_product_seconds": matrix, "matrix_product_gflops_per_second": flops / matrix / 1e9 if matrix else 0.0,
+            "attention_kernel_seconds": attention, "other_operator_seconds": other, "operator_calls": calls}
+
+
 def profile_phase(model_kwargs: dict, plain: bool, precision: str, batch_size: int, sequence_length: int,
                   steps: int, seed: int) -> dict:
     """One bench phase (run in its own process by `glm53 bench --profile`)."""
@@ -163,7 +206,8 @@ def profile_phase(model_kwargs: dict, plain: bool, precision: str, batch_size: i
     torch.manual_seed(seed)
     model = GLM53(cfg.plain() if plain else cfg)
     batches = [pretraining_batch(step, batch_size, sequence_length) for step in range(steps + 2)]
-    return {"precision": precision, **profile_training(model, batches, precision, warmup=2)}
+    result = {"precision": precision, **profile_training(model, batches, precision, warmup=2)}
+    return {**result, "operators": operator_split(model, batches[-1], precision)}
 
 
 def format_profile(profiles: dict) -> str:
@@ -178,4 +222,12 @@ def format_profile(profiles: dict) -> str:
         lines.append(f"  {kind + ' total':32s}" + "".join(f"{profiles[h][kind]['total']:18.3f}" for h in heads))
     for row in ("loss", "optimizer", "step"):
         lines.append(f"  {row:32s}" + "".join(f"{profiles[h][row]:18.3f}" for h in heads))
+    if all("operators" in p for p in profiles.values()):
+        lines.append("one more step under torch.profiler, operators' own seconds by kind:")
+        for key, label in (("matrix_product_seconds", "matrix products"),
+                           ("matrix_product_gflops_per_second", "  their GFLOP/s"),
+                           ("attention_kernel_seconds", "fused attention kernels"),
+                           ("other_operator_seconds", "all other operators"), ("operator_calls", "operator calls")):
+            fmt = "{:18.0f}" if key in ("matrix_product_gflops_per_second", "operator_calls") else "{:18.3f}"
+            lines.append(f"  {label:32s}" + "".join(fmt.format(profiles[h]["operators"][key]) for h in heads))
     return "\n".join(lines)

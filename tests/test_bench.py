@@ -40,3 +40,15 @@ def test_profile_accounts_for_every_component_of_a_step():
     total = result["forward"]["total"] + result["loss"] + result["backward"]["total"] + result["optimizer"]
     assert abs(total - result["step"]) < 1e-6
     assert not model._forward_hooks and all(not m._forward_hooks for m in model.modules())  # hooks removed
+
+
+def test_operator_split_counts_matrix_products_and_their_flops():
+    from glm53.data import pretraining_batch
+    from glm53.model.model import GLM53
+    from glm53.profile import operator_split
+
+    model = GLM53(ModelConfig(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8,
+                              sparse_stride=8))
+    split = operator_split(model, pretraining_batch(0, 2, 64), "fp32")
+    assert split["matrix_product_seconds"] > 0 and split["other_operator_seconds"] > 0
+    assert split["matrix_product_gflops_per_second"] > 0 and split["operator_calls"] > 100
