@@ -9,8 +9,11 @@ cache (`$GLM53_CACHE_DIR/calibration.json`, default `~/.cache/glm53`). Without o
 explicitly. Kernel settings (`ModelConfig.KERNEL_FIELDS`: linear-attention chunk, expert-row padding, sparse
 attention core dtype) are then timed one at a time in the chosen training precision, the others held at their
 defaults; `--kernels auto` (pretraining) uses the choice, and the receipt's model config records it.
-Simplification: the timing uses a batch of 8 x 128 on the reference model and a few steps, so a difference under
-~10% is noise; ties go to fp32 and to the default kernel setting.
+Training is timed at the reference pretraining batch (32 x 128), since a choice measured at another shape need not
+carry over (the bf16 linear-attention core lost at 8 x 128 and won at 32 x 128 on a Zen 5), with the candidates
+of one comparison stepping in turn, round by round, so a drift in the machine's speed falls on all of them alike.
+Simplification: a few steps per candidate on the reference model; ties go to fp32 (bf16 must be 10% faster)
+and to the default kernel setting (another must be 5% faster). About a minute on a 2-core CPU.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import torch
 from .device import cpu_description, cpu_has_native_bf16
 from .io import atomic_write_text
 
-TIE_MARGIN = 0.9  # bf16 (or a non-default kernel setting) is chosen only at most 90% of the default's time
+TIE_MARGIN = 0.9  # bf16 is chosen for training or decoding only at most 90% of fp32's time
+KERNEL_TIE_MARGIN = 0.95  # a non-default kernel setting only at most 95% of the default's (timed interleaved)
+CALIBRATION_BATCH = (32, 128)  # the reference pretraining batch
 # timed in this order, each with the choices before it applied (the chunk size after the core dtype it runs in)
 KERNEL_CANDIDATES = {"linear_attention_core": ("fp32", "bf16"), "linear_attention_chunk": (16, 32, 64),
                      "expert_row_padding": (0, 64), "sparse_attention_core": ("fp32", "bf16")}
@@ -50,28 +55,35 @@ def cached() -> dict | None:
         return None
 
 
-def _time_training(model_kwargs: dict, precision: str, steps: int) -> float:
+def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float]:
+    """Seconds per training step of each (model kwargs, precision) candidate at CALIBRATION_BATCH: a model each,
+    two warm-up steps each (bf16 kernels are built for each new shape), then `steps` rounds in which every
+    candidate takes one timed step in turn; the median of each."""
     from .data import pretraining_batch
     from .device import autocast
     from .model.config import ModelConfig
     from .model.model import GLM53
     from .pretrain import PretrainConfig, language_loss, make_optimizer
 
-    torch.manual_seed(0)
-    model = GLM53(ModelConfig(**model_kwargs))
-    optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
-    times = []
-    for step in range(steps + 2):  # two warm-up steps: bf16 kernels are built for each new shape
-        inputs, labels = pretraining_batch(step, 8, 128)
-        t0 = time.perf_counter()
-        with autocast(torch.device("cpu"), precision):
-            logits, aux = model(inputs, return_aux=True)
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        times.append(time.perf_counter() - t0)
-    return sorted(times[2:])[len(times[2:]) // 2]
+    runs = []
+    for model_kwargs, precision in candidates:
+        torch.manual_seed(0)
+        model = GLM53(ModelConfig(**model_kwargs))
+        runs.append((model, make_optimizer(model, PretrainConfig(out="-", model=model.config)), precision))
+    batch, length = CALIBRATION_BATCH
+    times = [[] for _ in runs]
+    for step in range(steps + 2):
+        inputs, labels = pretraining_batch(step, batch, length)
+        for (model, optimizer, precision), seconds in zip(runs, times):
+            t0 = time.perf_counter()
+            with autocast(torch.device("cpu"), precision):
+                logits, aux = model(inputs, return_aux=True)
+                loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            seconds.append(time.perf_counter() - t0)
+    return [sorted(t[2:])[len(t[2:]) // 2] for t in times]
 
 
 def _time_decoding(model_kwargs: dict, precision: str) -> float:
@@ -101,9 +113,10 @@ def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> d
     for field, values in KERNEL_CANDIDATES.items():
         if field in BF16_ONLY and precision != "bf16":
             continue
-        times = {v: _time_training({**model_kwargs, **choice, field: v}, precision, steps) for v in values}
+        times = dict(zip(values, _time_training([({**model_kwargs, **choice, field: v}, precision) for v in values],
+                                                steps)))
         best = min(times, key=times.get)
-        choice[field] = best if times[best] <= TIE_MARGIN * times[default[field]] else default[field]
+        choice[field] = best if times[best] <= KERNEL_TIE_MARGIN * times[default[field]] else default[field]
         seconds[field] = {str(v): t for v, t in times.items()}
         log(f"  {field}: {', '.join(f'{v} {t:.3f} s/step' for v, t in times.items())} -> {choice[field]}")
     return {"precision": precision, "choice": choice, "seconds_per_step": seconds}
@@ -132,7 +145,7 @@ def calibrate(model_kwargs: dict | None = None, steps: int = 3, log=print) -> di
     """Time fp32 and (where the CPU has native bf16) bf16 for training and decoding; cache and return the choice."""
     model_kwargs = model_kwargs or {}
     candidates = ["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"]
-    train = {p: _time_training(model_kwargs, p, steps) for p in candidates}
+    train = dict(zip(candidates, _time_training([(model_kwargs, p) for p in candidates], steps)))
     decode = {p: _time_decoding(model_kwargs, p) for p in candidates}
 
     def pick(times: dict) -> str:

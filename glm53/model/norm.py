@@ -18,12 +18,16 @@ def rms_norm_plain(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
     return F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype) * weight
 
 
+def _normalized_and_rstd(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.autocast(x.device.type, enabled=False):  # vecdot is a bf16 op under CPU autocast
+        rstd = torch.rsqrt(torch.linalg.vecdot(x, x, dim=-1).unsqueeze(-1) / x.shape[-1] + eps)
+    return x * rstd, rstd
+
+
 class RMSNormFast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        with torch.autocast(x.device.type, enabled=False):  # vecdot is a bf16 op under CPU autocast
-            rstd = torch.rsqrt(torch.linalg.vecdot(x, x, dim=-1).unsqueeze(-1) / x.shape[-1] + eps)
-        normalized = x * rstd
+        normalized, rstd = _normalized_and_rstd(x, eps)
         ctx.save_for_backward(normalized, rstd, weight)
         return normalized * weight
 
@@ -38,7 +42,9 @@ class RMSNormFast(torch.autograd.Function):
 
 
 def rms_norm_fast(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return RMSNormFast.apply(x, weight, eps)
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return RMSNormFast.apply(x, weight, eps)
+    return _normalized_and_rstd(x, eps)[0] * weight  # decoding: the same arithmetic without autograd's bookkeeping
 
 
 class RMSNorm(nn.Module):
