@@ -154,10 +154,11 @@ def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "ref
     s = QUICK if quick else FULL
     s = {**s, "model": {**MODEL_PRESETS[model], **s["model"]}, "architecture": model}
     fast_precision = resolve_precision("auto", torch.device("cpu"))
+    kernels = resolve_kernels("auto", fast_precision, torch.device("cpu"))  # as `glm53 bench` times the fast path
     steps = 1 if quick else 3
     with mp.get_context("spawn").Pool(1) as pool:
-        profiles = {"fast": pool.apply(profile_phase, (s["model"], False, fast_precision, s["batch_size"],
-                                                       s["sequence_length"], steps, seed))}
+        profiles = {"fast": pool.apply(profile_phase, ({**s["model"], **kernels}, False, fast_precision,
+                                                       s["batch_size"], s["sequence_length"], steps, seed))}
     if fast_precision != "fp32":
         with mp.get_context("spawn").Pool(1) as pool:
             profiles["fast fp32"] = pool.apply(profile_phase, (s["model"], False, "fp32", s["batch_size"],
@@ -166,8 +167,8 @@ def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "ref
         profiles["plain"] = pool.apply(profile_phase, (s["model"], True, "fp32", s["batch_size"],
                                                        s["sequence_length"], 1, seed))
     log(format_profile(profiles))
-    return {"machine": {"platform": platform.platform(), "cpu": cpu_description()}, "settings": dict(s),
-            "profile": profiles}
+    return {"machine": {"platform": platform.platform(), "cpu": cpu_description(),
+                        "fast_kernels": kernels or "the model config's"}, "settings": dict(s), "profile": profiles}
 
 
 def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = False, seed: int = 0,
