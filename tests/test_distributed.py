@@ -265,8 +265,11 @@ def test_torchrun_rl_gathers_every_group_and_updates_like_one_process(tmp_path):
     assert logs["two"]["replay_loss"] == pytest.approx(logs["one"]["replay_loss"], rel=1e-5)
     assert len((tmp_path / "two" / "rollouts.jsonl").read_text().splitlines()) == 6
     one, two_w = weights(tmp_path / "one" / "checkpoint-0003"), weights(tmp_path / "two" / "checkpoint-0003")
+    # Adam normalises each element's step, so an element whose gradient is near zero moves by a visible fraction of
+    # lr (1e-2) under the rounding differences of two ranks' reductions (seen: 2.6e-6 on one element of 12,288);
+    # a missing or doubled gradient would move many elements by about lr
     for name in one:
-        torch.testing.assert_close(two_w[name], one[name], rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(two_w[name], one[name], rtol=1e-4, atol=1e-5)
 
 
 @torchrun

@@ -83,7 +83,7 @@ class MixtureOfExperts(nn.Module):
             return self.route_sigmoid_bias(x)
         logits = self.router(x)
         top_logits, top_idx = logits.topk(self.top_k, dim=-1)
-        top_weights = top_logits.float().softmax(dim=-1).to(x.dtype)
+        top_weights = top_logits.float().softmax(dim=-1).to(torch.promote_types(x.dtype, torch.float32))
         counts = self.global_counts(top_idx)
         usage = counts / counts.sum()
         mean_prob = logits.float().softmax(dim=-1).mean(dim=0)
@@ -103,7 +103,7 @@ class MixtureOfExperts(nn.Module):
         scores = torch.sigmoid(self.router(x).to(torch.promote_types(x.dtype, torch.float32)))
         top_idx = (scores + self.selection_bias).topk(self.top_k, dim=-1).indices
         top_scores = scores.gather(-1, top_idx)
-        top_weights = (top_scores / top_scores.sum(dim=-1, keepdim=True) * self.router_scale).to(x.dtype)
+        top_weights = top_scores / top_scores.sum(dim=-1, keepdim=True) * self.router_scale
         if torch.is_grad_enabled():  # training forwards count; sampling and evaluation do not
             self.pending_load += torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
         counts = self.global_counts(top_idx)
@@ -126,8 +126,10 @@ class MixtureOfExperts(nn.Module):
         """x [B, T, D] -> (out [B, T, D], balance_loss, usage [E])."""
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
-        top_idx, top_weights, balance_loss, usage = self.route(flat)
         out = torch.zeros_like(flat)
+        if torch.is_autocast_enabled(x.device.type):  # cast once: the router, the shared and the routed experts
+            flat = flat.to(torch.get_autocast_dtype(x.device.type))  # would each cast the input on their own
+        top_idx, top_weights, balance_loss, usage = self.route(flat)
         for expert in self.shared:
             out = out + expert(flat)
         routed = self.routed_plain(flat, top_idx, top_weights) if self.impl == "plain" else \
@@ -157,9 +159,9 @@ class MixtureOfExperts(nn.Module):
         counts = torch.bincount(expert_of, minlength=self.experts).tolist()
         rows = flat.index_select(0, token_of)
         pad_to = self.row_padding if torch.is_autocast_enabled(flat.device.type) else 0
-        # unbind once: indexing expert_up[e] per expert would make backward build a full-size zero gradient
-        # for every expert and add them up
-        ups, downs = self.expert_up.unbind(0), self.expert_down.unbind(0)
+        # cast once (autocast would cast each expert's weights on their own) and unbind once: indexing
+        # expert_up[e] per expert would make backward build a full-size zero gradient for every expert and add them
+        ups, downs = self.expert_up.to(flat.dtype).unbind(0), self.expert_down.to(flat.dtype).unbind(0)
         outputs = []
         for e, segment in enumerate(rows.split(counts)):
             if segment.shape[0] == 0:
