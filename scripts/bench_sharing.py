@@ -1,10 +1,11 @@
 """Training speed of the 25.7M model with and without a competing busy process, under OpenMP spin settings.
 
-    python scripts/bench_sharing.py [--steps 6] [--precision bf16]
+    python scripts/bench_sharing.py [--steps 6] [--precision bf16] [--only glm53]
 
 Each setting runs in a fresh interpreter (the OpenMP runtime reads its settings once, at load), first on a quiet
-machine, then beside `yes > /dev/null`. Prints the median seconds per step (32 x 128) and the busy/quiet ratio,
-with the CPU model.
+machine, then beside `yes > /dev/null`. Prints the median seconds per step (32 x 128, with the kernel settings
+`glm53 calibrate` chose for this machine, as pretraining's `--kernels auto` uses them) and the busy/quiet ratio,
+with the CPU model. `--only TEXT` runs the settings whose name contains TEXT.
 """
 
 import argparse
@@ -21,8 +22,9 @@ from glm53 import GLM53, ModelConfig
 from glm53.data import pretraining_batch
 from glm53.device import autocast
 from glm53.pretrain import PretrainConfig, language_loss, make_optimizer
+from glm53.calibrate import resolve_kernels
 torch.manual_seed(0)
-model = GLM53(ModelConfig())
+model = GLM53(ModelConfig(**resolve_kernels("auto", sys.argv[2], torch.device("cpu"))))
 optimizer = make_optimizer(model, PretrainConfig(out="-"))
 times = []
 for step in range(int(sys.argv[1]) + 1):
@@ -57,11 +59,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    parser.add_argument("--only", default="", help="run only the settings whose name contains this text")
     args = parser.parse_args()
+    settings = {name: env for name, env in SETTINGS.items() if args.only in name}
+    if not settings:
+        parser.error(f"--only {args.only!r} matches no setting; the settings are: {', '.join(SETTINGS)}")
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
     print("cpu:", next((line.split(":", 1)[1].strip() for line in cpu if line.startswith("Model name")),
                        platform.processor()), f"| {os.cpu_count()} cores | {args.precision}")
-    for name, env in SETTINGS.items():
+    for name, env in settings.items():
         quiet = median_step(env, args.steps, args.precision)
         busy_process = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL)
         time.sleep(0.5)

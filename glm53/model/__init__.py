@@ -2,7 +2,7 @@
 
     config.py             ModelConfig: every size and switch, defaults = the reference 25.7M model
     rope.py               rotary position embedding
-    norm.py               RMSNorm
+    norm.py               RMSNorm: plain (torch's rms_norm), fast (backward written out)
     attention.py          what the softmax and elu attentions share: qkv projection with RoPE, output projection
     linear_attention.py   elu+1 linear attention: plain (cumulative), recurrent, fast (chunked)
     kimi_delta_attention.py  the released model's linear attention (KDA): plain (recurrent), fast (chunked), step
@@ -11,7 +11,8 @@
                           plain (gathered), fast (masked SDPA)
     moe.py                router (softmax + balance loss, or the released sigmoid + bias balancing), SwiGLU
                           experts: plain (looped), fast (grouped)
-    hyper_connections.py  4 residual streams with learned read/write weights
+    hyper_connections.py  4 residual streams (stream-major) with learned read/write weights: plain (multiply and
+                          sum), fast (matrix-vector read, rank-1 write)
     manifold_hyper_connections.py  the released model's streams (mHC): input-dependent, Sinkhorn-projected mixing
     multi_token_prediction.py      the released model's MTP block: predicts the token after next (a draft model)
     cache.py              decoding state: recurrent state per linear layer, KV cache per sparse layer

@@ -3,7 +3,9 @@
 
 The attention cores run in fp32 even under bf16 autocast: the running sums of linear attention and the softmax
 lose too much in bf16, CPU SDPA measured twice as slow in bf16 on one CPU, and the cores are a small share of the
-FLOPs. The sparse core may run in bf16 (`sparse_attention_core`) where `glm53 calibrate` measured it faster.
+FLOPs. The sparse core may run in bf16 (`sparse_attention_core`), and the fast linear core's chunk products may
+take bf16 operands (`linear_attention_core`, its prefix sums staying fp32), where `glm53 calibrate` measured it
+faster.
 """
 
 from __future__ import annotations
