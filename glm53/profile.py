@@ -8,7 +8,7 @@ optimizer step are timed around their calls. What no hook covers (autograd bookk
 reported as `other`. The hooks cost a little time themselves, so the total is slightly above an unhooked step.
 Simplification: backward time of modules whose inputs need no gradient still counts from their output's gradient.
 
-`operator_split` times one more step under torch.profiler, by kind of operator instead: matrix products (with
+`operator_split` times two more steps under torch.profiler, by kind of operator instead: matrix products (with
 the FLOP rate they reach), fused attention kernels, and everything else (element-wise passes, copies, casts,
 gathers, reductions), with the number of operator calls; it shows how far the step's fraction of the matmul
 ceiling is held down by the matrix products themselves and how far by the rest.
@@ -161,22 +161,23 @@ MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "ate
                    "aten::addmv_", "aten::addr", "aten::dot", "aten::vdot")
 
 
-def operator_split(model: nn.Module, batch, precision: str) -> dict:
-    """One training step (forward, backward, optimizer) under torch.profiler, its operators' own time by kind."""
+def operator_split(model: nn.Module, batches, precision: str) -> dict:
+    """Training steps (forward, backward, optimizer) under torch.profiler, one per batch: their operators' own
+    seconds per step by kind."""
     from torch.profiler import ProfilerActivity, profile
 
     from .device import autocast
     from .pretrain import PretrainConfig, language_loss, make_optimizer
 
     optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
-    inputs, labels = batch
     with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
-        with autocast(torch.device("cpu"), precision):
-            logits, aux = model(inputs, return_aux=True)
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        for inputs, labels in batches:
+            with autocast(torch.device("cpu"), precision):
+                logits, aux = model(inputs, return_aux=True)
+                loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
     matrix = attention = other = flops = 0.0
     calls = 0
     for event in prof.key_averages():
@@ -191,8 +192,11 @@ def operator_split(model: nn.Module, batch, precision: str) -> dict:
             attention += seconds
         else:
             other += seconds
-    return {"matrix_product_seconds": matrix, "matrix_product_gflops_per_second": flops / matrix / 1e9 if matrix else 0.0,
-            "attention_kernel_seconds": attention, "other_operator_seconds": other, "operator_calls": calls}
+    n = len(batches)
+    return {"matrix_product_seconds": matrix / n,
+            "matrix_product_gflops_per_second": flops / matrix / 1e9 if matrix else 0.0,
+            "attention_kernel_seconds": attention / n, "other_operator_seconds": other / n, "operator_calls": calls // n,
+            "steps": n}
 
 
 def profile_phase(model_kwargs: dict, plain: bool, precision: str, batch_size: int, sequence_length: int,
@@ -207,7 +211,7 @@ def profile_phase(model_kwargs: dict, plain: bool, precision: str, batch_size: i
     model = GLM53(cfg.plain() if plain else cfg)
     batches = [pretraining_batch(step, batch_size, sequence_length) for step in range(steps + 2)]
     result = {"precision": precision, **profile_training(model, batches, precision, warmup=2)}
-    return {**result, "operators": operator_split(model, batches[-1], precision)}
+    return {**result, "operators": operator_split(model, batches[-2:], precision)}
 
 
 def format_profile(profiles: dict) -> str:
@@ -223,7 +227,7 @@ def format_profile(profiles: dict) -> str:
     for row in ("loss", "optimizer", "step"):
         lines.append(f"  {row:32s}" + "".join(f"{profiles[h][row]:18.3f}" for h in heads))
     if all("operators" in p for p in profiles.values()):
-        lines.append("one more step under torch.profiler, operators' own seconds by kind:")
+        lines.append("two more steps under torch.profiler, operators' own seconds per step by kind:")
         for key, label in (("matrix_product_seconds", "matrix products"),
                            ("matrix_product_gflops_per_second", "  their GFLOP/s"),
                            ("attention_kernel_seconds", "fused attention kernels"),
