@@ -163,38 +163,45 @@ MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "ate
 
 def operator_split(model: nn.Module, batches, precision: str) -> dict:
     """Training steps (forward, backward, optimizer) under torch.profiler, one per batch: their operators' own
-    seconds per step by kind."""
+    seconds per step by kind. Times come from a profile without shapes (recording shapes roughly doubles what
+    small operators cost); the matrix products' FLOPs from one more step that records them."""
     from torch.profiler import ProfilerActivity, profile
 
     from .device import autocast
     from .pretrain import PretrainConfig, language_loss, make_optimizer
 
     optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
-    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+
+    def step(inputs, labels):
+        with autocast(torch.device("cpu"), precision):
+            logits, aux = model(inputs, return_aux=True)
+            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    with profile(activities=[ProfilerActivity.CPU]) as timed:
         for inputs, labels in batches:
-            with autocast(torch.device("cpu"), precision):
-                logits, aux = model(inputs, return_aux=True)
-                loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-    matrix = attention = other = flops = 0.0
+            step(inputs, labels)
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as counted:
+        step(*batches[-1])
+    flops = sum(e.flops or 0 for e in counted.key_averages() if e.key in MATRIX_PRODUCTS)
+    matrix = attention = other = 0.0
     calls = 0
-    for event in prof.key_averages():
+    for event in timed.key_averages():
         if not event.key.startswith("aten::"):
             continue
         seconds = event.self_cpu_time_total / 1e6
         calls += event.count
         if event.key in MATRIX_PRODUCTS:
             matrix += seconds
-            flops += event.flops or 0
         elif "scaled_dot_product" in event.key:
             attention += seconds
         else:
             other += seconds
     n = len(batches)
     return {"matrix_product_seconds": matrix / n,
-            "matrix_product_gflops_per_second": flops / matrix / 1e9 if matrix else 0.0,
+            "matrix_product_gflops_per_second": flops / (matrix / n) / 1e9 if matrix else 0.0,
             "attention_kernel_seconds": attention / n, "other_operator_seconds": other / n, "operator_calls": calls // n,
             "steps": n}
 
