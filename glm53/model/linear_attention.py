@@ -138,9 +138,9 @@ class LinearAttention(AttentionProjections):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
         """With a LayerCache, continue from its (S, z) state and leave the new state in it."""
         B, T, _ = x.shape
-        q, k, v = self.project(x, cos, sin)
-        q, k = feature_map(q), feature_map(k)
         low = torch.bfloat16 if self.core_dtype == "bf16" and torch.is_autocast_enabled(x.device.type) else None
+        q, k, v = self.project(x, cos, sin, value_dtype=low if cache is None else None)
+        q, k = feature_map(q), feature_map(k)
         with torch.autocast(x.device.type, enabled=False):
             y = self._core(q, k, v, cache, low)
         return self.out(y.reshape(B, T, -1).to(x.dtype))
