@@ -60,10 +60,9 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
     two warm-up steps each (bf16 kernels are built for each new shape), then `steps` rounds in which every
     candidate takes one timed step in turn; the median of each."""
     from .data import pretraining_batch
-    from .device import autocast
     from .model.config import ModelConfig
     from .model.model import GLM53
-    from .pretrain import PretrainConfig, language_loss, make_optimizer
+    from .pretrain import PretrainConfig, bare_training_step, make_optimizer
 
     runs = []
     for model_kwargs, precision in candidates:
@@ -76,12 +75,7 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
         inputs, labels = pretraining_batch(step, batch, length)
         for (model, optimizer, precision), seconds in zip(runs, times):
             t0 = time.perf_counter()
-            with autocast(torch.device("cpu"), precision):
-                logits, aux = model(inputs, return_aux=True)
-                loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            bare_training_step(model, optimizer, inputs, labels, precision)
             seconds.append(time.perf_counter() - t0)
     return [sorted(t[2:])[len(t[2:]) // 2] for t in times]
 

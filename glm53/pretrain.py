@@ -153,6 +153,19 @@ def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), fused=True)
 
 
+def bare_training_step(model: GLM53, optimizer, inputs: torch.Tensor, labels: torch.Tensor, precision: str) -> None:
+    """One CPU training step as the benchmarks time it: forward under `precision`, language loss plus the balance
+    term, backward, optimizer step (no clipping, no schedule, no logging)."""
+    from .device import autocast
+
+    with autocast(torch.device("cpu"), precision):
+        logits, aux = model(inputs, return_aux=True)
+        loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+
+
 def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
 

@@ -167,24 +167,14 @@ def operator_split(model: nn.Module, batches, precision: str) -> dict:
     small operators cost); the matrix products' FLOPs from one more step that records them."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .device import autocast
-    from .pretrain import PretrainConfig, language_loss, make_optimizer
+    from .pretrain import PretrainConfig, bare_training_step, make_optimizer
 
     optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
-
-    def step(inputs, labels):
-        with autocast(torch.device("cpu"), precision):
-            logits, aux = model(inputs, return_aux=True)
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
     with profile(activities=[ProfilerActivity.CPU]) as timed:
         for inputs, labels in batches:
-            step(inputs, labels)
+            bare_training_step(model, optimizer, inputs, labels, precision)
     with profile(activities=[ProfilerActivity.CPU], with_flops=True) as counted:
-        step(*batches[-1])
+        bare_training_step(model, optimizer, *batches[-1], precision)
     flops = sum(e.flops or 0 for e in counted.key_averages() if e.key in MATRIX_PRODUCTS)
     matrix = attention = other = 0.0
     calls = 0
