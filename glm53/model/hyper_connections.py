@@ -58,6 +58,8 @@ class ReadStreamsFast(torch.autograd.Function):
 
 def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     S, *rest = streams.shape
+    if streams.stride(0) == 0:  # the first layer's streams: one embedding expanded (mv would copy it S times)
+        return streams[0] * read.sum(), streams
     if not (torch.is_grad_enabled() and (streams.requires_grad or read.requires_grad)):  # decoding
         return torch.mv(streams.reshape(S, -1).t(), read).view(rest), streams
     mixed, passed = ReadStreamsFast.apply(streams.reshape(S, -1), read)
