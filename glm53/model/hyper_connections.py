@@ -37,6 +37,14 @@ def write_streams_plain(streams: torch.Tensor, write: torch.Tensor, written: tor
     return streams + write[:, None, None, None] * written
 
 
+def _read(streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
+    """read @ streams over [S, M]; the first layer's streams are one embedding expanded (stride 0), which mv would
+    copy S times first: there it is the embedding times the read weights' sum."""
+    if streams.stride(0) == 0:
+        return streams[0] * read.sum()
+    return torch.mv(streams.t(), read)
+
+
 class ReadStreamsFast(torch.autograd.Function):
     """The read as read @ streams over [S, M] (M = B*T*D), returning the streams too (a view) for the write to
     use, so that both gradients of the streams, the write's and the read's, arrive in this one backward and are
@@ -46,22 +54,24 @@ class ReadStreamsFast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, streams: torch.Tensor, read: torch.Tensor):
         ctx.save_for_backward(streams, read)
-        return torch.mv(streams.t(), read), streams.view_as(streams)
+        return _read(streams, read), streams.view_as(streams)
 
     @staticmethod
     def backward(ctx, grad_mixed: torch.Tensor, grad_streams: torch.Tensor | None):
         streams, read = ctx.saved_tensors
+        if streams.stride(0) == 0:  # every stream is the same embedding: each read weight gets the same gradient
+            grad_read = torch.dot(streams[0], grad_mixed).expand(read.shape[0]).clone()
+        else:
+            grad_read = torch.mv(streams, grad_mixed)
         if grad_streams is None:
-            return torch.outer(read, grad_mixed), torch.mv(streams, grad_mixed)
-        return torch.addr(grad_streams, read, grad_mixed), torch.mv(streams, grad_mixed)
+            return torch.outer(read, grad_mixed), grad_read
+        return torch.addr(grad_streams, read, grad_mixed), grad_read
 
 
 def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     S, *rest = streams.shape
-    if streams.stride(0) == 0:  # the first layer's streams: one embedding expanded (mv would copy it S times)
-        return streams[0] * read.sum(), streams
     if not (torch.is_grad_enabled() and (streams.requires_grad or read.requires_grad)):  # decoding
-        return torch.mv(streams.reshape(S, -1).t(), read).view(rest), streams
+        return _read(streams.reshape(S, -1), read).view(rest), streams
     mixed, passed = ReadStreamsFast.apply(streams.reshape(S, -1), read)
     return mixed.view(rest), passed.view(streams.shape)
 
@@ -84,8 +94,9 @@ class HyperConnection(nn.Module):
         return x.expand(self.streams, *x.shape)
 
     def close_streams(self, streams: torch.Tensor) -> torch.Tensor:
-        """The streams' mean [B, T, D]: the model's final hidden state."""
-        return streams.mean(dim=0)
+        """The streams' mean [B, T, D]: the model's final hidden state. As a sum, then a division: its backward is
+        then one [B, T, D] division and a view, where mean's backward writes a stream-sized tensor."""
+        return streams.sum(dim=0) / self.streams
 
     def forward(self, streams: torch.Tensor, *args, **kwargs):
         """streams [S, B, T, D] -> (new streams, the layer's auxiliary outputs)."""
