@@ -141,7 +141,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                 raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got values in "
                                  f"[{int(input_ids.min())}, {int(input_ids.max())}]")
             inputs_embeds = self.embedding(input_ids)
-        B, T, D = inputs_embeds.shape
+        B, T, _ = inputs_embeds.shape
         positions = None
         if cache is None:
             if T > self.config.max_sequence_length:
