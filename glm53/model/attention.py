@@ -26,12 +26,12 @@ class AttentionProjections(nn.Module):
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.out = nn.Linear(config.dim, config.dim, bias=False)
 
-    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, value_dtype: torch.dtype | None = None):
-        """x [B, T, D] -> q, k, v [B, T, H, d] in fp32 (v in `value_dtype` when given: a core that takes bf16 values
-        skips the round trip), RoPE applied to q and k (unless position is none)."""
+    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype | None = None):
+        """x [B, T, D] -> q, k, v [B, T, H, d] in fp32, or in `dtype` when given (a core that takes bf16 operands
+        skips the round trip; RoPE still rotates in fp32 and rounds once), RoPE applied to q and k (unless position
+        is none)."""
         q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
-        q, k = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (q, k))
-        v = v.to(value_dtype or torch.promote_types(v.dtype, torch.float32))
+        q, k, v = (t.to(dtype or torch.promote_types(t.dtype, torch.float32)) for t in (q, k, v))
         if not self.rotary:
             return q, k, v
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v

@@ -76,8 +76,34 @@ def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.
     return mixed.view(rest), passed.view(streams.shape)
 
 
+class WriteStreamsFast(torch.autograd.Function):
+    """The write as one rank-1 update, streams + write (x) written over [S, M]. Its backward is autograd's own but
+    for one case: the last layer's gradient comes from the streams' mean, one [M] gradient expanded over the
+    streams (stride 0), which mv would first copy to a stream-sized matrix twice (once transposed); there both
+    products reduce to that one gradient."""
+
+    @staticmethod
+    def forward(ctx, streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor):
+        ctx.save_for_backward(write, written)
+        return torch.addr(streams, write, written)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        write, written = ctx.saved_tensors
+        if grad.stride(0) == 0:
+            grad_write = torch.dot(grad[0], written).expand(write.shape[0]).clone()
+            grad_written = grad[0] * write.sum()
+        else:
+            grad_write = torch.mv(grad, written)
+            grad_written = torch.mv(grad.t(), write)
+        return grad, grad_write, grad_written
+
+
 def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
-    return torch.addr(streams.reshape(write.shape[0], -1), write, written.reshape(-1)).view(streams.shape)
+    S, flat, flat_written = write.shape[0], streams.reshape(write.shape[0], -1), written.reshape(-1)
+    if not (torch.is_grad_enabled() and (streams.requires_grad or write.requires_grad or written.requires_grad)):
+        return torch.addr(flat, write, flat_written).view(streams.shape)  # decoding
+    return WriteStreamsFast.apply(flat, write, flat_written).view(streams.shape)
 
 
 class HyperConnection(nn.Module):

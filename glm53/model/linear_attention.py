@@ -88,7 +88,7 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
     [S | z] (d x (d + 1)) and the denominator is the last column of the numerator's matmul.
     `matmul_dtype` (bf16 with `linear_attention_core="bf16"`): the chunk-sized matrix products take their operands
     in it (each product still sums in fp32 inside the kernel and is rounded once); the prefix over chunks, the
-    sums and the division stay in the inputs' dtype."""
+    sums and the division stay in fp32 (or fp64 inputs' fp64), also when the inputs come in bf16."""
     B, T, H, d = q.shape
     v = F.pad(v, (0, 1), value=1.0)
     pad = (-T) % chunk
@@ -97,30 +97,33 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
         # position, so causality already keeps them out of real outputs.
         q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
     low = matmul_dtype or q.dtype
-    qc, kc, vc = (rearrange(t.to(low), "b (n c) h d -> b h n c d", c=chunk) for t in (q, k, v))
+    high = torch.promote_types(q.dtype, torch.float32)  # the prefix sums and the division
+    # chunk-major ([N, B, H, C, d]), so that the states of all chunks form one [N, B*H*d*(d+1)] matrix below
+    qc, kc, vc = (rearrange(t.to(low), "b (n c) h d -> n b h c d", c=chunk) for t in (q, k, v))
 
     causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
-    scores = (qc @ kc.transpose(-1, -2)).masked_fill(~causal, 0.0)  # [B, H, N, C, C]
-    sums = (scores @ vc).to(q.dtype)  # [B, H, N, C, d + 1]: numerator | denominator, within the chunk
+    scores = (qc @ kc.transpose(-1, -2)).masked_fill(~causal, 0.0)  # [N, B, H, C, C]
+    sums = (scores @ vc).to(high)  # [N, B, H, C, d + 1]: numerator | denominator, within the chunk
 
-    chunk_states = (kc.transpose(-1, -2) @ vc).to(q.dtype)  # [B, H, N, d, d + 1]: one state per chunk
+    chunk_states = (kc.transpose(-1, -2) @ vc).to(high)  # [N, B, H, d, d + 1]: one state per chunk
     # Exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state), as one
-    # product with a strictly lower-triangular matrix of ones: a single pass forward and backward, where cumsum
-    # minus the states took five (cumsum's backward flips, sums and flips back)
-    N = chunk_states.shape[2]
-    earlier = torch.ones(N, N, dtype=chunk_states.dtype, device=q.device).tril(-1)
-    prefix = (earlier @ chunk_states.flatten(3)).view(chunk_states.shape)
+    # matrix product with a strictly lower-triangular matrix of ones ([N, N] times [N, B*H*d*(d+1)]): a single pass
+    # forward and backward, where cumsum minus the states took five (cumsum's backward flips, sums and flips back)
+    # and a batched [N, N] product per head three times as long
+    N = chunk_states.shape[0]
+    earlier = torch.ones(N, N, dtype=high, device=q.device).tril(-1)
+    prefix = (earlier @ chunk_states.view(N, -1)).view(chunk_states.shape)
     if state is not None:
-        prefix = prefix + torch.cat((state[0], state[1][..., None]), dim=-1)[:, :, None]
-    sums = sums + (qc @ prefix.to(low)).to(q.dtype)
+        prefix = prefix + torch.cat((state[0], state[1][..., None]), dim=-1).to(high)
+    sums = sums + (qc @ prefix.to(low)).to(high)
     numerator, denominator = sums.split([sums.shape[-1] - 1, 1], dim=-1)  # two slices would each fill a zero grad
     out = numerator / denominator.clamp_min(eps)
-    out = rearrange(out, "b h n c d -> b (n c) h d")
+    out = rearrange(out, "n b h c d -> b (n c) h d")
     if pad:
         out = out[:, :T]
     if not return_state:
         return out
-    final = chunk_states.sum(dim=2)
+    final = chunk_states.sum(dim=0)
     if state is not None:
         final = final + torch.cat((state[0], state[1][..., None]), dim=-1)
     return out, (final[..., :-1], final[..., -1])
@@ -139,7 +142,11 @@ class LinearAttention(AttentionProjections):
         """With a LayerCache, continue from its (S, z) state and leave the new state in it."""
         B, T, _ = x.shape
         low = torch.bfloat16 if self.core_dtype == "bf16" and torch.is_autocast_enabled(x.device.type) else None
-        q, k, v = self.project(x, cos, sin, value_dtype=low if cache is None else None)
+        # With the bf16 core, q and k leave RoPE in bf16 and the feature map runs on them there: half the memory
+        # traffic, and no cast before the chunk products, which round them to bf16 anyway. elu(x) + 1 in bf16 is off
+        # by up to 2^-9 absolutely where it is small (x << 0: elu near -1, then + 1), not relatively as a rounded fp32
+        # value; beside the O(1) terms of each sum that is bf16's rounding again.
+        q, k, v = self.project(x, cos, sin, dtype=low if cache is None and self.impl == "fast" else None)
         q, k = feature_map(q), feature_map(k)
         with torch.autocast(x.device.type, enabled=False):
             y = self._core(q, k, v, cache, low)

@@ -171,10 +171,13 @@ def test_rope_fast_equals_plain_bit_for_bit(per_row):
     assert torch.equal(apply_rope(xb, cb, sb), apply_rope_plain(xb, cb, sb))
 
 
+@pytest.mark.parametrize("last_layer", [True, False])
 @pytest.mark.parametrize("first_layer", [True, False])
 @pytest.mark.parametrize("streams", [1, 4])
-def test_hyper_connection_fast_equals_plain_in_values_and_gradients(first_layer, streams):
-    """The first layer reads streams that are one embedding expanded (a view with stride 0), later layers real ones."""
+def test_hyper_connection_fast_equals_plain_in_values_and_gradients(first_layer, last_layer, streams):
+    """The first layer reads streams that are one embedding expanded (a view with stride 0), later layers real ones;
+    the last layer's gradient comes from the streams' sum (as close_streams: one gradient expanded over the
+    streams), others' not."""
     from glm53.model.hyper_connections import (read_streams_fast, read_streams_plain, write_streams_fast,
                                                write_streams_plain)
 
@@ -187,8 +190,9 @@ def test_hyper_connection_fast_equals_plain_in_values_and_gradients(first_layer,
         s = x.expand(streams, *x.shape) if first_layer else torch.stack([x * (i + 1) for i in range(streams)])
         mixed, passed = read_streams(s, read)
         out = write_streams(passed, write, torch.tanh(mixed))
-        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum(),
-                                    (x, read, write))
+        weights = torch.linspace(-1, 1, out[0].numel() if last_layer else out.numel(), dtype=out.dtype)
+        loss = (out.sum(dim=0) if last_layer else out).mul(weights.view(out.shape[1:] if last_layer else out.shape)).sum()
+        grads = torch.autograd.grad(loss, (x, read, write))
         results.append((mixed, out, *grads))
     for plain, fast in zip(*results):
         torch.testing.assert_close(fast, plain, rtol=1e-12, atol=1e-12)
