@@ -78,6 +78,51 @@ def linear_attention_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return (numerator / denominator).view(B, H, 1, -1).transpose(1, 2)
 
 
+class ExclusivePrefixSum(torch.autograd.Function):
+    """Over the first axis, out[n] = x[0] + ... + x[n - 1] (out[0] = 0), as N - 1 in-place row additions each way.
+    (cumsum minus x took five passes with cumsum's flipping backward; a product with a strictly lower-triangular
+    matrix of ones is one GEMM with K = N, whose kernels run such thin shapes several times slower than the adds.)"""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        out[0].zero_()
+        for n in range(1, x.shape[0]):
+            torch.add(out[n - 1], x[n - 1], out=out[n])
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad_x = torch.empty_like(grad)
+        grad_x[-1].zero_()
+        for n in range(grad.shape[0] - 2, -1, -1):
+            torch.add(grad_x[n + 1], grad[n + 1], out=grad_x[n])
+        return grad_x
+
+
+class NormalizeSums(torch.autograd.Function):
+    """sums [..., d + 1] (numerator | denominator) -> numerator / max(denominator, eps), with the backward written
+    out: one division and one dot product per row into a gradient of the sums' shape, where autograd's split,
+    clamp and division backwards took six passes and a concatenation."""
+
+    @staticmethod
+    def forward(ctx, sums: torch.Tensor, eps: float) -> torch.Tensor:
+        denominator = sums[..., -1:].clamp_min(eps)
+        out = sums[..., :-1] / denominator
+        ctx.save_for_backward(out, denominator, sums[..., -1:] > eps)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        out, denominator, unclamped = ctx.saved_tensors
+        grad_sums = grad.new_empty(*grad.shape[:-1], grad.shape[-1] + 1)
+        torch.div(grad, denominator, out=grad_sums[..., :-1])
+        # d out / d denominator = -out / denominator, where the clamp let the denominator through
+        grad_denominator = torch.linalg.vecdot(grad_sums[..., :-1], out).unsqueeze(-1)
+        torch.mul(grad_denominator.neg_(), unclamped, out=grad_sums[..., -1:])
+        return grad_sums, None
+
+
 def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
                           state: tuple[torch.Tensor, torch.Tensor] | None = None,
                           eps: float = DENOMINATOR_EPS, return_state: bool = False,
@@ -98,7 +143,7 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
         q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
     low = matmul_dtype or q.dtype
     high = torch.promote_types(q.dtype, torch.float32)  # the prefix sums and the division
-    # chunk-major ([N, B, H, C, d]), so that the states of all chunks form one [N, B*H*d*(d+1)] matrix below
+    # chunk-major ([N, B, H, C, d]), so that each chunk's states are one contiguous row for the prefix over chunks
     qc, kc, vc = (rearrange(t.to(low), "b (n c) h d -> n b h c d", c=chunk) for t in (q, k, v))
 
     causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
@@ -106,19 +151,12 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
     sums = (scores @ vc).to(high)  # [N, B, H, C, d + 1]: numerator | denominator, within the chunk
 
     chunk_states = (kc.transpose(-1, -2) @ vc).to(high)  # [N, B, H, d, d + 1]: one state per chunk
-    # Exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state), as one
-    # matrix product with a strictly lower-triangular matrix of ones ([N, N] times [N, B*H*d*(d+1)]): a single pass
-    # forward and backward, where cumsum minus the states took five (cumsum's backward flips, sums and flips back)
-    # and a batched [N, N] product per head three times as long
-    N = chunk_states.shape[0]
-    earlier = torch.ones(N, N, dtype=high, device=q.device).tril(-1)
-    prefix = (earlier @ chunk_states.view(N, -1)).view(chunk_states.shape)
+    # exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state)
+    prefix = ExclusivePrefixSum.apply(chunk_states)
     if state is not None:
         prefix = prefix + torch.cat((state[0], state[1][..., None]), dim=-1).to(high)
-    sums = sums + (qc @ prefix.to(low)).to(high)
-    numerator, denominator = sums.split([sums.shape[-1] - 1, 1], dim=-1)  # two slices would each fill a zero grad
-    out = numerator / denominator.clamp_min(eps)
-    out = rearrange(out, "n b h c d -> b (n c) h d")
+    sums = sums + (qc @ prefix.to(low))  # the bf16 product joins the fp32 sums without a cast of its own
+    out = rearrange(NormalizeSums.apply(sums, eps), "n b h c d -> b (n c) h d")
     if pad:
         out = out[:, :T]
     if not return_state:

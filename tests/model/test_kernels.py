@@ -31,6 +31,30 @@ def test_linear_attention_fast_equals_plain_and_recurrent(T, chunk):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("N", [1, 2, 5])
+def test_exclusive_prefix_sum_is_cumsum_minus_itself_with_its_gradient(N):
+    from glm53.model.linear_attention import ExclusivePrefixSum
+
+    x = torch.randn(N, 3, 4, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(ExclusivePrefixSum.apply(x), x.cumsum(0) - x, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(ExclusivePrefixSum.apply, (x,))
+
+
+def test_normalize_sums_divides_by_the_clamped_last_column_with_its_gradient():
+    from glm53.model.linear_attention import NormalizeSums
+
+    sums = torch.randn(2, 5, 4, dtype=torch.float64)
+    sums[..., -1] = sums[..., -1].abs() + 0.5
+    sums[0, :2, -1] = -0.5  # clamped: the denominator's gradient is zero there, as clamp_min's
+    sums.requires_grad_()
+    expected = sums[..., :-1] / sums[..., -1:].clamp_min(1e-6)
+    torch.testing.assert_close(NormalizeSums.apply(sums, 1e-6), expected, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda s: NormalizeSums.apply(s, 1e-6), (sums,))
+    g = torch.randn_like(expected)
+    torch.testing.assert_close(torch.autograd.grad(NormalizeSums.apply(sums, 1e-6), sums, g)[0],
+                               torch.autograd.grad(expected, sums, g)[0], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("split", [1, 13, 32])
 def test_linear_attention_fast_state_carries_across_calls(split):
     q, k, v = _qkv(1, 50, 2, 4, requires_grad=False)
