@@ -3,8 +3,8 @@ timing the candidates on the machine at hand.
 
 No one choice is right for every CPU (bf16 autocast was 11x the plain path on one 2-core CPU and 4.5x on another;
 bf16 decoding was slower than fp32 there), so `--precision auto` and `--sample-precision auto` use a measurement
-when one exists for this machine: the CPU model, its core count and the torch version form the key of a small
-cache (`$GLM53_CACHE_DIR/calibration.json`, default `~/.cache/glm53`). Without one they follow the CPU-flag rule
+when one exists for this machine: the CPU model (name, family/model/stepping numbers and relevant flags), its core
+count and the torch version form the key of a small cache (`$GLM53_CACHE_DIR/calibration.json`, default `~/.cache/glm53`). Without one they follow the CPU-flag rule
 (bf16 where the CPU has native bf16). Receipts record the resolved precision, so a run is reproduced by giving it
 explicitly. Kernel settings (`ModelConfig.KERNEL_FIELDS`: linear-attention chunk, expert-row padding, sparse
 attention core dtype) are then timed one at a time in the chosen training precision, the others held at their
@@ -43,8 +43,11 @@ def cache_file() -> Path:
 
 
 def machine_key() -> str:
+    """The CPU (its name, family/model/stepping and relevant flags), its core and thread counts and torch's version:
+    a measurement carries over to a machine only when all of them agree."""
     cpu = cpu_description()
-    return f"{cpu['model']} | {cpu['cores']} cores | {cpu['threads']} threads | torch {torch.__version__}"
+    name = " | ".join(part for part in (cpu["model"], cpu["family"], " ".join(cpu["flags"])) if part)
+    return f"{name} | {cpu['cores']} cores | {cpu['threads']} threads | torch {torch.__version__}"
 
 
 def cached() -> dict | None:

@@ -57,18 +57,25 @@ def cpu_description() -> dict:
     import os
     import platform
 
-    model, flags = platform.processor() or platform.machine(), set()
+    model, flags, ids = platform.processor() or platform.machine(), set(), {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key.strip() == "model name" and value.strip():
-                    model = value.strip()
-                elif key.strip() == "flags":
+                key, value = key.strip(), value.strip()
+                if key == "model name" and value:
+                    model = value
+                elif key == "flags":
                     flags = set(value.split())
+                elif key in ("vendor_id", "cpu family", "model", "stepping") and key not in ids:
+                    ids[key] = value
     except OSError:
         pass
-    return {"model": model, "cores": os.cpu_count(), "flags": [f for f in CPU_FLAGS if f in flags],
+    # a virtual machine may name only the product line ("AMD EPYC" for Zen 4 and Zen 5 alike): the family, model
+    # and stepping numbers tell the generations apart
+    family = (f"{ids.get('vendor_id', '?')} family {ids.get('cpu family', '?')} model {ids.get('model', '?')} "
+              f"stepping {ids.get('stepping', '?')}") if ids else ""
+    return {"model": model, "family": family, "cores": os.cpu_count(), "flags": [f for f in CPU_FLAGS if f in flags],
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "openmp_spin": {k: os.environ.get(k) for k in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_WAIT_POLICY")}}
 

@@ -42,6 +42,22 @@ def test_cpu_description_names_the_model_and_the_spin_setting():
     cpu = cpu_description()
     assert cpu["model"] and cpu["cores"] >= 1 and set(cpu["flags"]) <= set(device_module.CPU_FLAGS)
     assert cpu["openmp_spin"]["GOMP_SPINCOUNT"] is not None
+    if "cpu family" in open("/proc/cpuinfo").read():
+        assert " family " in cpu["family"] and " model " in cpu["family"]
+
+
+def test_calibration_key_tells_cpu_generations_with_one_name_apart(monkeypatch):
+    """A virtual machine may call Zen 4 and Zen 5 both "AMD EPYC": a measurement on one must not serve the other."""
+    from glm53 import calibrate as calibrate_module
+
+    base = {"model": "AMD EPYC", "cores": 2, "threads": 2, "flags": ["avx2", "avx512f"]}
+    keys = set()
+    for family, flags in (("AuthenticAMD family 25 model 17 stepping 1", ["avx2", "avx512f"]),
+                          ("AuthenticAMD family 26 model 2 stepping 1", ["avx2", "avx512f"]),
+                          ("AuthenticAMD family 26 model 2 stepping 1", ["avx2", "avx512f", "avx512_bf16"])):
+        monkeypatch.setattr(calibrate_module, "cpu_description", lambda: {**base, "family": family, "flags": flags})
+        keys.add(calibrate_module.machine_key())
+    assert len(keys) == 3
 
 
 def test_calibration_is_cached_per_machine_and_used_by_auto(monkeypatch):
