@@ -11,7 +11,8 @@ attention core dtype) are then timed one at a time in the chosen training precis
 defaults; `--kernels auto` (pretraining) uses the choice, and the receipt's model config records it.
 Training is timed at the reference pretraining batch (32 x 128), since a choice measured at another shape need not
 carry over (the bf16 linear-attention core lost at 8 x 128 and won at 32 x 128 on a Zen 5), with the candidates
-of one comparison stepping in turn, round by round, so a drift in the machine's speed falls on all of them alike.
+of one comparison stepping in turn, round by round, each compared to the first (the default) by the median of its
+per-round ratios, so a drift in the machine's speed cancels; decoding's precisions take turns the same way.
 Simplification: a few steps per candidate on the reference model; ties go to fp32 (bf16 must be 10% faster)
 and to the default kernel setting (another must be 3% faster). About a minute and a half on a 2-core CPU.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -58,10 +60,18 @@ def cached() -> dict | None:
         return None
 
 
+def _paired(times: list[list[float]]) -> list[float]:
+    """Per-candidate seconds from rounds timed in turn: the first candidate's median, and every other candidate's
+    median ratio to the first within a round times that. A drift of the machine's speed between rounds (often 10%
+    and more on a shared host) cancels in the ratios, where it would tip a comparison of separate medians."""
+    first = statistics.median(times[0])
+    return [first] + [first * statistics.median(t / f for t, f in zip(other, times[0])) for other in times[1:]]
+
+
 def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float]:
     """Seconds per training step of each (model kwargs, precision) candidate at CALIBRATION_BATCH: a model each,
     two warm-up steps each (bf16 kernels are built for each new shape), then `steps` rounds in which every
-    candidate takes one timed step in turn; the median of each."""
+    candidate takes one timed step in turn; compared to the first candidate round by round (`_paired`)."""
     from .data import pretraining_batch
     from .model.config import ModelConfig
     from .model.model import GLM53
@@ -76,14 +86,19 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
     times = [[] for _ in runs]
     for step in range(steps + 2):
         inputs, labels = pretraining_batch(step, batch, length)
-        for (model, optimizer, precision), seconds in zip(runs, times):
+        # every other round in reverse order: the step after another model's pays for what that one left in the
+        # caches and the allocator, and no candidate should always be the one that pays
+        for i in (range(len(runs)) if step % 2 == 0 else reversed(range(len(runs)))):
+            (model, optimizer, precision), seconds = runs[i], times[i]
             t0 = time.perf_counter()
             bare_training_step(model, optimizer, inputs, labels, precision)
             seconds.append(time.perf_counter() - t0)
-    return [sorted(t[2:])[len(t[2:]) // 2] for t in times]
+    return _paired([t[2:] for t in times])
 
 
-def _time_decoding(model_kwargs: dict, precision: str) -> float:
+def _time_decoding(model_kwargs: dict, precisions: list[str], rounds: int = 3) -> list[float]:
+    """Seconds to sample 4 groups of 8 x 24 tokens in each precision: one warm-up call each (it builds kernels),
+    then `rounds` rounds in which the precisions take turns (`_paired`)."""
     from .engine import generate_groups
     from .generate import Sampling
     from .model.config import ModelConfig
@@ -93,12 +108,14 @@ def _time_decoding(model_kwargs: dict, precision: str) -> float:
     model = GLM53(ModelConfig(**model_kwargs))
     sampling = Sampling(temperature=0.8, max_new_tokens=24, ignore_eos=True)
     prompts = ["def f(x):\n    return"] * 4
-    times = []
-    for _ in range(2):  # the first call builds kernels
-        t0 = time.perf_counter()
-        generate_groups(model, prompts, 8, sampling, generator=torch.Generator().manual_seed(0), precision=precision)
-        times.append(time.perf_counter() - t0)
-    return times[-1]
+    times = [[] for _ in precisions]
+    for r in range(rounds + 1):
+        for precision, seconds in (zip(precisions, times) if r % 2 == 0 else reversed(list(zip(precisions, times)))):
+            t0 = time.perf_counter()
+            generate_groups(model, prompts, 8, sampling, generator=torch.Generator().manual_seed(0),
+                            precision=precision)
+            seconds.append(time.perf_counter() - t0)
+    return _paired([t[1:] for t in times])
 
 
 def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> dict:
@@ -110,8 +127,10 @@ def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> d
     for field, values in KERNEL_CANDIDATES.items():
         if field in BF16_ONLY and precision != "bf16":
             continue
+        values = [default[field]] + [v for v in values if v != default[field]]  # each compared to the default
         times = dict(zip(values, _time_training([({**model_kwargs, **choice, field: v}, precision) for v in values],
                                                 steps)))
+        times = {v: times[v] for v in KERNEL_CANDIDATES[field] if v in times}
         best = min(times, key=times.get)
         choice[field] = best if times[best] <= KERNEL_TIE_MARGIN * times[default[field]] else default[field]
         seconds[field] = {str(v): t for v, t in times.items()}
@@ -138,12 +157,12 @@ def explain_kernels() -> str:
             + f" (for {kernels['precision']} training; measured by glm53 calibrate on {entry['measured']})")
 
 
-def calibrate(model_kwargs: dict | None = None, steps: int = 4, log=print) -> dict:
+def calibrate(model_kwargs: dict | None = None, steps: int = 6, log=print) -> dict:
     """Time fp32 and (where the CPU has native bf16) bf16 for training and decoding; cache and return the choice."""
     model_kwargs = model_kwargs or {}
     candidates = ["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"]
     train = dict(zip(candidates, _time_training([(model_kwargs, p) for p in candidates], steps)))
-    decode = {p: _time_decoding(model_kwargs, p) for p in candidates}
+    decode = dict(zip(candidates, _time_decoding(model_kwargs, candidates)))
 
     def pick(times: dict) -> str:
         return "bf16" if "bf16" in times and times["bf16"] <= TIE_MARGIN * times["fp32"] else "fp32"

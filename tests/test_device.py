@@ -1,5 +1,7 @@
 """Device and precision resolution."""
 
+import statistics
+
 import pytest
 import torch
 
@@ -69,7 +71,7 @@ def test_calibration_is_cached_per_machine_and_used_by_auto(monkeypatch):
     # stand-in timings: bf16 trains faster, fp32 decodes faster (as measured on one CPU)
     monkeypatch.setattr(calibrate_module, "_time_training",
                         lambda candidates, steps: [{"fp32": 2.0, "bf16": 1.0}[p] for _, p in candidates])
-    monkeypatch.setattr(calibrate_module, "_time_decoding", lambda kw, p: {"fp32": 1.0, "bf16": 1.5}[p])
+    monkeypatch.setattr(calibrate_module, "_time_decoding", lambda kw, ps: [{"fp32": 1.0, "bf16": 1.5}[p] for p in ps])
     cpu = torch.device("cpu")
     assert calibrate_module.cached() is None
     entry = calibrate_module.calibrate(log=lambda *_: None)
@@ -88,7 +90,17 @@ def test_calibration_times_a_tiny_model():
 
     tiny = dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8)
     assert all(t > 0 for t in _time_training([(tiny, "fp32"), ({**tiny, "linear_attention_chunk": 16}, "fp32")], 1))
-    assert _time_decoding(tiny, "fp32") > 0
+    assert all(t > 0 for t in _time_decoding(tiny, ["fp32", "fp32"], rounds=1))
+
+
+def test_calibration_compares_candidates_round_by_round_so_a_drift_cancels():
+    from glm53.calibrate import _paired
+
+    # the candidate is 5% faster; the machine slows 1.5x in the third round, between the two candidates' steps
+    reference = [1.0, 1.0, 1.0, 1.5, 1.5]
+    candidate = [0.95, 0.95, 1.425, 1.425, 1.425]
+    assert statistics.median(candidate) > statistics.median(reference)  # separate medians: 42% slower
+    assert _paired([reference, candidate]) == pytest.approx([1.0, 0.95])
 
 
 def test_kernel_settings_are_calibrated_one_at_a_time_and_used_by_kernels_auto(monkeypatch, tmp_path):
@@ -111,7 +123,7 @@ def test_kernel_settings_are_calibrated_one_at_a_time_and_used_by_kernels_auto(m
         return [seconds(kw, p) for kw, p in candidates]
 
     monkeypatch.setattr(calibrate_module, "_time_training", stand_in)
-    monkeypatch.setattr(calibrate_module, "_time_decoding", lambda kw, p: 1.0)
+    monkeypatch.setattr(calibrate_module, "_time_decoding", lambda kw, ps: [1.0 for _ in ps])
     entry = calibrate_module.calibrate(log=lambda *_: None)
     choice = {"linear_attention_core": "bf16", "linear_attention_chunk": 16, "expert_row_padding": 64,
               "sparse_attention_core": "bf16"}
