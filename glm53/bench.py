@@ -52,7 +52,10 @@ def _build(model_kwargs: dict, plain: bool, seed: int):
 
 
 def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: bool, batch_size: int,
-                sequence_length: int, warmup: int, timed: int, seed: int) -> dict:
+                sequence_length: int, warmup: int, timed: int, seed: int, ceiling_size: int = 2048) -> dict:
+    """Seconds per training step (median of the timed steps), and the matmul ceiling in `precision` measured in the
+    same process right after them: a shared host's speed drifts by 10-20% within minutes, and the ceiling measured
+    at the end of `glm53 bench` may fall in another phase of it than the step."""
     from .data import pretraining_batch
     from .pretrain import PretrainConfig, language_loss, make_optimizer
 
@@ -77,7 +80,8 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
     seconds = statistics.median(times[warmup:])
     return {"seconds_per_step": seconds, "tokens_per_second": batch_size * sequence_length / seconds,
             "peak_memory_bytes": peak_memory_bytes(device), "step_seconds": times, "losses": losses,
-            "warmup_steps": warmup, "weights_sha256": sha, "precision": precision, "compiled": compile_model}
+            "warmup_steps": warmup, "weights_sha256": sha, "precision": precision, "compiled": compile_model,
+            "matmul_gflops_beside": matmul_gflops(PRECISION_DTYPES[precision], ceiling_size)}
 
 
 def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: list[str], group_size: int,
@@ -107,15 +111,20 @@ def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: l
             "cached": not plain, "precision": precision, "runs_seconds": timed}
 
 
+PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def matmul_gflops(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    """Best-of GFLOP/s of a square matmul in `dtype` on this machine's threads."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
+
+
 def matmul_ceiling(size: int = 2048, repeats: int = 5) -> dict:
     """Best-of GFLOP/s of a square matmul in fp32 and bf16 on this machine's threads."""
-    out = {}
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-        a @ b
-        best = min(_timed(lambda: a @ b) for _ in range(repeats))
-        out[name] = 2 * size**3 / best / 1e9
-    return out
+    return {name: matmul_gflops(dtype, size, repeats) for name, dtype in PRECISION_DTYPES.items()}
 
 
 def _timed(fn) -> float:
@@ -193,17 +202,19 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
     B, T = s["batch_size"], s["sequence_length"]
     log(f"glm53 bench: training at {B} x {T}, {s['timed_steps']} timed steps after {s['warmup_steps']} warm-up "
         f"(plain: {s['plain_timed_steps']} after 1); torch {torch.__version__}, {torch.get_num_threads()} threads")
-    train = {"plain": phase(train_phase, model_kwargs, True, "fp32", False, B, T, 1, s["plain_timed_steps"], seed)}
+    size = 512 if quick else 2048  # of the matmul ceiling
+    train = {"plain": phase(train_phase, model_kwargs, True, "fp32", False, B, T, 1, s["plain_timed_steps"], seed,
+                            size)}
     log(f"  train plain      {train['plain']['seconds_per_step']:.2f} s/step")
     train["fast"] = phase(train_phase, fast_kwargs, False, fast_precision, False, B, T, s["warmup_steps"],
-                          s["timed_steps"], seed)
+                          s["timed_steps"], seed, size)
     log(f"  train fast       {train['fast']['seconds_per_step']:.2f} s/step ({fast_precision})")
     train["fast_fp32"] = phase(train_phase, model_kwargs, False, "fp32", False, B, T, s["warmup_steps"],
-                               s["timed_steps"], seed)
+                               s["timed_steps"], seed, size)
     log(f"  train fast fp32  {train['fast_fp32']['seconds_per_step']:.2f} s/step")
     if compile_model:
         train["fast_compiled"] = phase(train_phase, model_kwargs, False, fast_precision, True, B, T,
-                                       s["warmup_steps"] + 2, s["timed_steps"], seed)
+                                       s["warmup_steps"] + 2, s["timed_steps"], seed, size)
         log(f"  train compiled   {train['fast_compiled']['seconds_per_step']:.2f} s/step")
 
     prompt = _prompt_of(s["prompt_tokens"])
@@ -221,7 +232,7 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
 
     shas = {r["weights_sha256"] for r in list(train.values()) + list(gen.values())}
     flops = flops_per_token(cfg, T)
-    ceiling = matmul_ceiling(512 if quick else 2048)
+    ceiling = matmul_ceiling(size)
     p, f = train["plain"], train["fast"]
     result = {
         "machine": {"platform": platform.platform(), "cpu": cpu_description(), "torch": torch.__version__,
@@ -242,6 +253,9 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
         "fraction_of_matmul_ceiling": {
             name: r["tokens_per_second"] * flops["train_flops_per_token"] / 1e9 / ceiling[r["precision"]]
             for name, r in train.items()},
+        "fraction_of_matmul_ceiling_beside": {  # against the ceiling measured in the phase's process, right after
+            name: r["tokens_per_second"] * flops["train_flops_per_token"] / 1e9 / r["matmul_gflops_beside"]
+            for name, r in train.items()},
     }
     return result
 
@@ -254,12 +268,14 @@ def format_report(r: dict) -> str:
         f"model: {r['flops']['train_flops_per_token'] / 1e6:.1f} MFLOP per training token; matmul ceiling "
         f"{r['matmul_gflops']['fp32']:.0f} GFLOP/s fp32, {r['matmul_gflops']['bf16']:.0f} GFLOP/s bf16",
         "",
-        f"{'training':28s} {'s/step':>8s} {'tokens/s':>10s} {'peak GiB':>9s} {'of ceiling':>11s}",
+        f"{'training':28s} {'s/step':>8s} {'tokens/s':>10s} {'peak GiB':>9s} {'of ceiling':>11s} "
+        f"{'of the ceiling beside it':>29s}",
     ]
     for name, row in t.items():
         lines.append(f"{name + ' (' + row['precision'] + ')':28s} {row['seconds_per_step']:8.2f} "
                      f"{row['tokens_per_second']:10.0f} {row['peak_memory_bytes'] / gib:9.2f} "
-                     f"{r['fraction_of_matmul_ceiling'][name]:10.0%}")
+                     f"{r['fraction_of_matmul_ceiling'][name]:10.0%} "
+                     f"{r['fraction_of_matmul_ceiling_beside'][name]:13.0%} of {row['matmul_gflops_beside']:4.0f} GFLOP/s")
     lines += ["", f"{'generation':28s} {'seconds':>8s} {'tokens/s':>10s} {'s/completion':>13s}"]
     for name, row in g.items():
         lines.append(f"{name:28s} {row['seconds']:8.2f} {row['tokens_per_second']:10.0f} {row['seconds_per_completion']:13.4f}")

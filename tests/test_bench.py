@@ -14,8 +14,9 @@ def test_quick_bench_reports_every_figure_on_the_same_weights():
     assert set(result["train"]) == {"plain", "fast", "fast_fp32"}
     assert set(result["generation"]) == {"plain_uncached_one_group", "fast_cached_one_group",
                                             "fast_cached_one_group_fp32", "fast_cached_many_groups"}
-    for row in result["train"].values():
-        assert row["tokens_per_second"] > 0 and row["peak_memory_bytes"] > 0
+    for name, row in result["train"].items():
+        assert row["tokens_per_second"] > 0 and row["peak_memory_bytes"] > 0 and row["matmul_gflops_beside"] > 0
+        assert 0 < result["fraction_of_matmul_ceiling_beside"][name] and 0 < result["fraction_of_matmul_ceiling"][name]
     assert result["generation"]["fast_cached_many_groups"]["completions"] == 8
     assert all(v > 0 for v in result["ratios"].values())
     assert "ratios" in format_report(result)
