@@ -54,8 +54,8 @@ def _build(model_kwargs: dict, plain: bool, seed: int):
 def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: bool, batch_size: int,
                 sequence_length: int, warmup: int, timed: int, seed: int, ceiling_size: int = 2048) -> dict:
     """Seconds per training step (median of the timed steps), and the matmul ceiling in `precision` measured in the
-    same process right after them: a shared host's speed drifts by 10-20% within minutes, and the ceiling measured
-    at the end of `glm53 bench` may fall in another phase of it than the step."""
+    same process right before and right after them (the higher of the two counts): a shared host's speed drifts by
+    10-20% within minutes, and the ceiling measured at the end of `glm53 bench` may fall in another phase of it."""
     from .data import pretraining_batch
     from .pretrain import PretrainConfig, language_loss, make_optimizer
 
@@ -64,8 +64,10 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
     optimizer = make_optimizer(model, PretrainConfig(out="-", sequence_length=sequence_length, model=model.config))
     forward = torch.compile(model) if compile_model else model
     device = torch.device("cpu")
-    times, losses = [], []
+    times, losses, ceilings = [], [], []
     for step in range(warmup + timed):
+        if step == warmup:
+            ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size))
         inputs, labels = pretraining_batch(step, batch_size, sequence_length)
         t0 = time.perf_counter()
         with autocast(device, precision):
@@ -81,7 +83,7 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
     return {"seconds_per_step": seconds, "tokens_per_second": batch_size * sequence_length / seconds,
             "peak_memory_bytes": peak_memory_bytes(device), "step_seconds": times, "losses": losses,
             "warmup_steps": warmup, "weights_sha256": sha, "precision": precision, "compiled": compile_model,
-            "matmul_gflops_beside": matmul_gflops(PRECISION_DTYPES[precision], ceiling_size)}
+            "matmul_gflops_beside": max(ceilings + [matmul_gflops(PRECISION_DTYPES[precision], ceiling_size)])}
 
 
 def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: list[str], group_size: int,
