@@ -255,7 +255,7 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
         "fraction_of_matmul_ceiling": {
             name: r["tokens_per_second"] * flops["train_flops_per_token"] / 1e9 / ceiling[r["precision"]]
             for name, r in train.items()},
-        "fraction_of_matmul_ceiling_beside": {  # against the ceiling measured in the phase's process, right after
+        "fraction_of_matmul_ceiling_beside": {  # against the ceiling measured in the phase's own process
             name: r["tokens_per_second"] * flops["train_flops_per_token"] / 1e9 / r["matmul_gflops_beside"]
             for name, r in train.items()},
     }

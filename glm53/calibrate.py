@@ -4,9 +4,9 @@ timing the candidates on the machine at hand.
 No one choice is right for every CPU (bf16 autocast was 11x the plain path on one 2-core CPU and 4.5x on another;
 bf16 decoding was slower than fp32 there), so `--precision auto` and `--sample-precision auto` use a measurement
 when one exists for this machine: the CPU model (name, family/model/stepping numbers and relevant flags), its core
-count and the torch version form the key of a small cache (`$GLM53_CACHE_DIR/calibration.json`, default `~/.cache/glm53`). Without one they follow the CPU-flag rule
-(bf16 where the CPU has native bf16). Receipts record the resolved precision, so a run is reproduced by giving it
-explicitly. Kernel settings (`ModelConfig.KERNEL_FIELDS`: linear-attention chunk, expert-row padding, sparse
+count and the torch version form the key of a small cache (`$GLM53_CACHE_DIR/calibration.json`, default
+`~/.cache/glm53`). Without one they follow the CPU-flag rule (bf16 where the CPU has native bf16). Receipts record
+the resolved precision, so a run is reproduced by giving it explicitly. Kernel settings (`ModelConfig.KERNEL_FIELDS`: linear-attention chunk, expert-row padding, sparse
 attention core dtype) are then timed one at a time in the chosen training precision, the others held at their
 defaults; `--kernels auto` (pretraining) uses the choice, and the receipt's model config records it.
 Training is timed at the reference pretraining batch (32 x 128), since a choice measured at another shape need not

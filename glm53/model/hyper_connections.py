@@ -100,7 +100,7 @@ class WriteStreamsFast(torch.autograd.Function):
 
 
 def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
-    S, flat, flat_written = write.shape[0], streams.reshape(write.shape[0], -1), written.reshape(-1)
+    flat, flat_written = streams.reshape(write.shape[0], -1), written.reshape(-1)
     if not (torch.is_grad_enabled() and (streams.requires_grad or write.requires_grad or written.requires_grad)):
         return torch.addr(flat, write, flat_written).view(streams.shape)  # decoding
     return WriteStreamsFast.apply(flat, write, flat_written).view(streams.shape)
