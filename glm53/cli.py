@@ -75,7 +75,8 @@ def cmd_info(args) -> int:
     print(f"  layer pattern  {cfg.layer_pattern}  (L = linear attention, S = sparse attention{sparse_note})")
     print(f"  device         {info['device']} (torch {torch.__version__}, {info['threads']} threads)")
     cpu = info["cpu"]
-    print(f"  cpu            {cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}")
+    family = f" ({cpu['family']})" if cpu.get("family") else ""
+    print(f"  cpu            {cpu['model']}{family}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}")
     print(f"  precision auto {info['precision_auto']}")
     print(f"  kernels auto   {info['kernels_auto']}")
     print("  config")
