@@ -37,12 +37,21 @@ def write_streams_plain(streams: torch.Tensor, write: torch.Tensor, written: tor
     return streams + write[:, None, None, None] * written
 
 
-def _read(streams: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
-    """read @ streams over [S, M]; the first layer's streams are one embedding expanded (stride 0), which mv would
-    copy S times first: there it is the embedding times the read weights' sum."""
-    if streams.stride(0) == 0:
-        return streams[0] * read.sum()
-    return torch.mv(streams.t(), read)
+# The two products of an [S, M] stream-shaped matrix with vectors, forward and backward. Such a matrix may be one
+# row expanded over the streams (stride 0): the first layer's streams (one embedding), and the last layer's gradient
+# (the streams' mean's); mv would copy it to S rows first, so there each product reduces to that one row.
+def _weighted_sum(rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """weights @ rows: [S, M], [S] -> [M]."""
+    if rows.stride(0) == 0:
+        return rows[0] * weights.sum()
+    return torch.mv(rows.t(), weights)
+
+
+def _dots(rows: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+    """rows @ vector: [S, M], [M] -> [S]."""
+    if rows.stride(0) == 0:
+        return torch.dot(rows[0], vector).expand(rows.shape[0]).clone()
+    return torch.mv(rows, vector)
 
 
 class ReadStreamsFast(torch.autograd.Function):
@@ -54,15 +63,12 @@ class ReadStreamsFast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, streams: torch.Tensor, read: torch.Tensor):
         ctx.save_for_backward(streams, read)
-        return _read(streams, read), streams.view_as(streams)
+        return _weighted_sum(streams, read), streams.view_as(streams)
 
     @staticmethod
     def backward(ctx, grad_mixed: torch.Tensor, grad_streams: torch.Tensor | None):
         streams, read = ctx.saved_tensors
-        if streams.stride(0) == 0:  # every stream is the same embedding: each read weight gets the same gradient
-            grad_read = torch.dot(streams[0], grad_mixed).expand(read.shape[0]).clone()
-        else:
-            grad_read = torch.mv(streams, grad_mixed)
+        grad_read = _dots(streams, grad_mixed)
         if grad_streams is None:
             return torch.outer(read, grad_mixed), grad_read
         return torch.addr(grad_streams, read, grad_mixed), grad_read
@@ -71,16 +77,14 @@ class ReadStreamsFast(torch.autograd.Function):
 def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     S, *rest = streams.shape
     if not (torch.is_grad_enabled() and (streams.requires_grad or read.requires_grad)):  # decoding
-        return _read(streams.reshape(S, -1), read).view(rest), streams
+        return _weighted_sum(streams.reshape(S, -1), read).view(rest), streams
     mixed, passed = ReadStreamsFast.apply(streams.reshape(S, -1), read)
     return mixed.view(rest), passed.view(streams.shape)
 
 
 class WriteStreamsFast(torch.autograd.Function):
     """The write as one rank-1 update, streams + write (x) written over [S, M]. Its backward is autograd's own but
-    for one case: the last layer's gradient comes from the streams' mean, one [M] gradient expanded over the
-    streams (stride 0), which mv would first copy to a stream-sized matrix twice (once transposed); there both
-    products reduce to that one gradient."""
+    for the last layer, whose gradient (the streams' mean's) is one row expanded over the streams (see `_dots`)."""
 
     @staticmethod
     def forward(ctx, streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor):
@@ -90,13 +94,7 @@ class WriteStreamsFast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         write, written = ctx.saved_tensors
-        if grad.stride(0) == 0:
-            grad_write = torch.dot(grad[0], written).expand(write.shape[0]).clone()
-            grad_written = grad[0] * write.sum()
-        else:
-            grad_write = torch.mv(grad, written)
-            grad_written = torch.mv(grad.t(), write)
-        return grad, grad_write, grad_written
+        return grad, _dots(grad, written), _weighted_sum(grad, write)
 
 
 def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
