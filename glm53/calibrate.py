@@ -34,7 +34,7 @@ TIE_MARGIN = 0.9  # bf16 is chosen for training or decoding only at most 90% of 
 KERNEL_TIE_MARGIN = 0.97  # a non-default kernel setting only at most 97% of the default's (timed interleaved)
 CALIBRATION_BATCH = (32, 128)  # the reference pretraining batch
 # timed in this order, each with the choices before it applied (the chunk size after the core dtype it runs in)
-KERNEL_CANDIDATES = {"linear_attention_core": ("fp32", "bf16"), "linear_attention_chunk": (16, 32, 64),
+KERNEL_CANDIDATES = {"linear_attention_core": ("fp32", "bf16"), "linear_attention_chunk": (16, 32, 64, 128),
                      "expert_row_padding": (0, 64), "sparse_attention_core": ("fp32", "bf16")}
 BF16_ONLY = ("expert_row_padding", "sparse_attention_core", "linear_attention_core")  # no effect without bf16 autocast
 KERNEL_CHOICES = ("auto", "config")

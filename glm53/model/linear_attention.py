@@ -6,7 +6,9 @@ Three forms of the same function, fla-style, tested against each other:
 - `linear_attention_plain` (cumulative): the reference; materializes S_t for every t ([B, T, H, d, d]).
 - `linear_attention_recurrent`: one step at a time with an O(d^2) state; the ground truth for decoding.
 - `linear_attention_fast` (chunked): exact quadratic attention inside chunks of C tokens plus a
-  running state across chunks, never materializing a per-token d x d tensor.
+  running state across chunks, never materializing a per-token d x d tensor; a sequence that fits one chunk
+  is quadratic attention alone (the parallel form), which on a CPU with bf16 matrix units can beat chunks of 32,
+  its products being fewer and larger (`glm53 calibrate` times chunk sizes).
 
 Simplifications vs GLM-5.3-Flash: the released model's linear layers use a gated delta rule (a decaying,
 error-correcting state update with short convolutions and output gating): `linear_attention="kda"` switches to
@@ -123,11 +125,73 @@ class NormalizeSums(torch.autograd.Function):
         return grad_sums, None
 
 
+class ChunkRows(torch.autograd.Function):
+    """[B, T, H, d] -> contiguous chunk-major rows [N, B, H, C, d] (plus a column of ones with `ones_column`) in
+    `dtype`, zero past T; the backward copies the gradient back into a contiguous [B, T, H, d], so that the
+    element-wise backwards before it (the feature map's, RoPE's) run on contiguous memory."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, chunks: int, chunk: int, dtype: torch.dtype, ones_column: bool) -> torch.Tensor:
+        B, T, H, d = x.shape
+        rows = x.new_empty(chunks, B, H, chunk, d + ones_column, dtype=dtype)
+        if ones_column:
+            rows[..., d].fill_(1.0)
+        full, tail = divmod(T, chunk)
+        if tail:
+            rows[full, :, :, tail:].zero_()
+        _copy_positions(rows, x, to_chunks=True)
+        ctx.shape, ctx.dtype = x.shape, x.dtype
+        return rows
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad_x = grad.new_empty(ctx.shape, dtype=ctx.dtype)
+        _copy_positions(grad, grad_x, to_chunks=False)
+        return grad_x, None, None, None, None
+
+
+def _copy_positions(chunk_major: torch.Tensor, by_position: torch.Tensor, to_chunks: bool) -> None:
+    """Copy between [B, T, H, e] and the first e columns of its chunk-major layout [N, B, H, C, e'], over the T
+    positions: the full chunks in one copy, a partial last chunk in another."""
+    B, T, H, e = by_position.shape
+    full, tail = divmod(T, chunk_major.shape[3])
+    by_chunk = chunk_major.permute(1, 0, 3, 2, 4)[..., :e]  # [B, N, C, H, e], a view
+    pairs = [(by_chunk[:, :full], by_position[:, :T - tail].unflatten(1, (full, -1)))] if full else []
+    if tail:
+        pairs.append((by_chunk[:, full, :tail], by_position[:, T - tail:]))
+    for rows, positions in pairs:
+        rows.copy_(positions) if to_chunks else positions.copy_(rows)
+
+
+class CausalChunkSums(torch.autograd.Function):
+    """Inside each chunk, sums_i = sum_{j <= i} (q_i . k_j) [v_j | 1]: the causal quadratic attention of the chunk,
+    not yet divided (numerator | denominator). q, k [M, C, d] and v1 [M, C, d + 1] contiguous, in the products'
+    dtype; returns [M, C, d + 1] in that dtype. The causal mask is tril_ in place, forward and backward (the
+    composed form's masked_fill took a boolean mask and a pass of its own each way), and the backward computes
+    the scores again rather than keeping them: C x C per chunk is the layer's largest tensor."""
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v1: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(q, k, v1)
+        return torch.bmm(torch.bmm(q, k.transpose(1, 2)).tril_(), v1)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        q, k, v1 = ctx.saved_tensors
+        grad = grad.to(q.dtype)
+        scores = torch.bmm(q, k.transpose(1, 2)).tril_()
+        grad_v1 = torch.bmm(scores.transpose(1, 2), grad)
+        grad_scores = torch.bmm(grad, v1.transpose(1, 2)).tril_()
+        return torch.bmm(grad_scores, k), torch.bmm(grad_scores.transpose(1, 2), q), grad_v1
+
+
 def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 32,
                           state: tuple[torch.Tensor, torch.Tensor] | None = None,
                           eps: float = DENOMINATOR_EPS, return_state: bool = False,
                           matmul_dtype: torch.dtype | None = None):
-    """Chunked form, equal to the two above. Inputs [B, T, H, d]; any T (the tail chunk is zero-padded).
+    """Chunked form, equal to the two above. Inputs [B, T, H, d]; any T: ceil(T / chunk) chunks of equal size
+    (at most `chunk` tokens; the tail zero-padded), and a sequence that fits one chunk is one chunk of exactly T
+    tokens with no inter-chunk products at all (the parallel form).
 
     v gets an extra column of ones, so each matmul that sums values also sums the normalizer: the state is
     [S | z] (d x (d + 1)) and the denominator is the last column of the numerator's matmul.
@@ -135,35 +199,33 @@ def linear_attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chu
     in it (each product still sums in fp32 inside the kernel and is rounded once); the prefix over chunks, the
     sums and the division stay in fp32 (or fp64 inputs' fp64), also when the inputs come in bf16."""
     B, T, H, d = q.shape
-    v = F.pad(v, (0, 1), value=1.0)
-    pad = (-T) % chunk
-    if pad:
-        # Zero k and v on padded positions so they add nothing to the state; they come after every real
-        # position, so causality already keeps them out of real outputs.
-        q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
+    chunks = -(-T // chunk)
+    size = -(-T // chunks)
     low = matmul_dtype or q.dtype
     high = torch.promote_types(q.dtype, torch.float32)  # the prefix sums and the division
-    # chunk-major ([N, B, H, C, d]), so that each chunk's states are one contiguous row for the prefix over chunks
-    qc, kc, vc = (rearrange(t.to(low), "b (n c) h d -> n b h c d", c=chunk) for t in (q, k, v))
-
-    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
-    scores = (qc @ kc.transpose(-1, -2)).masked_fill(~causal, 0.0)  # [N, B, H, C, C]
-    sums = (scores @ vc).to(high)  # [N, B, H, C, d + 1]: numerator | denominator, within the chunk
-
-    chunk_states = (kc.transpose(-1, -2) @ vc).to(high)  # [N, B, H, d, d + 1]: one state per chunk
+    # Zero k and v on padded positions so they add nothing to the state; they come after every real position,
+    # so causality already keeps them out of real outputs.
+    qc, kc = (ChunkRows.apply(t, chunks, size, low, False) for t in (q, k))
+    vc = ChunkRows.apply(v, chunks, size, low, True)  # [N, B, H, C, d + 1]
+    sums = CausalChunkSums.apply(*(t.flatten(0, 2) for t in (qc, kc, vc))).view(vc.shape).to(high)
+    carried = None if state is None else torch.cat((state[0], state[1][..., None]), dim=-1).to(high)
+    chunk_states = None
+    if chunks > 1 or return_state:
+        chunk_states = (kc.transpose(-1, -2) @ vc).to(high)  # [N, B, H, d, d + 1]: one state per chunk
     # exclusive prefix over chunks: chunk n sees the sum of chunks 0..n-1 (plus any carried-in state)
-    prefix = ExclusivePrefixSum.apply(chunk_states)
-    if state is not None:
-        prefix = prefix + torch.cat((state[0], state[1][..., None]), dim=-1).to(high)
-    sums = sums + (qc @ prefix.to(low))  # the bf16 product joins the fp32 sums without a cast of its own
-    out = rearrange(NormalizeSums.apply(sums, eps), "n b h c d -> b (n c) h d")
-    if pad:
-        out = out[:, :T]
+    prefix = carried
+    if chunks > 1:
+        prefix = ExclusivePrefixSum.apply(chunk_states)
+        if carried is not None:
+            prefix = prefix + carried
+    if prefix is not None:
+        sums = sums + (qc @ prefix.to(low))  # the bf16 product joins the fp32 sums without a cast of its own
+    out = rearrange(NormalizeSums.apply(sums, eps), "n b h c d -> b (n c) h d")[:, :T]
     if not return_state:
         return out
     final = chunk_states.sum(dim=0)
-    if state is not None:
-        final = final + torch.cat((state[0], state[1][..., None]), dim=-1)
+    if carried is not None:
+        final = final + carried
     return out, (final[..., :-1], final[..., -1])
 
 

@@ -16,7 +16,7 @@ def _qkv(B, T, H, d, requires_grad=True):
 
 
 @pytest.mark.parametrize("T", [1, 7, 32, 45, 64, 100])
-@pytest.mark.parametrize("chunk", [8, 32])
+@pytest.mark.parametrize("chunk", [8, 32, 128])  # 128: every T here is one chunk (the parallel form)
 def test_linear_attention_fast_equals_plain_and_recurrent(T, chunk):
     q, k, v = _qkv(2, T, 3, 8)
     ref = linear_attention_plain(q, k, v)
@@ -55,12 +55,37 @@ def test_normalize_sums_divides_by_the_clamped_last_column_with_its_gradient():
                                torch.autograd.grad(expected, sums, g)[0], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("T, chunk", [(45, 16), (48, 16), (9, 16)])
+def test_chunk_rows_lay_out_positions_by_chunk_with_padding_and_ones(T, chunk):
+    from glm53.model.linear_attention import ChunkRows
+
+    x = torch.randn(2, T, 3, 4, dtype=torch.float64, requires_grad=True)
+    chunks = -(-T // chunk)
+    rows = ChunkRows.apply(x, chunks, chunk, torch.float64, True)
+    padded = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, chunks * chunk - T))
+    expected = torch.cat((padded, (torch.arange(chunks * chunk) < T).double()[None, :, None, None].expand(2, -1, 3, 1)),
+                         dim=-1).unflatten(1, (chunks, chunk)).permute(1, 0, 3, 2, 4)
+    assert rows.is_contiguous()
+    torch.testing.assert_close(rows, expected, rtol=0, atol=0)
+    assert torch.autograd.gradcheck(lambda t: ChunkRows.apply(t, chunks, chunk, torch.float64, True), (x,))
+
+
+def test_causal_chunk_sums_are_masked_quadratic_attention_with_their_gradient():
+    from glm53.model.linear_attention import CausalChunkSums
+
+    q, k, v1 = (torch.rand(3, 6, n, dtype=torch.float64, requires_grad=True) for n in (4, 4, 5))
+    expected = ((q @ k.transpose(1, 2)) * torch.ones(6, 6, dtype=torch.float64).tril()) @ v1
+    torch.testing.assert_close(CausalChunkSums.apply(q, k, v1), expected, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(CausalChunkSums.apply, (q, k, v1))
+
+
+@pytest.mark.parametrize("chunk", [16, 64])  # 64: each part is one chunk, the second with a carried state
 @pytest.mark.parametrize("split", [1, 13, 32])
-def test_linear_attention_fast_state_carries_across_calls(split):
+def test_linear_attention_fast_state_carries_across_calls(split, chunk):
     q, k, v = _qkv(1, 50, 2, 4, requires_grad=False)
-    whole, (S, z) = linear_attention_fast(q, k, v, chunk=16, return_state=True)
-    first, state = linear_attention_fast(q[:, :split], k[:, :split], v[:, :split], chunk=16, return_state=True)
-    second, (S2, z2) = linear_attention_fast(q[:, split:], k[:, split:], v[:, split:], chunk=16, state=state,
+    whole, (S, z) = linear_attention_fast(q, k, v, chunk=chunk, return_state=True)
+    first, state = linear_attention_fast(q[:, :split], k[:, :split], v[:, :split], chunk=chunk, return_state=True)
+    second, (S2, z2) = linear_attention_fast(q[:, split:], k[:, split:], v[:, split:], chunk=chunk, state=state,
                                                 return_state=True)
     torch.testing.assert_close(torch.cat([first, second], dim=1), whole)
     _, (S_rec, z_rec) = linear_attention_recurrent(q, k, v)
