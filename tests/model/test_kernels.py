@@ -159,6 +159,30 @@ def test_moe_fast_pads_rows_under_bf16_autocast_without_changing_results(tiny_co
     torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-3)
 
 
+@pytest.mark.parametrize("tokens", [1, 21, 150])
+def test_moe_padding_rows_add_nothing_to_outputs_or_gradients(tiny_config, tokens):
+    """Under bf16 autocast the fast form pads each expert's rows with weight-0 copies of row 0; with padding and
+    without, outputs and every gradient agree (bit for bit where the GEMM kernels round rows alike; a padding row
+    that leaked would move them by the size of an expert's output)."""
+    import dataclasses
+
+    from glm53.model.moe import MixtureOfExperts
+
+    padded = MixtureOfExperts(dataclasses.replace(tiny_config, expert_row_padding=64))
+    unpadded = MixtureOfExperts(dataclasses.replace(tiny_config, expert_row_padding=0))
+    unpadded.load_state_dict(padded.state_dict())
+    x = torch.randn(1, tokens, tiny_config.dim, requires_grad=True)
+    g = torch.randn(1, tokens, tiny_config.dim)
+    results = []
+    for moe in (padded, unpadded):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, balance, _ = moe(x)
+        results.append((out, torch.autograd.grad((out * g).sum() + balance, [x, *moe.parameters()])))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-2, atol=1e-3)
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-3)
+
+
 def test_in_place_decoding_step_equals_recurrent_form():
     from glm53.model.linear_attention import linear_attention_step
 
