@@ -11,7 +11,6 @@ faster.
 from __future__ import annotations
 
 import torch
-from einops import rearrange
 from torch import nn
 
 from .config import ModelConfig
@@ -30,7 +29,9 @@ class AttentionProjections(nn.Module):
         """x [B, T, D] -> q, k, v [B, T, H, d] in fp32, or in `dtype` when given (a core that takes bf16 operands
         skips the round trip; RoPE still rotates in fp32 and rounds once), RoPE applied to q and k (unless position
         is none)."""
-        q, k, v = rearrange(self.qkv(x), "b t (three h d) -> three b t h d", three=3, h=self.heads)
+        # unbind over the [B, T, 3, H, d] view: its backward stacks the three gradients straight into qkv's layout
+        # (unpacking a three-first rearrangement stacked them three-first, then copied them back)
+        q, k, v = self.qkv(x).unflatten(-1, (3, self.heads, -1)).unbind(2)
         q, k, v = (t.to(dtype or torch.promote_types(t.dtype, torch.float32)) for t in (q, k, v))
         if not self.rotary:
             return q, k, v

@@ -229,7 +229,7 @@ class KimiDeltaAttention(nn.Module):
         B, T, _ = x.shape
         qkv = self.conv(self.qkv(x), cache)
         dtype = torch.promote_types(x.dtype, torch.float32)  # the core runs in fp32 (fp64 in tests) under autocast
-        q, k, v = (t.to(dtype) for t in rearrange(qkv, "b t (three h d) -> three b t h d", three=3, h=self.heads))
+        q, k, v = (t.to(dtype) for t in qkv.unflatten(-1, (3, self.heads, -1)).unbind(2))
         q = F.normalize(q, dim=-1) / math.sqrt(self.head_dim)
         k = F.normalize(k, dim=-1)
         beta = torch.sigmoid(self.beta(x).to(dtype))
