@@ -33,9 +33,14 @@ from .config import ModelConfig
 
 
 def swiglu(x: torch.Tensor, up_weight: torch.Tensor, down_weight: torch.Tensor) -> torch.Tensor:
-    """down(silu(gate) * value) where up(x) = [gate | value] (gate is the first half)."""
-    gate, value = F.linear(x, up_weight).chunk(2, dim=-1)
-    return F.linear(F.silu(gate) * value, down_weight)
+    """down(silu(gate) * value) where up(x) = [gate | value] (gate is the first half of up_weight's rows).
+
+    gate and value are two products with the two halves of up_weight (views) rather than one split in two: the
+    element-wise passes then run on contiguous halves, and backward adds two [n, D] input gradients where the
+    split's backward concatenated two [n, h] halves into [n, 2h] (the MoE layer 2-5% faster, the step 5%, on a
+    2-core Zen 5 under bf16 autocast; in bf16 the input gradient is then two rounded products summed)."""
+    gate_weight, value_weight = up_weight.chunk(2, dim=0)
+    return F.linear(F.silu(F.linear(x, gate_weight)) * F.linear(x, value_weight), down_weight)
 
 
 class SwiGLUExpert(nn.Module):
