@@ -54,8 +54,10 @@ def _build(model_kwargs: dict, plain: bool, seed: int):
 def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: bool, batch_size: int,
                 sequence_length: int, warmup: int, timed: int, seed: int, ceiling_size: int = 2048) -> dict:
     """Seconds per training step (median of the timed steps), and the matmul ceiling in `precision` measured in the
-    same process right before and right after them (the higher of the two counts): a shared host's speed drifts by
-    10-20% within minutes, and the ceiling measured at the end of `glm53 bench` may fall in another phase of it."""
+    same process right before each timed step and right after the last (`matmul_gflops_per_step`; the highest is
+    `matmul_gflops_beside`): a shared host's speed drifts by 10-30% within minutes, and the ceiling measured at the
+    end of `glm53 bench` may fall in another phase of it. Each timed step is then also set against the higher of the
+    two ceilings measured on either side of it (`run_bench`'s step-by-step fraction)."""
     from .data import pretraining_batch
     from .pretrain import PretrainConfig, language_loss, make_optimizer
 
@@ -66,8 +68,8 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
     device = torch.device("cpu")
     times, losses, ceilings = [], [], []
     for step in range(warmup + timed):
-        if step == warmup:
-            ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size))
+        if step >= warmup:
+            ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size, repeats=3))
         inputs, labels = pretraining_batch(step, batch_size, sequence_length)
         t0 = time.perf_counter()
         with autocast(device, precision):
@@ -79,11 +81,12 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
         optimizer.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+    ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size, repeats=3))
     seconds = statistics.median(times[warmup:])
     return {"seconds_per_step": seconds, "tokens_per_second": batch_size * sequence_length / seconds,
             "peak_memory_bytes": peak_memory_bytes(device), "step_seconds": times, "losses": losses,
             "warmup_steps": warmup, "weights_sha256": sha, "precision": precision, "compiled": compile_model,
-            "matmul_gflops_beside": max(ceilings + [matmul_gflops(PRECISION_DTYPES[precision], ceiling_size)])}
+            "matmul_gflops_per_step": ceilings, "matmul_gflops_beside": max(ceilings)}
 
 
 def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: list[str], group_size: int,
@@ -258,8 +261,19 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
         "fraction_of_matmul_ceiling_beside": {  # against the ceiling measured in the phase's own process
             name: r["tokens_per_second"] * flops["train_flops_per_token"] / 1e9 / r["matmul_gflops_beside"]
             for name, r in train.items()},
+        "fraction_of_matmul_ceiling_step_by_step": {
+            name: step_by_step_fraction(r, B * T * flops["train_flops_per_token"]) for name, r in train.items()},
     }
     return result
+
+
+def step_by_step_fraction(phase: dict, flops_per_step: float) -> float:
+    """Median over the timed steps of each step's GFLOP/s over the higher of the two ceilings measured right before
+    and right after it: the host's drift between a step and its own ceilings is seconds, not minutes."""
+    timed = phase["step_seconds"][phase["warmup_steps"]:]
+    ceilings = phase["matmul_gflops_per_step"]
+    return statistics.median(flops_per_step / seconds / 1e9 / max(ceilings[i], ceilings[i + 1])
+                             for i, seconds in enumerate(timed))
 
 
 def format_report(r: dict) -> str:
@@ -271,13 +285,14 @@ def format_report(r: dict) -> str:
         f"{r['matmul_gflops']['fp32']:.0f} GFLOP/s fp32, {r['matmul_gflops']['bf16']:.0f} GFLOP/s bf16",
         "",
         f"{'training':28s} {'s/step':>8s} {'tokens/s':>10s} {'peak GiB':>9s} {'of ceiling':>11s} "
-        f"{'of the ceiling beside it':>29s}",
+        f"{'of the ceiling beside it':>29s} {'step by step':>13s}",
     ]
     for name, row in t.items():
         lines.append(f"{name + ' (' + row['precision'] + ')':28s} {row['seconds_per_step']:8.2f} "
                      f"{row['tokens_per_second']:10.0f} {row['peak_memory_bytes'] / gib:9.2f} "
                      f"{r['fraction_of_matmul_ceiling'][name]:10.0%} "
-                     f"{r['fraction_of_matmul_ceiling_beside'][name]:13.0%} of {row['matmul_gflops_beside']:4.0f} GFLOP/s")
+                     f"{r['fraction_of_matmul_ceiling_beside'][name]:13.0%} of {row['matmul_gflops_beside']:4.0f} GFLOP/s"
+                     f"{r['fraction_of_matmul_ceiling_step_by_step'][name]:14.1%}")
     lines += ["", f"{'generation':28s} {'seconds':>8s} {'tokens/s':>10s} {'s/completion':>13s}"]
     for name, row in g.items():
         lines.append(f"{name:28s} {row['seconds']:8.2f} {row['tokens_per_second']:10.0f} {row['seconds_per_completion']:13.4f}")

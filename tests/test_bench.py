@@ -17,9 +17,19 @@ def test_quick_bench_reports_every_figure_on_the_same_weights():
     for name, row in result["train"].items():
         assert row["tokens_per_second"] > 0 and row["peak_memory_bytes"] > 0 and row["matmul_gflops_beside"] > 0
         assert 0 < result["fraction_of_matmul_ceiling_beside"][name] and 0 < result["fraction_of_matmul_ceiling"][name]
+        assert len(row["matmul_gflops_per_step"]) == len(row["step_seconds"]) - row["warmup_steps"] + 1
+        assert result["fraction_of_matmul_ceiling_step_by_step"][name] > 0
     assert result["generation"]["fast_cached_many_groups"]["completions"] == 8
     assert all(v > 0 for v in result["ratios"].values())
     assert "ratios" in format_report(result)
+
+
+def test_step_by_step_fraction_sets_each_step_against_the_higher_ceiling_beside_it():
+    from glm53.bench import step_by_step_fraction
+
+    phase = {"step_seconds": [9.0, 1.0, 2.0, 4.0], "warmup_steps": 1, "matmul_gflops_per_step": [100, 50, 200, 100]}
+    # 100 GFLOP a step: 100 / 1 s / 100, 100 / 2 s / 200, 100 / 4 s / 200 -> 1.0, 0.25, 0.125
+    assert step_by_step_fraction(phase, 100e9) == 0.25
 
 
 def test_profile_accounts_for_every_component_of_a_step():
