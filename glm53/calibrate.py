@@ -6,9 +6,10 @@ bf16 decoding was slower than fp32 there), so `--precision auto` and `--sample-p
 when one exists for this machine: the CPU model (name, family/model/stepping numbers and relevant flags), its core
 count and the torch version form the key of a small cache (`$GLM53_CACHE_DIR/calibration.json`, default
 `~/.cache/glm53`). Without one they follow the CPU-flag rule (bf16 where the CPU has native bf16). Receipts record
-the resolved precision, so a run is reproduced by giving it explicitly. Kernel settings (`ModelConfig.KERNEL_FIELDS`: linear-attention chunk, expert-row padding, sparse
-attention core dtype) are then timed one at a time in the chosen training precision, the others held at their
-defaults; `--kernels auto` (pretraining) uses the choice, and the receipt's model config records it.
+the resolved precision, so a run is reproduced by giving it explicitly. Kernel settings
+(`ModelConfig.KERNEL_FIELDS`: the linear-attention core dtype and chunk, expert-row padding, the sparse attention
+core dtype) are then timed one at a time in the chosen training precision, the others held at their defaults;
+`--kernels auto` (pretraining) uses the choice, and the receipt's model config records it.
 Training is timed at the reference pretraining batch (32 x 128), since a choice measured at another shape need not
 carry over (the bf16 linear-attention core lost at 8 x 128 and won at 32 x 128 on a Zen 5), with the candidates
 of one comparison stepping in turn, round by round, each compared to the first (the default) by the median of its
