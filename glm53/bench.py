@@ -279,19 +279,25 @@ def step_by_step_fraction(phase: dict, flops_per_step: float) -> float:
 def format_report(r: dict) -> str:
     t, g, q = r["train"], r["generation"], r["ratios"]
     gib = 2**30
+    m, cpu = r["machine"], r["machine"]["cpu"]
+    kernels = m["fast_kernels"]
+    kernels = ", ".join(f"{k} {v}" for k, v in kernels.items()) if isinstance(kernels, dict) else kernels
     lines = [
-        f"glm53 bench  (torch {r['machine']['torch']}, {r['machine']['threads']} threads, same weights: {r['same_weights']})",
+        f"glm53 bench  (torch {m['torch']}, {m['threads']} threads, same weights: {r['same_weights']})",
+        f"cpu: {cpu['model']}{' (' + cpu['family'] + ')' if cpu['family'] else ''}, {cpu['cores']} cores, "
+        f"{' '.join(cpu['flags']) or 'none of the flags glm53 looks for'}",
+        f"fast path: training {m['fast_precision']}, decoding {m['decode_precision']}; kernels: {kernels}",
         f"model: {r['flops']['train_flops_per_token'] / 1e6:.1f} MFLOP per training token; matmul ceiling "
         f"{r['matmul_gflops']['fp32']:.0f} GFLOP/s fp32, {r['matmul_gflops']['bf16']:.0f} GFLOP/s bf16",
         "",
         f"{'training':28s} {'s/step':>8s} {'tokens/s':>10s} {'peak GiB':>9s} {'of ceiling':>11s} "
-        f"{'of the ceiling beside it':>29s} {'step by step':>13s}",
+        f"{'of the ceiling beside it':>31s} {'step by step':>13s}",
     ]
     for name, row in t.items():
         lines.append(f"{name + ' (' + row['precision'] + ')':28s} {row['seconds_per_step']:8.2f} "
                      f"{row['tokens_per_second']:10.0f} {row['peak_memory_bytes'] / gib:9.2f} "
-                     f"{r['fraction_of_matmul_ceiling'][name]:10.0%} "
-                     f"{r['fraction_of_matmul_ceiling_beside'][name]:13.0%} of {row['matmul_gflops_beside']:4.0f} GFLOP/s"
+                     f"{r['fraction_of_matmul_ceiling'][name]:11.1%} "
+                     f"{r['fraction_of_matmul_ceiling_beside'][name]:15.1%} of {row['matmul_gflops_beside']:4.0f} GFLOP/s"
                      f"{r['fraction_of_matmul_ceiling_step_by_step'][name]:14.1%}")
     lines += ["", f"{'generation':28s} {'seconds':>8s} {'tokens/s':>10s} {'s/completion':>13s}"]
     for name, row in g.items():

@@ -69,6 +69,14 @@ def _paired(times: list[list[float]]) -> list[float]:
     return [first] + [first * statistics.median(t / f for t, f in zip(other, times[0])) for other in times[1:]]
 
 
+def _turn_order(candidates: int, round_index: int) -> list[int]:
+    """The order the candidates take their turns in a round: every other round reversed, because a run after
+    another candidate's pays for what that one left in the caches and the allocator, and no candidate should always
+    be the one that pays."""
+    order = list(range(candidates))
+    return order if round_index % 2 == 0 else order[::-1]
+
+
 def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float]:
     """Seconds per training step of each (model kwargs, precision) candidate at CALIBRATION_BATCH: a model each,
     two warm-up steps each (bf16 kernels are built for each new shape), then `steps` rounds in which every
@@ -87,9 +95,7 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
     times = [[] for _ in runs]
     for step in range(steps + 2):
         inputs, labels = pretraining_batch(step, batch, length)
-        # every other round in reverse order: the step after another model's pays for what that one left in the
-        # caches and the allocator, and no candidate should always be the one that pays
-        for i in (range(len(runs)) if step % 2 == 0 else reversed(range(len(runs)))):
+        for i in _turn_order(len(runs), step):
             (model, optimizer, precision), seconds = runs[i], times[i]
             t0 = time.perf_counter()
             bare_training_step(model, optimizer, inputs, labels, precision)
@@ -111,7 +117,8 @@ def _time_decoding(model_kwargs: dict, precisions: list[str], rounds: int = 3) -
     prompts = ["def f(x):\n    return"] * 4
     times = [[] for _ in precisions]
     for r in range(rounds + 1):
-        for precision, seconds in (zip(precisions, times) if r % 2 == 0 else reversed(list(zip(precisions, times)))):
+        for i in _turn_order(len(precisions), r):
+            precision, seconds = precisions[i], times[i]
             t0 = time.perf_counter()
             generate_groups(model, prompts, 8, sampling, generator=torch.Generator().manual_seed(0),
                             precision=precision)

@@ -21,7 +21,10 @@ def test_quick_bench_reports_every_figure_on_the_same_weights():
         assert result["fraction_of_matmul_ceiling_step_by_step"][name] > 0
     assert result["generation"]["fast_cached_many_groups"]["completions"] == 8
     assert all(v > 0 for v in result["ratios"].values())
-    assert "ratios" in format_report(result)
+    report = format_report(result)
+    assert "ratios" in report
+    assert f"cpu: {result['machine']['cpu']['model']}" in report  # which CPU and which settings made these figures
+    assert f"fast path: training {result['machine']['fast_precision']}" in report and "kernels: " in report
 
 
 def test_step_by_step_fraction_sets_each_step_against_the_higher_ceiling_beside_it():
