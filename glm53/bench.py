@@ -25,7 +25,7 @@ import torch
 
 from .model.config import ModelConfig
 from .calibrate import resolve_kernels
-from .device import autocast, cpu_description, peak_memory_bytes, resolve_precision
+from .device import autocast, cpu_description, cpu_summary, peak_memory_bytes, resolve_precision
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
                         max_sequence_length=192),
@@ -279,13 +279,12 @@ def step_by_step_fraction(phase: dict, flops_per_step: float) -> float:
 def format_report(r: dict) -> str:
     t, g, q = r["train"], r["generation"], r["ratios"]
     gib = 2**30
-    m, cpu = r["machine"], r["machine"]["cpu"]
+    m = r["machine"]
     kernels = m["fast_kernels"]
     kernels = ", ".join(f"{k} {v}" for k, v in kernels.items()) if isinstance(kernels, dict) else kernels
     lines = [
         f"glm53 bench  (torch {m['torch']}, {m['threads']} threads, same weights: {r['same_weights']})",
-        f"cpu: {cpu['model']}{' (' + cpu['family'] + ')' if cpu['family'] else ''}, {cpu['cores']} cores, "
-        f"{' '.join(cpu['flags']) or 'none of the flags glm53 looks for'}",
+        f"cpu: {cpu_summary(m['cpu'])}",
         f"fast path: training {m['fast_precision']}, decoding {m['decode_precision']}; kernels: {kernels}",
         f"model: {r['flops']['train_flops_per_token'] / 1e6:.1f} MFLOP per training token; matmul ceiling "
         f"{r['matmul_gflops']['fp32']:.0f} GFLOP/s fp32, {r['matmul_gflops']['bf16']:.0f} GFLOP/s bf16",

@@ -51,7 +51,7 @@ def cmd_info(args) -> int:
     import torch
 
     from .calibrate import explain_kernels
-    from .device import cpu_description, explain_precision, resolve_device
+    from .device import cpu_description, cpu_summary, explain_precision, resolve_device
     from .model.model import GLM53
 
     cfg = config_from_args(ModelConfig, args, base=MODEL_PRESETS[args.model])
@@ -74,9 +74,7 @@ def cmd_info(args) -> int:
     print(f"  model          {args.model}")
     print(f"  layer pattern  {cfg.layer_pattern}  (L = linear attention, S = sparse attention{sparse_note})")
     print(f"  device         {info['device']} (torch {torch.__version__}, {info['threads']} threads)")
-    cpu = info["cpu"]
-    family = f" ({cpu['family']})" if cpu.get("family") else ""
-    print(f"  cpu            {cpu['model']}{family}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}")
+    print(f"  cpu            {cpu_summary(info['cpu'])}")
     print(f"  precision auto {info['precision_auto']}")
     print(f"  kernels auto   {info['kernels_auto']}")
     print("  config")

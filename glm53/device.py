@@ -51,6 +51,13 @@ def cpu_has_native_bf16() -> bool:
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")
 
 
+def cpu_summary(cpu: dict) -> str:
+    """One line for a `cpu_description()`: model (family numbers), cores, flags; as `glm53 info` and `glm53 bench`
+    print it."""
+    family = f" ({cpu['family']})" if cpu.get("family") else ""
+    return f"{cpu['model']}{family}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or '-'}"
+
+
 def cpu_description() -> dict:
     """The CPU model, its relevant instruction-set flags and core count, for receipts (Linux /proc/cpuinfo;
     elsewhere what `platform` knows)."""
