@@ -1,51 +1,103 @@
-"""Verifier throughput: verdicts per second through verify_many for typical one-line completions, with every
-isolation layer on and then with layers added one at a time, so that each layer's cost shows.
+"""Verifier throughput: verdicts per second through the API (verify_many) and through `glm53 verify` (the whole
+command, start-up included), for ordinary programs, then with a share of programs that run to the time limit.
 
-    python scripts/bench_verifier.py [--programs 2000] [--workers N]
+    python scripts/bench_verifier.py [--programs 3000] [--workers N] [--spin-share 0.05] [--layers]
 
-The mix imitates what a partly trained model writes: correct bodies, wrong bodies, and statically invalid
-ones (which never reach a process), over the confirm split's tasks and their hidden cases.
+Ordinary programs: bodies over the confirm split's tasks (11-12 hidden cases each), a third right and two thirds
+wrong, every one valid, so every one runs in a sandbox process. `--layers` also times the API with the isolation
+layers added one at a time, so that each layer's cost shows.
 """
 
 import argparse
-import platform
+import json
+import os
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from glm53.tasks import frozen_tasks
 from glm53.verify.verifier import SandboxPool, verify_many
 
-SETTINGS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]
+LAYER_STEPS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]
+SPIN = "\n    while True:\n        pass\n"
+
+
+def programs(n: int, spin_share: float) -> list[dict]:
+    tasks = frozen_tasks("confirm", 8)
+    bodies = ["{canonical}", "\n    return 0\n", "\n    return 1 if 0 else 2\n"]
+    rows, spin_every = [], round(1 / spin_share) if spin_share else 0
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        body = bodies[i % len(bodies)].replace("{canonical}", task.canonical_completion)
+        if spin_every and i % spin_every == spin_every // 2:
+            body = SPIN
+        rows.append({"prompt": task.prompt, "completion": body, "entry_point": task.entry_point,
+                     "cases": [[list(args), expected] for args, expected in task.cases]})
+    return rows
+
+
+def api_rate(rows: list[dict], workers: int | None, layers=LAYER_STEPS[-1]) -> tuple[float, dict, str]:
+    items = [(r["prompt"] + r["completion"], r["entry_point"], [(tuple(a), e) for a, e in r["cases"]]) for r in rows]
+    with SandboxPool(workers=workers, layers=layers) as pool:
+        verify_many(items[:20], pool=pool)  # start the workers
+        started = time.perf_counter()
+        verdicts = verify_many(items, pool=pool)
+        elapsed = time.perf_counter() - started
+        level = pool.isolation()["level"]
+    counts: dict = {}
+    for v in verdicts:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    return len(items) / elapsed, counts, level
+
+
+def cli_rate(rows: list[dict], folder: Path) -> tuple[float, dict]:
+    source, out = folder / f"in-{len(rows)}-{time.monotonic_ns()}.jsonl", folder / f"out-{time.monotonic_ns()}.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "glm53", "verify", "--in", str(source), "--out", str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - started
+    counts: dict = {}
+    with open(out) as f:
+        for line in f:
+            status = json.loads(line)["verdict"]["status"]
+            counts[status] = counts.get(status, 0) + 1
+    return len(rows) / elapsed, counts
+
+
+def cpu_line() -> str:
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+    model = next((line.split(":", 1)[1].strip() for line in lscpu if line.startswith("Model name")), "unknown")
+    return f"cpu: {model}, {os.cpu_count()} cores | python {sys.version.split()[0]}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--programs", type=int, default=2000)
+    parser.add_argument("--programs", type=int, default=3000)
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--spin-share", type=float, default=0.05, help="share of programs that spin to the limit")
+    parser.add_argument("--layers", action="store_true", help="also time each isolation layer's cost")
     args = parser.parse_args()
-    tasks = frozen_tasks("confirm", 8)
-    bodies = ["{canonical}", "\n    return x + 2\n", "\n    return x if x x 0 else x\n", "{canonical}",
-              "\n    return 0\n", "{canonical}"]
-    items = []
-    for i in range(args.programs):
-        task = tasks[i % len(tasks)]
-        body = bodies[i % len(bodies)].replace("{canonical}", task.canonical_completion)
-        items.append((task.prompt + body, task.entry_point, task.cases))
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-    print("cpu:", next((line.split(":", 1)[1].strip() for line in cpu if line.startswith("Model name")),
-                       platform.processor()), "| python", platform.python_version())
-    for layers in SETTINGS:
-        with SandboxPool(workers=args.workers, layers=layers) as pool:
-            verify_many(items[:50], pool=pool)  # start the workers
-            started = time.perf_counter()
-            verdicts = verify_many(items, pool=pool)
-            elapsed = time.perf_counter() - started
-            level = pool.isolation()["level"]
-        counts = {}
-        for v in verdicts:
-            counts[v.status] = counts.get(v.status, 0) + 1
-        print(f"layers {'+'.join(layers) or 'none':32s} ({level:7s}): {len(items)} programs in {elapsed:.2f} s, "
-              f"{len(items) / elapsed:4.0f} verdicts/s ({pool.size} workers; {counts})")
+    print(cpu_line())
+    ordinary = programs(args.programs, 0.0)
+    with tempfile.TemporaryDirectory() as folder:
+        rate, counts, level = api_rate(ordinary, args.workers)
+        print(f"API  ordinary:            {rate:5.0f} verdicts/s  ({len(ordinary)} programs, level {level}, {counts})")
+        rate, counts = cli_rate(ordinary, Path(folder))
+        print(f"CLI  ordinary:            {rate:5.0f} verdicts/s  (glm53 verify, start-up included, {counts})")
+        if args.spin_share:
+            spinning = programs(max(200, args.programs // 5), args.spin_share)
+            rate, counts, _ = api_rate(spinning, args.workers)
+            print(f"API  {args.spin_share:.0%} to the time limit: {rate:5.0f} verdicts/s  ({len(spinning)} programs, "
+                  f"{counts})")
+            rate, counts = cli_rate(spinning, Path(folder))
+            print(f"CLI  {args.spin_share:.0%} to the time limit: {rate:5.0f} verdicts/s  ({counts})")
+    if args.layers:
+        for layers in LAYER_STEPS:
+            rate, _, level = api_rate(ordinary, args.workers, layers)
+            print(f"API  layers {'+'.join(layers) or 'none':32s} ({level}): {rate:5.0f} verdicts/s")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ scratch directory as its working directory. Three processes, each with one job:
   "memory_mb"} in, a verdict {"id", "status", "passed", "total", "message"} out. It holds the expected values
   and compares results as they arrive (type-strict), so each reply is a verdict and nothing piles up.
 - the template, forked at start before any job is read, enters the namespaces once (see isolation.py), forks
-  the init of its new PID namespace, which then only forks children and kills and reaps them when asked. It
-  never sees a job, so a child forked from it holds no data of any job, earlier or current.
+  the init of its new PID namespace, which then only forks children (each ahead of its job) and kills and reaps
+  them when asked. It never sees a job, so a child forked from it holds no data of any job, earlier or current.
 - one child per job, forked by the template: own process group, stdin/stdout/stderr on /dev/null, every other
   descriptor closed but its two pipes, an IPC namespace and (as root) a uid of its template's own, resource
   limits (address space, CPU time, file size 0, processes, core dumps), the seccomp filter, then the candidate
@@ -158,15 +158,22 @@ class LineReader:
 
 
 def write_all(fd: int, data: bytes, deadline: float) -> None:
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
+    """Write everything to a non-blocking descriptor, waiting for room only when the pipe is full."""
     view = memoryview(data)
+    poller = None
     while view:
+        try:
+            view = view[os.write(fd, view):]
+            continue
+        except BlockingIOError:
+            pass
+        if poller is None:
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        if poller.poll(remaining * 1000):
-            view = view[os.write(fd, view):]
+        poller.poll(remaining * 1000)
 
 
 # ---------------------------------------------------------------- the child: one candidate, case by case
@@ -267,23 +274,28 @@ def template_main(control: socket.socket, devnull: int, scratch: str, layers: tu
             os._exit(0)
         isolation.set_parent_death_signal()
     control.sendall(json.dumps(setup.report).encode() + b"\n")
-    child = None
-    while request := control.recv(1):
-        if request == b"F":
-            job_read, job_write = os.pipe()
-            out_read, out_write = os.pipe()
-            child = os.fork()
-            if child == 0:
-                control.close()
-                os.close(job_write)
-                os.close(out_read)
-                child_main(job_read, out_write, devnull, setup)
-            os.close(job_read)
-            os.close(out_write)
-            socket.send_fds(control, [child.to_bytes(4, "little")], [job_write, out_read])
+
+    def spawn() -> int:
+        """Fork the next child ahead of its job (it holds no job data until the worker writes one) and hand the
+        worker its two pipes, so a job never waits for a fork."""
+        job_read, job_write = os.pipe()
+        out_read, out_write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            control.close()
             os.close(job_write)
             os.close(out_read)
-        elif request == b"R" and child is not None:
+            child_main(job_read, out_write, devnull, setup)
+        os.close(job_read)
+        os.close(out_write)
+        socket.send_fds(control, [child.to_bytes(4, "little")], [job_write, out_read])
+        os.close(job_write)
+        os.close(out_read)
+        return child
+
+    child = None
+    while request := control.recv(1):
+        if request == b"R" and child is not None:
             for kill in (os.killpg, os.kill):  # the group, and the child itself if it had not made its group yet
                 try:
                     kill(child, signal.SIGKILL)
@@ -291,7 +303,9 @@ def template_main(control: socket.socket, devnull: int, scratch: str, layers: tu
                     pass
             _, status = os.waitpid(child, 0)
             control.sendall(status.to_bytes(4, "little"))
-            child = None
+            child = spawn()
+        elif request == b"N" and child is None:
+            child = spawn()
 
 
 # ---------------------------------------------------------------- the worker: jobs in, verdicts out
@@ -314,6 +328,10 @@ class Worker:
         if line is None:
             raise RuntimeError("the sandbox template process failed to start")
         self.report = json.loads(line)
+        # only now ask for the first child: nothing may follow the hello line in the socket while it is read in
+        # blocks, or the pipes sent with the next message would be dropped
+        self.control.sendall(b"N")
+        self.status_pending = False  # a finished job's exit status not read yet (read before the next job)
 
     def _receive(self, size: int) -> bytes:
         data = b""
@@ -325,7 +343,9 @@ class Worker:
         return data
 
     def run_job(self, job: dict) -> dict:
-        self.control.sendall(b"F")
+        if self.status_pending:
+            self._receive(4)
+            self.status_pending = False
         message, fds, _, _ = socket.recv_fds(self.control, 4, 2)
         if len(message) != 4 or len(fds) != 2:
             raise ConnectionError("the sandbox template process did not fork a child")
@@ -343,11 +363,12 @@ class Worker:
         finally:
             os.close(job_fd)
             os.close(out_fd)
-            self.control.sendall(b"R")  # the template kills the child's group, then reaps it
-            status = int.from_bytes(self._receive(4), "little")
+            self.control.sendall(b"R")  # the template kills the child's group, reaps it and forks the next
         if outcome.get("complete") or outcome["status"] in ("timeout", "invalid", "memory"):
             outcome.pop("complete", None)
+            self.status_pending = True  # the exit status cannot change this verdict: read it later
             return outcome
+        status = int.from_bytes(self._receive(4), "little")
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
             return {"status": "timeout", "message": f"CPU-time limit (signal {os.WTERMSIG(status)})"}
         if os.WIFSIGNALED(status):
@@ -359,13 +380,14 @@ class Worker:
         header = {"source": job["source"], "entry_point": job["entry_point"], "builtins": job["builtins"],
                   "memory_mb": job["memory_mb"], "timeout_s": job["timeout_s"],
                   "test_skip_seccomp": bool(job.get("test_skip_seccomp"))}
-        write_all(job_fd, json.dumps(header).encode() + b"\n", deadline)
         cases, echo = job["cases"], job.get("echo")
         if not cases:
             return {"status": "crashed", "message": "the job has no cases"}
         passed, first_failure, values = 0, "", []
+        prefix = json.dumps(header).encode() + b"\n"  # sent with the first case: one wake-up of the child, not two
         for k, (args, expected) in enumerate(cases):
-            write_all(job_fd, json.dumps(args).encode() + b"\n", deadline)
+            write_all(job_fd, prefix + json.dumps(args).encode() + b"\n", deadline)
+            prefix = b""
             line = reader.readline(deadline)
             if line is None:
                 return {"status": "crashed", "message": "the program ended without a result", "passed": passed}

@@ -27,22 +27,22 @@ def _full_pool(workers: int) -> SandboxPool:
     return pool
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def _template_pids(pool: SandboxPool) -> set[int]:
-    """Host pids of the pool's template processes (the workers' children and grandchildren)."""
+    """Host pids of the pool's template processes: each worker's child and that child's child, the init of the
+    template's PID namespace (whose own children are the programs' processes, which come and go)."""
     pids = set()
     for worker in pool._workers:
-        if worker is None:
-            continue
-        frontier = [worker.proc.pid]
-        while frontier:
-            pid = frontier.pop()
-            try:
-                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                pids.add(child)
-                frontier.append(child)
+        if worker is not None:
+            for outer in _children(worker.proc.pid):
+                pids.add(outer)
+                pids.update(_children(outer))
     return pids
 
 
