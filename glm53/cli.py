@@ -363,15 +363,17 @@ def add_verify_parser(sub) -> None:
     p.add_argument("--in", dest="input", required=True, help="JSON Lines with prompt, completion, entry_point, cases")
     p.add_argument("--out", required=True, help="JSON Lines of rows with their verdicts (must not exist)")
     p.add_argument("--timeout", type=float, default=2.0, help="seconds per program (default: 2.0)")
+    p.add_argument("--language", choices=["reference", "python"], default=None,
+                   help="language level of every row (default: each row's own \"language\", else reference)")
     p.set_defaults(func=cmd_verify)
 
 
 def cmd_verify(args) -> int:
     from .verify.verify_file import verify_file
 
-    if args.timeout <= 0:
-        raise ValueError(f"--timeout must be > 0, got {args.timeout}")
-    counts = verify_file(args.input, args.out, timeout_s=args.timeout)
+    if not 0 < args.timeout < float("inf"):
+        raise ValueError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    counts = verify_file(args.input, args.out, timeout_s=args.timeout, language=args.language)
     print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     return 0
 

@@ -3,6 +3,7 @@
 #   bash scripts/install.sh          the package
 #   bash scripts/install.sh --dev    the package and the test tools
 #   bash scripts/install.sh --dev --extras   also Ray and TensorBoard (requirements-extras.lock), as CI tests them
+#   bash scripts/install.sh --docs   also the documentation tools (requirements-docs.lock): mkdocs build --strict
 # Linux without an NVIDIA GPU: torch comes from PyTorch's CPU-only index when it can be reached (~200 MB instead
 # of several GB of CUDA libraries). With a GPU, PyPI's CUDA build. GLM53_TORCH_INDEX=URL chooses another index
 # (for example https://download.pytorch.org/whl/cu126); GLM53_TORCH_INDEX= (empty) uses PyPI's default build.
@@ -14,7 +15,8 @@ for arg in "$@"; do
   case "$arg" in
     --dev) extras+=(dev) ;;
     --extras) extras+=(ray tensorboard); locks+=(-r requirements-extras.lock) ;;
-    *) echo "scripts/install.sh: unknown option $arg (use --dev and/or --extras)" >&2; exit 2 ;;
+    --docs) extras+=(docs); locks+=(-r requirements-docs.lock) ;;
+    *) echo "scripts/install.sh: unknown option $arg (use --dev, --extras and/or --docs)" >&2; exit 2 ;;
   esac
 done
 extra=""

@@ -4,7 +4,9 @@
 
 Copies spec.json, sweep-log.jsonl, analysis.json, REPORT.md, charts/ and each finished job's folder (receipt,
 log, training receipt and loss log) without checkpoint folders. `glm53 sweep SPEC --out DOCS_FOLDER` (or a copy
-of it) then continues the study: kept jobs are skipped, the others run.
+of it) then continues the study: kept jobs are skipped, the others run. Under docs/studies git ignores the
+per-step loss logs (runs/ARM/seed-S/run/train_log.jsonl): the record in the repository is the receipts, the
+analysis, the report and the charts; `glm53 analyze` needs only the receipts.
 """
 
 from __future__ import annotations

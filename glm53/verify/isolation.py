@@ -3,18 +3,27 @@
 Standard library only (the sandbox worker imports it under `python -I -S`). Three layers, each optional and
 each reported, so that a gap in the static stage is not an escape:
 
-- `namespaces`: a new network namespace (only a loopback interface, down: no network at all), a new IPC
-  namespace, and a new mount namespace in which every mount is read-only, nosuid and nodev, `/proc` and `/sys`
-  are covered by empty read-only tmpfs mounts, and only the scratch directory stays writable. As root this is a
-  plain unshare; otherwise it goes through a user namespace, where the kernel allows one.
-- `drop-user`: as root, the template process becomes `nobody` (no capabilities, no root-owned files).
+- `namespaces`: per template, a new network namespace (only a loopback interface, down: no network at all), a
+  new PID namespace whose init is the template (a program sees only itself and the template, which as init
+  ignores every signal it has no handler for), and a new mount namespace in which every mount is read-only,
+  nosuid and nodev (a mount that cannot be made so turns the layer off), `/proc` and `/sys` are covered by empty
+  read-only tmpfs mounts, and only the scratch directory stays writable; per program, a new IPC namespace (no
+  SysV segment or message queue of one job is visible to the next). As root this is a plain unshare; otherwise
+  it goes through a user namespace, where the kernel allows one.
+- `drop-user`: as root, each program runs under a uid and gid of its own template's, `SANDBOX_ID_BASE` plus the
+  template's process id (a reserved range no account uses): no capabilities, no root-owned files, and no other
+  template's processes or the caller's can be signalled even with seccomp off. Unprivileged, the program keeps
+  the caller's uid (inside the user namespace), which can read the caller's files: the layer reports off.
 - `seccomp`: a syscall allow-list for a pure computation (memory, reads, clocks, exit). Everything else fails
-  with EPERM: sockets, exec, fork/clone, ptrace, kill and every other signal sent, mount, unshare, and any
-  open for writing or creating (anywhere: the candidate never needs to write a file). The filter is compiled
-  once with libseccomp (through ctypes) and loaded in each child with `no_new_privs` set.
+  with EPERM: sockets, exec, fork/clone, ptrace, kill and every other signal sent, mount, unshare, ioctl, and
+  any open for writing or creating (anywhere: the candidate never needs to write a file). `fcntl` only with
+  the descriptor-flag commands (no owner, signal, lease or notify command, which would make the kernel signal
+  another process); `prlimit64` and `sched_getaffinity` only on the calling process (pid 0) and `prlimit64`
+  only to read. The filter is compiled once with libseccomp (through ctypes) and loaded in each child with
+  `no_new_privs` set.
 
-Set-up runs once in the sandbox template process (before any job) for the first two layers; the seccomp filter
-is compiled there too and installed in each child after its resource limits are set.
+Set-up runs once in the sandbox template process (before any job) for the namespaces; the per-program steps
+(IPC namespace, uid, limits, seccomp) run in each child before the candidate is defined.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 
 LAYERS = ("namespaces", "drop-user", "seccomp")
 
@@ -29,8 +39,13 @@ LAYERS = ("namespaces", "drop-user", "seccomp")
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
-NOBODY = 65534
+# uids and gids [2**30, 2**30 + 2**22) are the sandboxes': one per template, by its pid (pids are below 2**22)
+SANDBOX_ID_BASE = 1 << 30
+# <fcntl.h>: the only commands a child may use (descriptor and status flags read, close-on-exec set, a dup)
+F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL = 1030, 1, 2, 3
+ALLOWED_FCNTL = (F_GETFD, F_SETFD, F_GETFL, F_DUPFD_CLOEXEC)
 
 # libseccomp's constants (seccomp.h)
 SCMP_ACT_ALLOW = 0x7FFF0000
@@ -40,8 +55,8 @@ WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # What a running Python computation needs once its job is read. Names missing on an architecture are skipped.
 ALLOWED_SYSCALLS = (
     "read", "readv", "pread64", "write", "writev", "close", "lseek", "fstat", "newfstatat", "stat", "lstat",
-    "statx", "fcntl", "getdents64", "getcwd", "readlink", "readlinkat", "access", "faccessat", "faccessat2",
-    "mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex", "sched_yield", "sched_getaffinity",
+    "statx", "getdents64", "getcwd", "readlink", "readlinkat", "access", "faccessat", "faccessat2",
+    "mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex", "sched_yield",
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "getpid", "gettid", "getppid", "getuid",
     "geteuid", "getgid", "getegid", "getrandom", "clock_gettime", "clock_getres", "gettimeofday", "time",
     "getrusage", "uname", "exit", "exit_group",
@@ -72,25 +87,31 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
+def unescape_mount_path(field: str) -> str:
+    """/proc/self/mountinfo writes a space, tab, newline and backslash in a path as octal escapes (\\040 ...)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def enter_namespaces(scratch: str) -> str:
-    """Unshare network, IPC and mount namespaces and make every mount but `scratch` read-only. Returns how."""
+    """Unshare network, IPC, PID and mount namespaces and make every mount but `scratch` read-only. Returns how.
+    The caller's next child is the new PID namespace's init."""
     libc = _libc()
-    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS
+    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID
     how = "root"
     if os.geteuid() != 0:
         uid, gid = os.geteuid(), os.getegid()
-        _check(libc.unshare(flags | CLONE_NEWUSER), "unshare(user, net, ipc, mount)")
+        _check(libc.unshare(flags | CLONE_NEWUSER), "unshare(user, net, ipc, pid, mount)")
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
         how = "user namespace"
     else:
-        _check(libc.unshare(flags), "unshare(net, ipc, mount)")
+        _check(libc.unshare(flags), "unshare(net, ipc, pid, mount)")
     mount = libc.mount
     mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     _check(mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(/, private)")
     with open("/proc/self/mountinfo") as f:
-        mounts = [(line.split()[4], line.split()[5].split(",")) for line in f]
+        mounts = [(unescape_mount_path(line.split()[4]), line.split()[5].split(",")) for line in f]
     # flags a user namespace may not drop from a mount it inherited (the atime ones included): kept as they are
     kept = {"noexec": MS_NOEXEC, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
     for point, options in mounts:
@@ -99,8 +120,9 @@ def enter_namespaces(scratch: str) -> str:
         # filesystem itself, for every process on the machine.
         result = mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
                        None)
-        if result != 0 and ctypes.get_errno() not in (errno.ENOENT, errno.EACCES):
-            _check(result, f"remount {point} read-only")
+        # a point that no longer resolves (its folder deleted, or outside this root) cannot be reached either
+        if result != 0 and not (ctypes.get_errno() == errno.ENOENT and not os.path.lexists(point)):
+            _check(result, f"remount {point!r} read-only")
     for hidden in (b"/proc", b"/sys"):
         _check(mount(b"tmpfs", hidden, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k"),
                f"cover {hidden.decode()}")
@@ -110,14 +132,19 @@ def enter_namespaces(scratch: str) -> str:
     return how
 
 
-def drop_user() -> str:
-    """As root, become nobody: no capabilities, no access to root's files or processes. Returns how."""
-    if os.geteuid() != 0:
-        return f"unprivileged already, uid {os.geteuid()}"
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-    return f"uid {NOBODY}"
+def sandbox_id(template_pid: int) -> int:
+    """The uid and gid of a template's programs (root only): a reserved id no other template shares."""
+    return SANDBOX_ID_BASE + template_pid
+
+
+def enter_child(separate_ipc: bool, uid: int | None) -> None:
+    """In each program's process, before its limits and filter: a fresh IPC namespace, then its own uid."""
+    if separate_ipc:
+        _check(_libc().unshare(CLONE_NEWIPC), "unshare(ipc)")
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
 
 
 class _ArgCmp(ctypes.Structure):
@@ -157,10 +184,20 @@ class SeccompFilter:
                 number = lib.seccomp_syscall_resolve_name(syscall.encode())
                 if number >= 0:
                     self._rule(lib, ctx, number, [_ArgCmp(flags_arg, SCMP_CMP_MASKED_EQ, WRITE_FLAGS, 0)])
-            # reading one's own limits is fine; setting them is not
+            # reading one's own limits and affinity is fine; setting limits, or asking about another process
+            # (which would tell which process ids exist), is not
             number = lib.seccomp_syscall_resolve_name(b"prlimit64")
             if number >= 0:
-                self._rule(lib, ctx, number, [_ArgCmp(2, SCMP_CMP_EQ, 0, 0)])
+                self._rule(lib, ctx, number, [_ArgCmp(0, SCMP_CMP_EQ, 0, 0), _ArgCmp(2, SCMP_CMP_EQ, 0, 0)])
+            number = lib.seccomp_syscall_resolve_name(b"sched_getaffinity")
+            if number >= 0:
+                self._rule(lib, ctx, number, [_ArgCmp(0, SCMP_CMP_EQ, 0, 0)])
+            # fcntl only with commands that touch the descriptor itself: F_SETOWN/F_SETSIG/F_SETFL(O_ASYNC) would
+            # have the kernel signal another process, F_SETLEASE/F_NOTIFY likewise
+            number = lib.seccomp_syscall_resolve_name(b"fcntl")
+            if number >= 0:
+                for command in ALLOWED_FCNTL:
+                    self._rule(lib, ctx, number, [_ArgCmp(1, SCMP_CMP_EQ, command, 0)])
             read_fd, write_fd = os.pipe()
             try:
                 _check(lib.seccomp_export_bpf(ctx, write_fd), "seccomp_export_bpf")
@@ -193,24 +230,44 @@ class SeccompFilter:
                "prctl(PR_SET_SECCOMP)")
 
 
-def set_up_template(scratch: str, wanted: tuple[str, ...]) -> tuple[dict, SeccompFilter | None]:
-    """Enter every wanted layer the platform offers. Returns ({layer: "on" or "off: reason"}, filter or None)."""
-    report, seccomp = {}, None
+class TemplateSetUp:
+    """What a template entered: the report, the compiled filter and each program's own steps."""
+
+    def __init__(self):
+        self.report: dict = {}
+        self.seccomp: SeccompFilter | None = None
+        self.new_pid_namespace = False  # the template must fork its init before forking programs
+        self.separate_ipc = False
+        self.uid: int | None = None
+
+
+def set_up_template(scratch: str, wanted: tuple[str, ...]) -> TemplateSetUp:
+    """Enter every wanted layer the platform offers; the report says "on (...)" or "off: reason" per layer."""
+    setup = TemplateSetUp()
+    report = setup.report
     for layer in LAYERS:
         if layer not in wanted:
             report[layer] = "off: not requested"
             continue
         try:
             if layer == "namespaces":
-                report[layer] = f"on ({enter_namespaces(scratch)})"
+                how = enter_namespaces(scratch)
+                setup.new_pid_namespace = setup.separate_ipc = True
+                report[layer] = (f"on ({how}: network, PID and read-only mount namespaces per template, "
+                                 "an IPC namespace per program)")
             elif layer == "drop-user":
-                report[layer] = f"on ({drop_user()})"
+                if os.geteuid() != 0:
+                    report[layer] = (f"off: not root; programs run as the caller's uid {os.geteuid()}, which can "
+                                     "read the caller's files (run as root for a uid of the sandbox's own)")
+                    continue
+                setup.uid = sandbox_id(os.getpid())
+                report[layer] = f"on (uid {setup.uid}, this template's own; the template itself stays apart)"
             else:
-                seccomp = SeccompFilter()
-                report[layer] = f"on ({seccomp.instructions} BPF instructions)"
+                setup.seccomp = SeccompFilter()
+                report[layer] = f"on ({setup.seccomp.instructions} BPF instructions)"
         except (OSError, AttributeError) as err:
             report[layer] = f"off: {err}"
-    return report, seccomp
+    return setup
 
 
 def isolation_level(report: dict) -> str:

@@ -7,18 +7,20 @@ scratch directory as its working directory. Three processes, each with one job:
   {"id", "source", "entry_point", "cases": [[encoded args, encoded expected], ...], "builtins", "timeout_s",
   "memory_mb"} in, a verdict {"id", "status", "passed", "total", "message"} out. It holds the expected values
   and compares results as they arrive (type-strict), so each reply is a verdict and nothing piles up.
-- the template, forked at start before any job is read, enters the isolation layers once (namespaces, user
-  drop; see isolation.py) and then only forks. It never sees a job, so a child forked from it holds
-  no data of any job, earlier or current.
+- the template, forked at start before any job is read, enters the namespaces once (see isolation.py), forks
+  the init of its new PID namespace, which then only forks children and kills and reaps them when asked. It
+  never sees a job, so a child forked from it holds no data of any job, earlier or current.
 - one child per job, forked by the template: own process group, stdin/stdout/stderr on /dev/null, every other
-  descriptor closed but its two pipes, resource limits (address space, CPU time, file size 0, processes, core
-  dumps), the seccomp filter, then the candidate defined with the allowed builtins only. The worker then sends
+  descriptor closed but its two pipes, an IPC namespace and (as root) a uid of its template's own, resource
+  limits (address space, CPU time, file size 0, processes, core dumps), the seccomp filter, then the candidate
+  defined with its language level's builtins only. The worker then sends
   it the cases one at a time, each after the previous result came back: while case k runs, nothing in the child
   holds the inputs of other cases, any expected value, or a way to reach the worker or the template.
 
 Results are tagged with their case index and checked in order; anything else from the child (early exit, a
 stray line, a result for the wrong case) yields no pass. A wall-clock deadline covers the whole job; the child's
-process group is killed before the child is reaped, so a recycled process id can never be hit.
+process group is killed by the template before the template reaps it, so a recycled process id can never be hit
+(the worker never signals by process id: the child's id is its PID namespace's, not the worker's).
 """
 
 from __future__ import annotations
@@ -49,8 +51,12 @@ RECURSION_LIMIT = 500
 
 # ---------------------------------------------------------------- values: tagged JSON and type-strict equality
 
-def encode(value, depth=0):
-    """Tagged JSON so that types survive the trip: 1, True, 1.0 and "1" stay distinct."""
+SUPPORTED_TYPES = ("int", "bool", "float", "str", "None", "list", "tuple", "dict")
+
+
+def encode(value, depth=0, strict=False):
+    """Tagged JSON so that types survive the trip: 1, True, 1.0 and "1" stay distinct. A value of another type
+    becomes an "unsupported" tag that equals nothing, or with `strict` (for the caller's own cases) a ValueError."""
     if depth > 50:
         raise ValueError("nested too deeply")
     t = type(value)
@@ -65,9 +71,11 @@ def encode(value, depth=0):
     if value is None:
         return ["none"]
     if t is list or t is tuple:
-        return [t.__name__, [encode(v, depth + 1) for v in value]]
+        return [t.__name__, [encode(v, depth + 1, strict) for v in value]]
     if t is dict:
-        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]]
+        return ["dict", [[encode(k, depth + 1, strict), encode(v, depth + 1, strict)] for k, v in value.items()]]
+    if strict:
+        raise ValueError(f"a value of type {t.__name__} cannot be judged (supported: {', '.join(SUPPORTED_TYPES)})")
     return ["unsupported", t.__name__]
 
 
@@ -93,7 +101,9 @@ def decode(tagged):
 
 
 def same_value(actual, expected) -> bool:
-    """Type-strict equality, recursively through lists, tuples and dicts (keys included: {True: 1} != {1: 1})."""
+    """Type-strict equality, recursively through lists, tuples and dicts (keys included: {True: 1} != {1: 1}).
+    Floats compare with ==, so -0.0 passes for 0.0 (a zero's sign is not part of what a task asks); a NaN never
+    equals anything, which is why the caller refuses NaN as an expected value when it builds a job."""
     if type(actual) is not type(expected):
         return False
     if isinstance(expected, (list, tuple)):
@@ -206,13 +216,15 @@ def serve_cases(reader: LineReader, out_fd: int, source: str, entry_point: str, 
         k += 1
 
 
-def child_main(job_fd: int, out_fd: int, devnull: int, seccomp) -> None:
+def child_main(job_fd: int, out_fd: int, devnull: int, setup: isolation.TemplateSetUp) -> None:
     try:
         os.setpgid(0, 0)
         isolation.set_parent_death_signal()
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         _close_all_but({job_fd, out_fd})
+        isolation.enter_child(setup.separate_ipc, setup.uid)
+        seccomp = setup.seccomp
         reader = LineReader(job_fd)
         header = json.loads(reader.readline(None))
         memory = int(header["memory_mb"]) << 20
@@ -244,8 +256,17 @@ def template_main(control: socket.socket, devnull: int, scratch: str, layers: tu
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     _close_all_but({control.fileno(), devnull})
-    report, seccomp = isolation.set_up_template(scratch, layers)
-    control.sendall(json.dumps(report).encode() + b"\n")
+    setup = isolation.set_up_template(scratch, layers)
+    if setup.new_pid_namespace:
+        # the namespace's first process is its init: it serves the jobs, and this process only waits for it
+        init = os.fork()
+        if init != 0:
+            control.close()
+            os.close(devnull)
+            os.waitpid(init, 0)
+            os._exit(0)
+        isolation.set_parent_death_signal()
+    control.sendall(json.dumps(setup.report).encode() + b"\n")
     child = None
     while request := control.recv(1):
         if request == b"F":
@@ -256,13 +277,18 @@ def template_main(control: socket.socket, devnull: int, scratch: str, layers: tu
                 control.close()
                 os.close(job_write)
                 os.close(out_read)
-                child_main(job_read, out_write, devnull, seccomp)
+                child_main(job_read, out_write, devnull, setup)
             os.close(job_read)
             os.close(out_write)
             socket.send_fds(control, [child.to_bytes(4, "little")], [job_write, out_read])
             os.close(job_write)
             os.close(out_read)
         elif request == b"R" and child is not None:
+            for kill in (os.killpg, os.kill):  # the group, and the child itself if it had not made its group yet
+                try:
+                    kill(child, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             _, status = os.waitpid(child, 0)
             control.sendall(status.to_bytes(4, "little"))
             child = None
@@ -303,7 +329,6 @@ class Worker:
         message, fds, _, _ = socket.recv_fds(self.control, 4, 2)
         if len(message) != 4 or len(fds) != 2:
             raise ConnectionError("the sandbox template process did not fork a child")
-        pid = int.from_bytes(message, "little")
         job_fd, out_fd = fds
         os.set_blocking(job_fd, False)
         budget = float(job["timeout_s"]) + CASE_OVERHEAD_S * len(job["cases"])
@@ -318,11 +343,7 @@ class Worker:
         finally:
             os.close(job_fd)
             os.close(out_fd)
-            try:
-                os.killpg(pid, signal.SIGKILL)  # before the reap: the group id cannot have been reused yet
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.control.sendall(b"R")
+            self.control.sendall(b"R")  # the template kills the child's group, then reaps it
             status = int.from_bytes(self._receive(4), "little")
         if outcome.get("complete") or outcome["status"] in ("timeout", "invalid", "memory"):
             outcome.pop("complete", None)

@@ -1,12 +1,11 @@
-"""Stage 1 of the verifier: a static, fail-closed check of a candidate's source.
+"""Stage 1 of the verifier: a static, fail-closed check of a candidate's source, at a language level.
 
 Accepted: a module holding exactly one function, named as the task's entry point (plus an optional
-docstring), whose body uses only plain expressions, assignments, if/else, returns, comprehensions, and calls
-of a short allow-list of pure builtins. Everything else is refused with the rule it broke, before any code
-runs: among others attribute access (also inside format fields of string constants), `match` (its class
-patterns read attributes), loops, recursion (the body may not name its own function), and binding any
-allow-listed name or the entry point. The check parses; it never compiles or executes, and it is bounded:
-at most 4 KiB of source, 1,500 syntax nodes, nesting 100 deep, and 0.25 s of the checking thread's CPU time.
+docstring), whose body uses only what its language level allows (languages.py: `reference`, the reference
+suite's one-line subset, or `python`, ordinary Python without imports, classes or attribute names outside an
+allow-list). Everything else is refused with the rule it broke, before any code runs. The check parses; it
+never compiles or executes, and it is bounded: at most 4 KiB of source, 1,500 syntax nodes, nesting 100 deep,
+and 0.25 s of the checking thread's CPU time.
 """
 
 from __future__ import annotations
@@ -17,24 +16,15 @@ import string
 import time
 import warnings
 
+from .languages import DEFAULT_LANGUAGE, REFERENCE_BUILTINS, Language, get_language
+
 MAX_SOURCE_BYTES = 4096
 MAX_NODES = 1500
 MAX_DEPTH = 100
 TIME_BUDGET_S = 0.25  # CPU time of the checking thread: a busy machine or other threads do not count
-# Pure, side-effect-free builtins a one-line function body may reasonably need. range/sorted/list/... make
-# unbounded work possible (`sum(range(10**12))`), which the execution stage's time and memory limits handle.
-ALLOWED_CALLS = frozenset({"abs", "all", "any", "bool", "divmod", "enumerate", "int", "len", "list", "max", "min",
-                           "range", "reversed", "round", "sorted", "str", "sum", "tuple", "zip"})
-FORBIDDEN_NODES = {
-    ast.Import: "import", ast.ImportFrom: "import", ast.Attribute: "attribute access", ast.For: "loop",
-    ast.AsyncFor: "loop", ast.While: "loop", ast.Lambda: "lambda", ast.ClassDef: "class", ast.Try: "try",
-    ast.Raise: "raise", ast.With: "with", ast.AsyncWith: "with", ast.Global: "global", ast.Nonlocal: "nonlocal",
-    ast.Delete: "del", ast.Yield: "yield", ast.YieldFrom: "yield", ast.Await: "await",
-    ast.AsyncFunctionDef: "async function", ast.FunctionDef: "nested function", ast.Assert: "assert",
-    ast.Match: "match", ast.Starred: "star expression",
-}
-if hasattr(ast, "TryStar"):
-    FORBIDDEN_NODES[ast.TryStar] = "try"
+# The reference level's pure builtins. range/sorted/list/... make unbounded work possible (`sum(range(10**12))`),
+# which the execution stage's time and memory limits handle.
+ALLOWED_CALLS = REFERENCE_BUILTINS
 
 
 class StaticCheckError(ValueError):
@@ -78,8 +68,10 @@ def _walk_bounded(root: ast.AST, deadline: float):
 _PARSE_LOCK = threading.Lock()
 
 
-def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDGET_S) -> ast.Module:
+def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDGET_S,
+                 language: str = DEFAULT_LANGUAGE) -> ast.Module:
     """Return the parsed module, or raise StaticCheckError naming the broken rule."""
+    level = get_language(language)
     deadline = time.thread_time() + time_budget_s
     if not isinstance(source, str):
         raise StaticCheckError("type", "source must be a str")
@@ -124,38 +116,61 @@ def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDG
     if getattr(function, "type_params", None):
         raise StaticCheckError("signature", "type parameters are not allowed")
 
-    protected = ALLOWED_CALLS | {entry_point}
-    for node in _walk_bounded(function, deadline):
-        if node is function:
-            continue
-        rule = FORBIDDEN_NODES.get(type(node))
-        if rule:
-            raise StaticCheckError(rule, f"{rule} is not allowed (line {getattr(node, 'lineno', '?')})")
-        if isinstance(node, ast.Name):
-            if node.id.startswith("__"):
-                raise StaticCheckError("dunder", f"name {node.id!r} is not allowed")
-            if node.id == entry_point and isinstance(node.ctx, ast.Load):
-                raise StaticCheckError("recursion", f"the body may not refer to {entry_point!r} itself")
-            if node.id in protected and not isinstance(node.ctx, ast.Load):
-                raise StaticCheckError("rebind", f"{node.id!r} may not be assigned (line {node.lineno})")
-        if isinstance(node, ast.arg) and node.arg in protected:
-            raise StaticCheckError("rebind", f"parameter {node.arg!r} would shadow a protected name")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and _format_field_reaches_attribute(node.value):
-            raise StaticCheckError("attribute access", "a format field may not look up attributes or items")
-        if isinstance(node, ast.Call):
-            if not (isinstance(node.func, ast.Name) and node.func.id in ALLOWED_CALLS):
-                called = node.func.id if isinstance(node.func, ast.Name) else type(node.func).__name__
-                raise StaticCheckError("call", f"call of {called!r} is not allowed; allowed: {sorted(ALLOWED_CALLS)}")
+    _check_body(function, entry_point, level, deadline)
     for a in args.args:
         if a.arg.startswith("__"):
             raise StaticCheckError("dunder", f"parameter {a.arg!r} is not allowed")
     return tree
 
 
-def is_valid(source: str, entry_point: str) -> bool:
+def _check_body(function: ast.FunctionDef, entry_point: str, level: Language, deadline: float) -> None:
+    protected = (level.builtins | {entry_point}) if level.protect_builtins else frozenset()
+    for node in _walk_bounded(function, deadline):
+        if node is function:
+            continue
+        rule = level.forbidden_nodes.get(type(node))
+        if rule:
+            raise StaticCheckError(rule, f"{rule} is not allowed (line {getattr(node, 'lineno', '?')})")
+        if isinstance(node, ast.Name):
+            if node.id.startswith("__"):
+                raise StaticCheckError("dunder", f"name {node.id!r} is not allowed")
+            if node.id in level.forbidden_names:
+                raise StaticCheckError("name", f"{node.id!r} is not available (line {node.lineno})")
+            if not level.allow_recursion and node.id == entry_point and isinstance(node.ctx, ast.Load):
+                raise StaticCheckError("recursion", f"the body may not refer to {entry_point!r} itself")
+            if node.id in protected and not isinstance(node.ctx, ast.Load):
+                raise StaticCheckError("rebind", f"{node.id!r} may not be assigned (line {node.lineno})")
+        elif isinstance(node, ast.arg):
+            if node.arg in protected:
+                raise StaticCheckError("rebind", f"parameter {node.arg!r} would shadow a protected name")
+            if node.arg.startswith("__"):
+                raise StaticCheckError("dunder", f"parameter {node.arg!r} is not allowed")
+        elif isinstance(node, ast.Attribute):  # reached only where the level allows attribute access
+            _check_attribute(node, level)
+        elif isinstance(node, ast.FunctionDef) and node.decorator_list:
+            raise StaticCheckError("decorator", "decorators are not allowed")
+        elif isinstance(node, ast.ExceptHandler) and node.name and node.name.startswith("__"):
+            raise StaticCheckError("dunder", f"name {node.name!r} is not allowed")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and _format_field_reaches_attribute(node.value):
+            raise StaticCheckError("attribute access", "a format field may not look up attributes or items")
+        elif isinstance(node, ast.Call) and level.protect_builtins:
+            if not (isinstance(node.func, ast.Name) and node.func.id in level.builtins):
+                called = node.func.id if isinstance(node.func, ast.Name) else type(node.func).__name__
+                raise StaticCheckError("call", f"call of {called!r} is not allowed; allowed: {sorted(level.builtins)}")
+
+
+def _check_attribute(node: ast.Attribute, level: Language) -> None:
+    if not isinstance(node.ctx, ast.Load):
+        raise StaticCheckError("attribute store", f"attributes may not be assigned or deleted (line {node.lineno})")
+    if node.attr.startswith("_") or node.attr not in level.attributes:
+        raise StaticCheckError("attribute", f"attribute {node.attr!r} is not in the {level.name} level's "
+                                            f"allow-list (line {node.lineno})")
+
+
+def is_valid(source: str, entry_point: str, language: str = DEFAULT_LANGUAGE) -> bool:
     try:
-        check_source(source, entry_point)
+        check_source(source, entry_point, language=language)
     except StaticCheckError:
         return False
     return True

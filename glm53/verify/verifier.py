@@ -1,23 +1,28 @@
 """The executable verifier: static check, then execution in an isolated process, one per program.
 
-    verdict = verify(source, entry_point, cases, timeout_s=2.0)
+    verdict = verify(source, entry_point, cases, timeout_s=2.0, language="reference")
     verdict.status in {"passed", "failed", "invalid", "timeout", "memory", "crashed"}
 
-Stage 1 (static_check.py) refuses anything outside a small safe subset before it runs. Stage 2 sends the
+Stage 1 (static_check.py) refuses anything outside the language level (languages.py: `reference`, the
+reference suite's one-line subset, the default; `python`, ordinary Python) before it runs. Stage 2 sends the
 program to a pool of warm workers (sandbox_worker.py). Each worker keeps a template process that entered the
 OS isolation layers (isolation.py) before any job existed, and forks one child per program from it; the
 worker feeds that child one case at a time and compares each result with the expected value itself.
 
 What it guarantees, on Linux with every layer on (`isolation_report()["level"] == "full"`):
 - A program passes only by returning, for every hidden case, a value equal in type and value to the expected
-  one (1 != True != 1.0, also inside lists, tuples, dicts and dict keys). Expected values never enter the
+  one (1 != True != 1.0, also inside lists, tuples, dicts and dict keys; floats by ==, so -0.0 passes for 0.0).
+  An expected value the sandbox cannot represent (a set, bytes, a numpy integer, NaN) is refused when the job is
+  built, naming the case. Expected values never enter the
   program's process; the inputs of other cases and of other jobs are not in it either, so nothing it can reach
   tells it an answer it did not compute.
-- The program cannot open a socket, reach any network, run another program, create processes, signal or trace
-  other processes, write or create a file, read /proc or /sys, or change its limits; it runs as `nobody` (when
-  the pool runs as root) with at most `memory_mb` of address space and a CPU and wall-clock limit. Whatever it
-  does, the caller gets a verdict: a crash, hang or flood of output becomes crashed, timeout or memory.
-- The pool is safe to share between threads; every reply is matched to its job by id.
+- The program cannot open a socket, reach any network, run another program, create processes, signal, trace or
+  list other processes, write or create a file, read /proc or /sys, see another job's IPC objects, or change
+  its limits; it runs (when the pool runs as root) under a uid of its template's own, with at most `memory_mb`
+  of address space and a CPU and wall-clock limit. Whatever it does, the caller gets a verdict: a crash, hang or
+  flood of output becomes crashed, timeout or memory.
+- The pool is safe to share between threads; every reply is matched to its job by an id unique in the pool, and
+  a worker whose exchange was interrupted (Ctrl-C in the caller) is replaced, so no stale reply is ever taken.
 What it does not guarantee: it is not a hardened container. The kernel is shared (a kernel bug reachable through
 the allowed syscalls is out of scope); reads of world-readable files in the read-only mount view are allowed;
 CPU and memory use within the limits can slow the machine. Where a layer is unavailable (not Linux, no user
@@ -43,9 +48,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import itertools
+import math
+from collections import deque
+
 from .isolation import LAYERS, isolation_level
+from .languages import DEFAULT_LANGUAGE, get_language
 from .sandbox_worker import CASE_OVERHEAD_S, LineReader, encode, same_value  # noqa: F401 - same_value is part of this API
-from .static_check import ALLOWED_CALLS, StaticCheckError, check_source
+from .static_check import StaticCheckError, check_source
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
 WORKER = Path(__file__).with_name("sandbox_worker.py")
@@ -133,6 +143,10 @@ class SandboxPool:
         self._report: dict | None = None
         self._closed = False
         self._lock = threading.Lock()
+        self._ids = itertools.count(1)  # job ids unique in the pool: a reply can only ever match its own job
+
+    def next_id(self) -> int:
+        return next(self._ids)
 
     def _worker(self, i: int) -> _Worker:
         worker = self._workers[i]
@@ -153,14 +167,17 @@ class SandboxPool:
         if self._closed:
             raise RuntimeError("this SandboxPool is closed")
         i = self._idle.get()
+        answered = False
         try:
             reply = self._worker(i).ask(job)
+            answered = reply is not None
             if reply is None:
-                self._replace(i)
                 return {"id": job["id"], "status": "crashed", "passed": 0, "total": len(job["cases"]),
                         "message": "sandbox worker stopped answering or answered another job; replaced"}
             return reply
         finally:
+            if not answered:  # broken, or interrupted mid-exchange (its reply may still be in the pipe)
+                self._replace(i)
             self._idle.put(i)
 
     def run(self, jobs: list[dict]) -> list[dict]:
@@ -250,13 +267,40 @@ def default_pool() -> SandboxPool:
         return _default_pool
 
 
-def _job(n: int, source: str, entry_point: str, cases: list, timeout_s: float, memory_mb: int) -> dict:
-    try:
-        encoded = [[[encode(a) for a in args], encode(expected)] for args, expected in cases]
-    except ValueError as err:
-        raise ValueError(f"item {n}: test cases cannot be sent to the sandbox ({err})") from None
-    return {"id": n, "source": source, "entry_point": entry_point, "cases": encoded,
-            "builtins": sorted(ALLOWED_CALLS), "timeout_s": float(timeout_s), "memory_mb": memory_mb}
+def encode_cases(cases: Sequence, where: str = "item") -> list:
+    """Cases in the sandbox's tagged form; a value it cannot represent, or a NaN expected value (which nothing
+    equals), is a ValueError naming the case, raised before any program runs."""
+    encoded = []
+    for k, (args, expected) in enumerate(cases):
+        try:
+            encoded_args = [encode(a, strict=True) for a in args]
+        except ValueError as err:
+            raise ValueError(f"{where}: case {k}: an argument: {err}") from None
+        if _holds_nan(expected):
+            raise ValueError(f"{where}: case {k}: the expected value holds NaN, which no result can equal; "
+                             "write the task to expect something else") from None
+        try:
+            encoded.append([encoded_args, encode(expected, strict=True)])
+        except ValueError as err:
+            raise ValueError(f"{where}: case {k}: the expected value: {err}") from None
+    return encoded
+
+
+def _holds_nan(value, depth: int = 0) -> bool:
+    if type(value) is float:
+        return math.isnan(value)
+    if depth < 50 and type(value) in (list, tuple):
+        return any(_holds_nan(v, depth + 1) for v in value)
+    if depth < 50 and type(value) is dict:
+        return any(_holds_nan(k, depth + 1) or _holds_nan(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _job(job_id: int, source: str, entry_point: str, encoded_cases: list, timeout_s: float, memory_mb: int,
+         language: str = DEFAULT_LANGUAGE) -> dict:
+    return {"id": job_id, "source": source, "entry_point": entry_point, "cases": encoded_cases,
+            "builtins": sorted(get_language(language).builtins), "timeout_s": float(timeout_s),
+            "memory_mb": memory_mb}
 
 
 def isolation_report(pool: SandboxPool | None = None) -> dict:
@@ -264,45 +308,71 @@ def isolation_report(pool: SandboxPool | None = None) -> dict:
     return (pool or default_pool()).isolation()
 
 
-def verify_many(items: Sequence[tuple[str, str, Sequence]], timeout_s: float = DEFAULT_TIMEOUT_S,
-                pool: SandboxPool | None = None) -> list[Verdict]:
-    """items: (source, entry_point, cases) with cases [(args, expected), ...]. Returns one Verdict each."""
+def _prepare(n: int, item: Sequence, timeout_s: float, pool: SandboxPool, language: str) -> tuple:
+    """(verdict, None) for a statically refused program, or (None, job). An item is (source, entry_point, cases)
+    or (source, entry_point, cases, language), the fourth overriding `language` for that item."""
+    source, entry_point, cases = item[0], item[1], [(list(args), expected) for args, expected in item[2]]
+    level = item[3] if len(item) > 3 and item[3] else language
+    get_language(level)
+    if not cases:
+        raise ValueError(f"item {n}: no test cases; a program can only be judged against at least one case")
+    encoded = encode_cases(cases, f"item {n}")
+    try:
+        check_source(source, entry_point, language=level)
+    except StaticCheckError as err:
+        return Verdict("invalid", 0, len(cases), str(err), err.rule), None
+    return None, _job(pool.next_id(), source, entry_point, encoded, timeout_s, pool.memory_mb, level)
+
+
+def _verdict(reply: dict) -> Verdict:
+    status = reply["status"] if reply.get("status") in STATUSES else "crashed"
+    return Verdict(status, int(reply.get("passed", 0)), int(reply["total"]), str(reply.get("message", "")))
+
+
+def verify_many(items: Sequence[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+                language: str = DEFAULT_LANGUAGE) -> list[Verdict]:
+    """items: (source, entry_point, cases[, language]) with cases [(args, expected), ...]. One Verdict each."""
     pool = pool or default_pool()
+    get_language(language)
     verdicts: list[Verdict | None] = [None] * len(items)
-    jobs = []
-    for n, (source, entry_point, cases) in enumerate(items):
-        cases = [(list(args), expected) for args, expected in cases]
-        if not cases:
-            raise ValueError(f"item {n}: no test cases; a program can only be judged against at least one case")
-        try:
-            check_source(source, entry_point)
-        except StaticCheckError as err:
-            verdicts[n] = Verdict("invalid", 0, len(cases), str(err), err.rule)
-            continue
-        jobs.append(_job(n, source, entry_point, cases, timeout_s, pool.memory_mb))
-    for reply in pool.run(jobs):
-        status = reply["status"] if reply.get("status") in STATUSES else "crashed"
-        verdicts[reply["id"]] = Verdict(status, int(reply.get("passed", 0)), int(reply["total"]),
-                                        str(reply.get("message", "")))
+    jobs, index_of = [], {}
+    for n, item in enumerate(items):
+        verdicts[n], job = _prepare(n, item, timeout_s, pool, language)
+        if job is not None:
+            index_of[job["id"]] = n
+            jobs.append(job)
+    for job, reply in zip(jobs, pool.run(jobs)):
+        verdicts[index_of[job["id"]]] = _verdict(reply)
     return verdicts  # type: ignore[return-value]
 
 
 def verify(source: str, entry_point: str, cases: Sequence, timeout_s: float = DEFAULT_TIMEOUT_S,
-           pool: SandboxPool | None = None) -> Verdict:
-    return verify_many([(source, entry_point, cases)], timeout_s, pool)[0]
+           pool: SandboxPool | None = None, language: str = DEFAULT_LANGUAGE) -> Verdict:
+    return verify_many([(source, entry_point, cases)], timeout_s, pool, language)[0]
 
 
-def verify_stream(items: Iterable[tuple[str, str, Sequence]], timeout_s: float = DEFAULT_TIMEOUT_S,
-                  pool: SandboxPool | None = None, chunk: int = 64) -> Iterator[Verdict]:
-    """Verdicts in order for an iterable of any length, holding at most `chunk` items at a time."""
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == chunk:
-            yield from verify_many(batch, timeout_s, pool)
-            batch = []
-    if batch:
-        yield from verify_many(batch, timeout_s, pool)
+def verify_stream(items: Iterable[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+                  window: int = 256, language: str = DEFAULT_LANGUAGE) -> Iterator[Verdict]:
+    """Verdicts in order for an iterable of any length, holding at most `window` items at a time. Jobs run as
+    lanes free up, not in batches, so a program that runs to its time limit holds only its own lane while the
+    others go on (until the window fills behind it)."""
+    pool = pool or default_pool()
+    get_language(language)
+    pending: deque = deque()
+    with ThreadPoolExecutor(max_workers=pool.size) as executor:
+        for n, item in enumerate(items):
+            verdict, job = _prepare(n, item, timeout_s, pool, language)
+            pending.append(verdict if job is None else executor.submit(pool.run_one, job))
+            while len(pending) >= window or (pending and _done(pending[0])):
+                head = pending.popleft()
+                yield head if isinstance(head, Verdict) else _verdict(head.result())
+        while pending:
+            head = pending.popleft()
+            yield head if isinstance(head, Verdict) else _verdict(head.result())
+
+
+def _done(entry) -> bool:
+    return isinstance(entry, Verdict) or entry.done()
 
 
 def probe(source: str, entry_point: str, args_per_case: Sequence, pool: SandboxPool,
@@ -312,7 +382,8 @@ def probe(source: str, entry_point: str, args_per_case: Sequence, pool: SandboxP
     import builtins
 
     names = sorted(dir(builtins)) if builtin_names is None else list(builtin_names)
-    job = _job(0, source, entry_point, [(args, None) for args in args_per_case], 10.0, pool.memory_mb)
+    job = _job(pool.next_id(), source, entry_point, encode_cases([(args, None) for args in args_per_case], "probe"),
+               10.0, pool.memory_mb)
     job.update(builtins=names, echo=True, test_skip_seccomp=skip_seccomp)
     reply = pool.run_one(job)
     if "values" not in reply:
