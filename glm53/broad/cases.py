@@ -1,15 +1,15 @@
 """Hidden cases for a program, and the rejection of degenerate programs (DeepCoder-style checks).
 
-From a pool of candidate inputs (values.py: edge values first, then random ones) keep those on which the
-program runs, meets every `requires`, returns its declared type and stays small. Reject the program when
-fewer than MIN_CASES inputs fit, when its output is constant (for bool: when either value appears fewer than
-twice), when it ignores an argument (replacing that argument by another case's value never changes the
-output), or when it equals a shallower program on every pool input: an argument, a proper subtree, or the
-tree with one call replaced by its own argument of the same type (sorted(sorted(xs)), lower(upper(s))...).
+From a pool of candidate inputs (values.py: edge values, random ones, ones with related arguments) keep those
+on which the program runs, meets every `requires`, returns its declared type and stays small. Reject the
+program when fewer than MIN_CASES inputs fit, when its output is constant, when it ignores an argument
+(replacing that argument by another case's value never changes the output), or when it equals a shallower
+program on every pool input: an argument, a proper subtree, or the tree with one call replaced by its own
+argument of the same type (sorted(sorted(xs)), len(sorted(xs)), lower(upper(s))...).
 Then choose the cases: a few edge inputs, one input that tells the program from each shallower program, both
-bool outputs at least twice, the rest at random, CASES in all.
-Simplification: "shallower programs" are only those obtained by removing nodes of this tree, not every
-program of smaller depth.
+bool outputs twice where the pool has them, the rest at random, CASES in all.
+Simplifications: "shallower programs" are only those obtained by removing nodes of this tree, not every
+program of smaller depth; an input outside a program's domain (min of an empty list) is simply not a case.
 """
 
 from __future__ import annotations
@@ -46,6 +46,13 @@ def competitors(program: Program) -> list[tuple[str, Node]]:
     return out
 
 
+def _differs(node: Node, inputs: tuple, output: str, must_run: bool = False) -> bool:
+    """Whether `node` gives another output than `output` (a repr) on `inputs`; raising counts as different
+    unless `must_run`."""
+    ok, out = run(node, inputs)
+    return repr(out) != output if ok else not must_run
+
+
 def _small(value) -> bool:
     return len(repr(value)) <= MAX_REPR
 
@@ -65,22 +72,20 @@ def select_cases(program: Program, rng: random.Random) -> tuple:
     outputs = [repr(out) for _, out in valid]
     if len(set(outputs)) < 2:
         raise Degenerate("constant output")
-    if program.root.type == "bool" and min(outputs.count("True"), outputs.count("False")) < 2:
-        raise Degenerate("nearly constant output")
     for j in range(len(program.arg_types)):
-        swapped = [tuple(valid[(n + 1) % len(valid)][0][j] if k == j else a for k, a in enumerate(inputs))
-                   for n, (inputs, _) in enumerate(valid)]
-        results = [run(program.root, s) for s in swapped]
-        if all(not ok or repr(out) == outputs[n] for n, (ok, out) in enumerate(results)):
+        swapped = (tuple(valid[(n + 1) % len(valid)][0][j] if k == j else a for k, a in enumerate(inputs))
+                   for n, (inputs, _) in enumerate(valid))
+        if not any(_differs(program.root, s, outputs[n], must_run=True) for n, s in enumerate(swapped)):
             raise Degenerate(f"ignores argument {j}")
     chosen = list(range(min(4, len(valid))))
     for label, other in competitors(program):
-        differs = [n for n, (inputs, _) in enumerate(valid)
-                   if (lambda r: not r[0] or repr(r[1]) != outputs[n])(run(other, inputs))]
-        if not differs:
+        # an input that tells them apart: among the chosen ones first, else the first of the others
+        order = chosen + [n for n in range(len(valid)) if n not in chosen]
+        found = next((n for n in order if _differs(other, valid[n][0], outputs[n])), None)
+        if found is None:
             raise Degenerate(f"equals a shallower program ({label})")
-        if not set(differs) & set(chosen):
-            chosen.append(rng.choice(differs))
+        if found not in chosen:
+            chosen.append(found)
     if program.root.type == "bool":
         for value in ("True", "False"):
             have = [n for n in chosen if outputs[n] == value]

@@ -11,7 +11,8 @@ templates it declares, on generated inputs). It may hold:
 
 Each file is checked before use and refused with one line naming the file and the problem: not TOML, an
 unknown key, a bad type or template, an example the expression (or its block form) does not reproduce, or a
-primitive that never yields a usable depth-1 task, in either form, whose reference body passes its own cases.
+primitive that never yields a usable task rooted at it (depth 1 or 2), in either form, whose reference body
+passes the verifier's static check at the `python` level and its own cases.
 glm53/broad/examples/extra_primitives.toml is a worked example.
 """
 
@@ -24,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .cases import Degenerate, select_cases
+from .check import static_problem
 from .generate import check_by_exec
 from .names import draw_arg_names
 from .registry import Registry, RegistryError, builtin_registry, check_phrasings, parse_primitive, read_toml
@@ -42,7 +44,8 @@ def self_check(prim, registry: Registry, where: str) -> None:
         form = forms[attempt % len(forms)]
         rng = random.Random(f"broad-self-check:{prim.name}:{attempt}")
         try:
-            program = draw_program(rng, registry, 1, lambda p, c: True, root_sig=rng.choice(prim.signatures),
+            depth = 1 + attempt // len(forms) % 2  # not(flag) alone has only two inputs: also try depth 2
+            program = draw_program(rng, registry, depth, lambda p, c: True, root_sig=rng.choice(prim.signatures),
                                    block_rate=1.0 if form == "block" else 0.0)
             cases = select_cases(program, rng)
         except (Redraw, Degenerate) as err:
@@ -50,14 +53,14 @@ def self_check(prim, registry: Registry, where: str) -> None:
             continue
         names = draw_arg_names(rng, program.arg_types)
         source = f"def f({', '.join(names)}):" + write_body(program, names, rng)
-        problem = check_by_exec(source, "f", cases)
+        problem = static_problem(source, "f") or check_by_exec(source, "f", cases)
         if problem:
             raise RegistryError(f"{where}: the reference body ({form}) {problem}: {source.splitlines()[1:]}")
         forms.remove(form)
         if not forms:
             return
     common = max(reasons, key=reasons.get) if reasons else "no draw"
-    raise RegistryError(f"{where}: no usable depth-1 task in {SELF_CHECK_DRAWS} draws (most often: {common})")
+    raise RegistryError(f"{where}: no usable task of depth 1 or 2 in {SELF_CHECK_DRAWS} draws (most often: {common})")
 
 
 def _phrasing(obj, registry_prims: dict, origin: str):

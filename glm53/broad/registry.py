@@ -118,6 +118,9 @@ def parse_primitive(obj, origin: str) -> Primitive:
     for key in ("expr", "block", "requires"):
         if key in obj and not isinstance(obj[key], str):
             raise RegistryError(f"{where}: {key!r} must be a string")
+    for key in ("words", "out"):
+        if not all(re.fullmatch(r"[a-z][a-z0-9_]*", w) for w in _str_list(obj, key, where)):
+            raise RegistryError(f"{where}: {key!r} must be lower-case identifiers (a-z, 0-9, _)")
     prim = Primitive(name=name, args=tuple(args.items()), result=obj["result"], expr=obj["expr"],
                      phrasings=_str_list(obj, "phrasings", where), held_out=_str_list(obj, "held_out", where),
                      bindings=bindings, block=obj.get("block"), requires=obj.get("requires"),

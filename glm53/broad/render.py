@@ -2,7 +2,8 @@
 its block form), and the tree's value on an input (each primitive's compiled expression, children first).
 
 Writing: every child is put in parentheses, then the whole function is parsed and printed again with
-`ast.unparse`, which keeps only the parentheses Python needs (and writes string literals with single quotes).
+`ast.unparse`, which keeps only the parentheses Python needs (and writes string literals with single quotes;
+it would print a lone generator argument as f((x for x in xs)), so templates use list comprehensions).
 A child used twice by its parent's template is first stored in a local variable; a call written in its block
 form stores its result in a local variable too. Local and loop names are fresh: never an argument's name.
 Evaluation is eager (all children first), so a block form may compute a child earlier than a lazy `x if c
@@ -98,23 +99,6 @@ class _Writer:
         return template.format(**filled)
 
 
-class _Printer(ast._Unparser):  # one change: f(x for x in xs) instead of ast.unparse's f((x for x in xs))
-    def visit_Call(self, node):
-        if len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.GeneratorExp):
-            self.set_precedence(ast._Precedence.ATOM, node.func)
-            self.traverse(node.func)
-            self.traverse(node.args[0])
-        else:
-            super().visit_Call(node)
-
-
-def _unparse(node) -> str:
-    try:
-        return _Printer().visit(node)
-    except AttributeError:  # a Python without the private printer: plain ast.unparse
-        return ast.unparse(node)
-
-
 def write_body(program: Program, arg_names, rng: random.Random) -> str:
     """The reference completion: starts with a newline, each line indented, ends with a newline."""
     writer = _Writer(rng, arg_names)
@@ -122,5 +106,5 @@ def write_body(program: Program, arg_names, rng: random.Random) -> str:
     lines = writer.lines + [f"return {result}"]
     source = f"def _f({', '.join(arg_names)}):\n" + "".join(f"    {line}\n" for line in lines)
     function = ast.parse(source).body[0]
-    text = "\n".join(_unparse(statement) for statement in function.body)
+    text = "\n".join(ast.unparse(statement) for statement in function.body)
     return "\n" + "".join(f"    {line}\n" for line in text.splitlines())

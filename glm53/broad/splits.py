@@ -84,7 +84,7 @@ def _stream_suffix(seed: int, index: int) -> str:
         attempt += 1
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=16)
 def _stream_block(block: int, seed: int, registry: Registry) -> tuple[BroadTask, ...]:
     conflicts: dict = {}
     return tuple(make_task(registry, "pretrain", f"broad-pretrain-{i:07d}", f"pretrain:{seed}:{i}",
