@@ -5,16 +5,16 @@ turns the root's phrase into a sentence ("Return {np}.", "Check whether {np}." f
 trees may also use a composition style: `let` names an inner call first ("Let m be the words of s. Return
 the length of m."), `then` computes it first and refers back to it ("Compute the words of s. Then return the
 length of the result."). Frames and styles have held-out templates too (ids ".../hN"), used only by the
-`phrase` split. Every choice is recorded as a phrasing id: "<primitive>/<n>", "frame/value/<n>",
-"style/let/<n>", ...
+`phrase` split. Every choice is recorded as a phrasing id: "<primitive>/<n>" or "<primitive>/h<n>",
+"frame/value/<n>", "frame/let/<n>", ..., and the style, "style/nest", "style/let" or "style/then".
 
 Against ambiguity, three rules (simplifications, not a parser): a call's phrasing may not begin with a slot
 when words of its parent stand right before it ("x plus y times z" is said "x plus the product of y and z");
 a call whose phrasing ends with a slot gets a comma when its parent's words follow ("the sum of x and y,
-plus z"), unless they begin with a verb ("is", "contains"...), or parentheses when they begin with a comma
-("half of (x plus y), rounded down"); and an inner call with no such phrasing, or
-whose phrasing holds a comma and is followed by words, is put in parentheses ("whether (x if c, otherwise
-y) exceeds z"). What remains ambiguous is caught by generate.py's description map.
+plus z"), unless they begin with a verb ("is", "contains"...), and parentheses when they begin with a comma
+("half of (x plus y), rounded down"); an inner call with no phrasing fit for its place, or whose phrasing
+holds a comma and is followed by words, is put in parentheses ("whether (x if c, otherwise y) exceeds z").
+What remains ambiguous is caught by generate.py's description map.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ WIDTH = 76  # characters of description per comment line, after "# "
 
 
 def held_out_frame_ids() -> frozenset[str]:
-    return frozenset(f"{group}/h{i}" for group, (_, held) in FRAMES.items() for i in range(len(held)))
+    return frozenset(f"frame/{group}/h{i}" for group, (_, held) in FRAMES.items() for i in range(len(held)))
 
 
 def _pieces(template: str):
@@ -52,8 +52,8 @@ def _pieces(template: str):
 
 
 # a child's phrase that ends with a slot needs no comma before these: "the first number of xs is above 0"
-VERBS = frozenset("is are does do exceeds equals contains has begins starts ends finishes occurs appears reads "
-                  "divides matches includes leaves".split())
+VERBS = frozenset("is are does do has have exceeds equals contains begins starts ends finishes occurs occur appears "
+                  "appear shows show reads divides matches includes leaves holds remain remains".split())
 
 
 # a clause after these is not read as attached to what precedes ("it is not true that x is even")
@@ -137,9 +137,9 @@ def _frame(rng: random.Random, group: str, held: bool) -> tuple[str, str]:
     in_stream, held_out = FRAMES[group]
     if held:
         i = rng.randrange(len(held_out))
-        return f"{group}/h{i}", held_out[i]
+        return f"frame/{group}/h{i}", held_out[i]
     i = rng.randrange(len(in_stream))
-    return f"{group}/{i}", in_stream[i]
+    return f"frame/{group}/{i}", in_stream[i]
 
 
 def describe(program, arg_names, rng: random.Random, registry, held: str | None = None):
@@ -173,7 +173,7 @@ def describe(program, arg_names, rng: random.Random, registry, held: str | None 
             aliases[id(target)] = var
         else:
             sentences.append(template.format(np=text))
-            aliases[id(target)] = THEN_REFERENTS[2 if "/h" in fid else int(fid.rsplit("/", 1)[1]) % 2]
+            aliases[id(target)] = THEN_REFERENTS[2 if "/h" in fid else int(fid.rsplit("/", 1)[1])]
         ids += [f"style/{style}", fid]
     else:
         ids.append("style/nest")

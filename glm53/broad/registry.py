@@ -97,8 +97,8 @@ def parse_primitive(obj, origin: str) -> Primitive:
     unknown = sorted(set(obj) - KEYS)
     if unknown:
         raise RegistryError(f"{where}: unknown keys {unknown}; known keys: {sorted(KEYS)}")
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise RegistryError(f"{where}: name must be lower case letters, digits and _")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name in ("frame", "style"):
+        raise RegistryError(f"{where}: name must be lower case letters, digits and _ (and not frame or style)")
     args = obj["args"]
     if not isinstance(args, dict) or not 1 <= len(args) <= 3:
         raise RegistryError(f"{where}: args must be a table of 1 to 3 slots, e.g. {{ a = \"int\" }}")
