@@ -1,0 +1,98 @@
+"""One primitive of the registry: its data (types, expression, block form, phrasings, examples) and the Python
+function compiled from its expression, which the generator uses to evaluate programs on inputs.
+
+Templates use str.format placeholders: the primitive's slots ({a}, {xs}...), loop variables {v}, {w}, {i}
+(fresh names chosen when a program is written), and in a block form {out}, the variable holding the result.
+A slot that declares `consts` is always a literal drawn from them. `requires` is a condition on the slots'
+values; an input where it is false (or where the expression raises) is not used as a case.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .types import resolve
+
+LOOP_VARS = ("v", "w", "i")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A primitive at one binding of T: concrete argument types and result type."""
+
+    prim: "Primitive"
+    binding: str | None
+    arg_types: tuple[str, ...]
+    result: str
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        return self.prim.slots
+
+    @property
+    def key(self) -> str:
+        return f"{self.prim.name}[{self.binding}]" if self.binding else self.prim.name
+
+
+@dataclass(frozen=True, eq=False)
+class Primitive:
+    name: str
+    args: tuple[tuple[str, str], ...]  # (slot, type spec): "int", "T", "item(T)"...
+    result: str  # a type spec
+    expr: str
+    phrasings: tuple[str, ...]  # in the pretraining stream and the in-distribution splits
+    held_out: tuple[str, ...] = ()  # only in the `phrase` split
+    bindings: tuple[str | None, ...] = (None,)  # the values of T
+    block: str | None = None  # a few statements computing {out}, the same function as expr
+    consts: dict = field(default_factory=dict)  # slot -> tuple of literals
+    requires: str | None = None
+    words: tuple[str, ...] = ()  # content words for function names
+    out: tuple[str, ...] = ("result",)  # names for {out}
+    examples: tuple = ()  # ((args, expected), ...)
+    origin: str = "built-in"
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        return tuple(slot for slot, _ in self.args)
+
+    @cached_property
+    def signatures(self) -> tuple[Signature, ...]:
+        return tuple(Signature(self, b, tuple(resolve(t, b) for _, t in self.args), resolve(self.result, b))
+                     for b in self.bindings)
+
+    def phrasing_ids(self) -> list[tuple[str, str, bool]]:
+        """[(id, template, held_out)]: in-stream ids are name/0, name/1..., held-out ones name/h0, name/h1..."""
+        return ([(f"{self.name}/{i}", p, False) for i, p in enumerate(self.phrasings)]
+                + [(f"{self.name}/h{i}", p, True) for i, p in enumerate(self.held_out)])
+
+    def loop_vars(self, template: str) -> tuple[str, ...]:
+        return tuple(v for v in LOOP_VARS if "{" + v + "}" in template)
+
+    def _compile(self, lines: list[str]):
+        namespace = {"__builtins__": builtins}
+        source = f"def _f({', '.join(self.slots)}):\n" + "".join(f"    {line}\n" for line in lines)
+        exec(compile(source, f"<primitive {self.name}>", "exec"), namespace)  # our own or the user's own file
+        return namespace["_f"]
+
+    def _internal(self, template: str) -> str:
+        names = {slot: slot for slot in self.slots} | {v: f"_{v}" for v in LOOP_VARS} | {"out": "_out"}
+        return template.format(**names)
+
+    @cached_property
+    def function(self):
+        """The expression as a Python function of the slots (positional, in slot order)."""
+        return self._compile([f"return {self._internal(self.expr)}"])
+
+    @cached_property
+    def block_function(self):
+        if self.block is None:
+            return None
+        return self._compile(self._internal(self.block).strip("\n").splitlines() + ["return _out"])
+
+    @cached_property
+    def precondition(self):
+        if self.requires is None:
+            return None
+        return self._compile([f"return bool({self._internal(self.requires)})"])
