@@ -1,7 +1,10 @@
 """The verifier, which is the reward. Read in this order:
 
+    languages.py       the language levels (reference, python) as data: nodes, builtins, attribute allow-list
     static_check.py    stage 1: fail-closed rules on the parsed source (nothing runs)
     isolation.py       the OS layers for candidate processes: namespaces, user drop, seccomp
+    values.py          tagged JSON values and type-strict equality, between the sandbox's processes
+    channels.py        pipes with deadlines and caps
     sandbox_worker.py  stage 2: a clean template process forks one isolated child per program; cases one by one
     verifier.py        verify / verify_many / SandboxPool / Verdict, and what is guaranteed
     rewards.py         rewards from verdicts

@@ -29,7 +29,6 @@ import builtins
 import json
 import os
 import resource
-import select
 import signal
 import socket
 import sys
@@ -37,143 +36,19 @@ import time
 
 if __package__:
     from . import isolation
+    from .channels import MAX_LINE_BYTES, LineReader, LineTooLong, write_all
+    from .values import decode, encode, same_value
 else:  # run as a script under -I, which leaves the script's folder off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import isolation  # noqa: E402
+    from channels import MAX_LINE_BYTES, LineReader, LineTooLong, write_all  # noqa: E402
+    from values import decode, encode, same_value  # noqa: E402
 
-MAX_LINE_BYTES = 1 << 20  # one case's result, or one job's header
 # The harness's own cost per case (one round trip: ~20 us measured on a quiet 2-core VM, ~125 us on the same VM
 # under a busy host), allowed on top of the program's time limit so that a task with very many cases is not a
 # timeout. A typical task (11-20 cases) gains at most 10 ms from it.
 CASE_OVERHEAD_S = 5e-4
 RECURSION_LIMIT = 500
-
-
-# ---------------------------------------------------------------- values: tagged JSON and type-strict equality
-
-SUPPORTED_TYPES = ("int", "bool", "float", "str", "None", "list", "tuple", "dict")
-
-
-def encode(value, depth=0, strict=False):
-    """Tagged JSON so that types survive the trip: 1, True, 1.0 and "1" stay distinct. A value of another type
-    becomes an "unsupported" tag that equals nothing, or with `strict` (for the caller's own cases) a ValueError."""
-    if depth > 50:
-        raise ValueError("nested too deeply")
-    t = type(value)
-    if t is bool:
-        return ["bool", value]
-    if t is int:
-        return ["int", hex(value)]  # hex is not subject to the int/str digit limit
-    if t is float:
-        return ["float", repr(value)]
-    if t is str:
-        return ["str", value]
-    if value is None:
-        return ["none"]
-    if t is list or t is tuple:
-        return [t.__name__, [encode(v, depth + 1, strict) for v in value]]
-    if t is dict:
-        return ["dict", [[encode(k, depth + 1, strict), encode(v, depth + 1, strict)] for k, v in value.items()]]
-    if strict:
-        raise ValueError(f"a value of type {t.__name__} cannot be judged (supported: {', '.join(SUPPORTED_TYPES)})")
-    return ["unsupported", t.__name__]
-
-
-def decode(tagged):
-    tag = tagged[0]
-    if tag == "bool":
-        return bool(tagged[1])
-    if tag == "int":
-        return int(tagged[1], 16)
-    if tag == "float":
-        return float(tagged[1])
-    if tag == "str":
-        return tagged[1]
-    if tag == "none":
-        return None
-    if tag == "list":
-        return [decode(v) for v in tagged[1]]
-    if tag == "tuple":
-        return tuple(decode(v) for v in tagged[1])
-    if tag == "dict":
-        return {decode(k): decode(v) for k, v in tagged[1]}
-    raise ValueError(f"cannot decode tag {tag!r}")
-
-
-def same_value(actual, expected) -> bool:
-    """Type-strict equality, recursively through lists, tuples and dicts (keys included: {True: 1} != {1: 1}).
-    Floats compare with ==, so -0.0 passes for 0.0 (a zero's sign is not part of what a task asks); a NaN never
-    equals anything, which is why the caller refuses NaN as an expected value when it builds a job."""
-    if type(actual) is not type(expected):
-        return False
-    if isinstance(expected, (list, tuple)):
-        return len(actual) == len(expected) and all(same_value(a, e) for a, e in zip(actual, expected))
-    if isinstance(expected, dict):
-        if len(actual) != len(expected):
-            return False
-        stored = {key: key for key in expected}  # the expected dict's own key object for each equal key
-        for key, value in actual.items():
-            if key not in stored or not same_value(key, stored[key]):
-                return False
-            if not same_value(value, expected[stored[key]]):
-                return False
-        return True
-    return actual == expected
-
-
-# ---------------------------------------------------------------- pipes with deadlines and caps (any fd number)
-
-class LineTooLong(ValueError):
-    pass
-
-
-class LineReader:
-    """Reads newline-terminated lines from a descriptor with poll(), a deadline and a size cap."""
-
-    def __init__(self, fd: int, cap: int = MAX_LINE_BYTES):
-        self.fd, self.cap, self.buffer = fd, cap, bytearray()
-        self.poller = select.poll()
-        self.poller.register(fd, select.POLLIN)
-
-    def readline(self, deadline: float | None) -> bytes | None:
-        """The next line without its newline; None at end of file; TimeoutError past the deadline."""
-        while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
-                return line
-            if len(self.buffer) > self.cap:
-                raise LineTooLong(f"a line over {self.cap} bytes")
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                if not self.poller.poll(remaining * 1000):
-                    continue
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                return None
-            self.buffer += chunk
-
-
-def write_all(fd: int, data: bytes, deadline: float) -> None:
-    """Write everything to a non-blocking descriptor, waiting for room only when the pipe is full."""
-    view = memoryview(data)
-    poller = None
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-            continue
-        except BlockingIOError:
-            pass
-        if poller is None:
-            poller = select.poll()
-            poller.register(fd, select.POLLOUT)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        poller.poll(remaining * 1000)
 
 
 # ---------------------------------------------------------------- the child: one candidate, case by case

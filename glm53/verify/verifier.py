@@ -54,7 +54,9 @@ from collections import deque
 
 from .isolation import LAYERS, isolation_level
 from .languages import DEFAULT_LANGUAGE, get_language
-from .sandbox_worker import CASE_OVERHEAD_S, LineReader, encode, same_value  # noqa: F401 - same_value is part of this API
+from .channels import LineReader
+from .sandbox_worker import CASE_OVERHEAD_S
+from .values import encode, same_value  # noqa: F401 - same_value is part of this API
 from .static_check import StaticCheckError, check_source
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
@@ -388,6 +390,6 @@ def probe(source: str, entry_point: str, args_per_case: Sequence, pool: SandboxP
     reply = pool.run_one(job)
     if "values" not in reply:
         raise RuntimeError(f"probe did not run: {reply.get('status')}: {reply.get('message')}")
-    from .sandbox_worker import decode
+    from .values import decode
 
     return [decode(r["value"]) if "value" in r else f"raised {r['error']}" for r in reply["values"]]

@@ -4,9 +4,7 @@ wall holds alone, with the static stage switched off, against every hostile prog
 import json
 import os
 import socket
-import threading
 import time
-from pathlib import Path
 
 import pytest
 

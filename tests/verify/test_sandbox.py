@@ -10,7 +10,7 @@ import tracemalloc
 import pytest
 
 from glm53.verify.isolation import LAYERS, SANDBOX_ID_BASE
-from glm53.verify.sandbox_worker import decode
+from glm53.verify.values import decode
 from glm53.verify.verifier import SandboxPool, _job, encode_cases, probe, verify, verify_many
 from glm53.verify.verify_file import verify_file
 
