@@ -14,7 +14,7 @@ os.environ.setdefault("KMP_BLOCKTIME", "1")
 
 from .model.config import ModelConfig
 from .model.model import GLM53, ModelAux
-from .tokenizer import ByteTokenizer
+from .data.tokenizer import ByteTokenizer
 
 __all__ = ["ByteTokenizer", "ModelConfig", "GLM53", "ModelAux"]
 __version__ = "0.1.0"

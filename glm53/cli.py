@@ -11,11 +11,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .device import DEVICE_CHOICES
-from .distributed import StoppedByAnotherRank, under_torchrun
-from .io import atomic_write_json, json_text, refuse_existing, refuse_nonempty_dir
+from .runtime.device import DEVICE_CHOICES
+from .runtime.distributed import StoppedByAnotherRank, under_torchrun
+from .runtime.files import atomic_write_json, json_text, refuse_existing, refuse_nonempty_dir
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
-from .settings import add_config_arguments, config_from_args
+from .runtime.settings import add_config_arguments, config_from_args
 from .sweep.commands import add_analyze_parser, add_sweep_parser
 
 SPLITS = ("dev", "rl", "final", "confirm")
@@ -50,8 +50,8 @@ def add_info_parser(sub) -> None:
 def cmd_info(args) -> int:
     import torch
 
-    from .calibrate import explain_kernels
-    from .device import cpu_description, cpu_summary, explain_precision, resolve_device
+    from .speed.calibrate import explain_kernels
+    from .runtime.device import cpu_description, cpu_summary, explain_precision, resolve_device
     from .model.model import GLM53
 
     cfg = config_from_args(ModelConfig, args, base=MODEL_PRESETS[args.model])
@@ -86,7 +86,7 @@ def cmd_info(args) -> int:
 # ---------------------------------------------------------------- pretrain
 
 def add_pretrain_parser(sub) -> None:
-    from .pretrain import PretrainConfig
+    from .train.pretrain import PretrainConfig
 
     p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
     p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint "
@@ -96,8 +96,8 @@ def add_pretrain_parser(sub) -> None:
 
 
 def cmd_pretrain(args) -> int:
-    from .pretrain import PretrainConfig, pretrain
-    from .tasks import read_tasks
+    from .train.pretrain import PretrainConfig, pretrain
+    from .data.tasks import read_tasks
 
     cfg = config_from_args(PretrainConfig, args)
     return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
@@ -106,7 +106,7 @@ def cmd_pretrain(args) -> int:
 def run_as_rank(train, cfg, **kwargs) -> int:
     """`train(cfg, ...)` as this process's rank under torchrun (joining its process group first, leaving it after),
     or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
-    from .distributed import from_environment, shut_down
+    from .runtime.distributed import from_environment, shut_down
 
     dp, device = from_environment(cfg.device, cfg.threads)
     try:
@@ -121,7 +121,7 @@ def run_as_rank(train, cfg, **kwargs) -> int:
 # ---------------------------------------------------------------- generate
 
 def add_generate_parser(sub) -> None:
-    from .generate import Sampling
+    from .decode.generate import Sampling
 
     p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
@@ -156,10 +156,10 @@ def unescape(text: str) -> str:
 def cmd_generate(args) -> int:
     import torch
 
-    from .checkpoint import load_model
-    from .device import resolve_device
-    from .engine import generate_groups
-    from .generate import Sampling, function_body_complete, generate_uncached
+    from .train.checkpoint import load_model
+    from .runtime.device import resolve_device
+    from .decode.engine import generate_groups
+    from .decode.generate import Sampling, function_body_complete, generate_uncached
 
     if args.samples < 1:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")
@@ -199,7 +199,7 @@ def add_bench_parser(sub) -> None:
 def cmd_bench(args) -> int:
     import time
 
-    from .bench import format_report, run_bench, run_profile
+    from .speed.bench import format_report, run_bench, run_profile
 
     out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     refuse_existing(out)
@@ -222,7 +222,7 @@ def add_calibrate_parser(sub) -> None:
 
 
 def cmd_calibrate(args) -> int:
-    from .calibrate import calibrate
+    from .speed.calibrate import calibrate
 
     if args.steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
@@ -252,7 +252,7 @@ def cmd_run(args) -> int:
 # ---------------------------------------------------------------- rl
 
 def add_rl_parser(sub) -> None:
-    from .rl import RLConfig
+    from .train.rl import RLConfig
 
     p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
     add_config_arguments(p, RLConfig, title="RL")
@@ -260,8 +260,8 @@ def add_rl_parser(sub) -> None:
 
 
 def cmd_rl(args) -> int:
-    from .rl import RLConfig, rl_train
-    from .tasks import read_tasks
+    from .train.rl import RLConfig, rl_train
+    from .data.tasks import read_tasks
 
     cfg = config_from_args(RLConfig, args)
     return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
@@ -277,7 +277,7 @@ def _add_task_source(p: argparse.ArgumentParser) -> None:
 
 
 def _tasks_from(args):
-    from .tasks import frozen_tasks, read_tasks
+    from .data.tasks import frozen_tasks, read_tasks
 
     if args.per_family < 1:
         raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
@@ -291,7 +291,7 @@ def _tasks_from(args):
 
 
 def add_eval_parser(sub) -> None:
-    from .evaluate import EvalConfig
+    from .evaluate.evaluate import EvalConfig
 
     p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
@@ -303,9 +303,9 @@ def add_eval_parser(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from .checkpoint import load_model
-    from .device import resolve_device
-    from .evaluate import EvalConfig, evaluate, format_summary
+    from .train.checkpoint import load_model
+    from .runtime.device import resolve_device
+    from .evaluate.evaluate import EvalConfig, evaluate, format_summary
 
     if args.temperature is None and (args.samples or 1) > 1:
         args.temperature = 0.35
@@ -334,7 +334,7 @@ def add_compare_parser(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from .compare import compare, format_comparison
+    from .evaluate.compare import compare, format_comparison
 
     receipts = []
     for path in args.receipts:
@@ -398,9 +398,9 @@ def add_vision_parser(sub) -> None:
 def cmd_vision(args) -> int:
     from dataclasses import replace
 
-    from .checkpoint import WEIGHTS_NAME
-    from .device import resolve_device
-    from .io import sha256_file
+    from .train.checkpoint import WEIGHTS_NAME
+    from .runtime.device import resolve_device
+    from .runtime.files import sha256_file
     from .vision.train import PILOT_TRAINING, DigitTraining, full_model_pilot, run_architectures
 
     out = Path(args.out)
@@ -449,7 +449,7 @@ def add_tasks_parser(sub) -> None:
 
 
 def cmd_tasks_export(args) -> int:
-    from .tasks import frozen_tasks, write_tasks
+    from .data.tasks import frozen_tasks, write_tasks
 
     if args.per_family < 1:
         raise ValueError(f"--per-family must be >= 1, got {args.per_family}")

@@ -12,7 +12,7 @@ import platform
 import subprocess
 import time
 
-from glm53.tasks import frozen_tasks
+from glm53.data.tasks import frozen_tasks
 from glm53.verify.verifier import SandboxPool, verify_many
 
 SETTINGS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]

@@ -12,7 +12,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 
-from ..io import atomic_writer, json_text
+from ..runtime.files import atomic_writer, json_text
 from .verifier import DEFAULT_TIMEOUT_S, SandboxPool, verify_stream
 
 FIELDS = {"prompt": str, "completion": str, "entry_point": str, "cases": list}

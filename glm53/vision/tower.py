@@ -24,7 +24,7 @@ from torch import nn
 
 from ..model.model import GLM53
 from ..model.norm import RMSNorm
-from ..tokenizer import BOS_ID, IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
+from ..data.tokenizer import BOS_ID, IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
 
 VISUAL_TOKENS = 16
 

@@ -1,0 +1,10 @@
+"""Training: pretraining, then RL with the verifier's reward. Read in this order:
+
+    schedule.py            learning-rate schedules (warmup, constant or cosine)
+    checkpoint.py          checkpoint folders written atomically, loaded with their hash checked; run folders
+    pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume
+    expression_pretrain.py the pretraining-data studies' own job: the miniature on expression data
+    policy_gradient.py     the policy-gradient objective piece by piece: advantages, aggregations, clipping
+    completion_batch.py    the update's log-probabilities: each group's prompt run once, its completions per row
+    rl.py                  `glm53 rl`: RLOO post-training with an executable reward
+"""
