@@ -50,8 +50,9 @@ def add_info_parser(sub) -> None:
 def cmd_info(args) -> int:
     import torch
 
-    from .speed.calibrate import explain_kernels
-    from .runtime.device import cpu_description, cpu_summary, explain_precision, resolve_device
+    from .runtime.cpu import cpu_description, cpu_summary
+    from .runtime.device import explain_precision, resolve_device
+    from .runtime.kernel_settings import explain_kernels
     from .model.model import GLM53
 
     cfg = config_from_args(ModelConfig, args, base=MODEL_PRESETS[args.model])

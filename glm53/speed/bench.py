@@ -24,8 +24,9 @@ import time
 import torch
 
 from ..model.config import ModelConfig
-from .calibrate import resolve_kernels
-from ..runtime.device import autocast, cpu_description, cpu_summary, peak_memory_bytes, resolve_precision
+from ..runtime.cpu import cpu_description, cpu_summary
+from ..runtime.device import autocast, peak_memory_bytes, resolve_precision
+from ..runtime.kernel_settings import resolve_kernels
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
                         max_sequence_length=192),

@@ -5,8 +5,9 @@ No one choice is right for every CPU (bf16 autocast was 11x the plain path on on
 bf16 decoding was slower than fp32 there), so `--precision auto` and `--sample-precision auto` use a measurement
 when one exists for this machine: the CPU model (name, family/model/stepping numbers and relevant flags), its core
 count and the torch version form the key of a small cache (`$GLM53_CACHE_DIR/calibration.json`, default
-`~/.cache/glm53`). Without one they follow the CPU-flag rule (bf16 where the CPU has native bf16). Receipts record
-the resolved precision, so a run is reproduced by giving it explicitly. Kernel settings
+`~/.cache/glm53`; runtime/kernel_settings.py reads it). Without one they follow the CPU-flag rule (bf16 where the
+CPU has native bf16). Receipts record the resolved precision, so a run is reproduced by giving it explicitly.
+Kernel settings
 (`ModelConfig.KERNEL_FIELDS`: the linear-attention core dtype and chunk, expert-row padding, the sparse attention
 core dtype) are then timed one at a time in the chosen training precision, the others held at their defaults;
 `--kernels auto` (pretraining) uses the choice, and the receipt's model config records it.
@@ -21,15 +22,14 @@ and to the default kernel setting (another must be 3% faster). About a minute an
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
-from ..runtime.device import cpu_description, cpu_has_native_bf16
+from ..runtime.cpu import cpu_has_native_bf16
 from ..runtime.files import atomic_write_text
+from ..runtime.kernel_settings import cache_file, machine_key
 
 TIE_MARGIN = 0.9  # bf16 is chosen for training or decoding only at most 90% of fp32's time
 KERNEL_TIE_MARGIN = 0.97  # a non-default kernel setting only at most 97% of the default's (timed interleaved)
@@ -38,27 +38,6 @@ CALIBRATION_BATCH = (32, 128)  # the reference pretraining batch
 KERNEL_CANDIDATES = {"linear_attention_core": ("fp32", "bf16"), "linear_attention_chunk": (16, 32, 64, 128),
                      "expert_row_padding": (0, 64), "sparse_attention_core": ("fp32", "bf16")}
 BF16_ONLY = ("expert_row_padding", "sparse_attention_core", "linear_attention_core")  # no effect without bf16 autocast
-KERNEL_CHOICES = ("auto", "config")
-
-
-def cache_file() -> Path:
-    return Path(os.environ.get("GLM53_CACHE_DIR") or Path.home() / ".cache" / "glm53") / "calibration.json"
-
-
-def machine_key() -> str:
-    """The CPU (its name, family/model/stepping and relevant flags), its core and thread counts and torch's version:
-    a measurement carries over to a machine only when all of them agree."""
-    cpu = cpu_description()
-    name = " | ".join(part for part in (cpu["model"], cpu["family"], " ".join(cpu["flags"])) if part)
-    return f"{name} | {cpu['cores']} cores | {cpu['threads']} threads | torch {torch.__version__}"
-
-
-def cached() -> dict | None:
-    """This machine's calibration, or None."""
-    try:
-        return json.loads(cache_file().read_text()).get(machine_key())
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _paired(times: list[list[float]]) -> list[float]:
@@ -144,25 +123,6 @@ def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> d
         seconds[field] = {str(v): t for v, t in times.items()}
         log(f"  {field}: {', '.join(f'{v} {t:.3f} s/step' for v, t in times.items())} -> {choice[field]}")
     return {"precision": precision, "choice": choice, "seconds_per_step": seconds}
-
-
-def resolve_kernels(name: str, precision: str, device: torch.device) -> dict:
-    """The kernel settings `--kernels auto` applies: this machine's calibrated choice for `precision`, or
-    nothing (the model config's own values) when there is none, on other devices, or with `--kernels config`."""
-    if name not in KERNEL_CHOICES:
-        raise ValueError(f"unknown --kernels {name!r}; choose one of {', '.join(KERNEL_CHOICES)}")
-    entry = cached() if name == "auto" and device.type == "cpu" else None
-    kernels = (entry or {}).get("kernels")
-    return dict(kernels["choice"]) if kernels and kernels["precision"] == precision else {}
-
-
-def explain_kernels() -> str:
-    entry = cached()
-    kernels = (entry or {}).get("kernels")
-    if not kernels:
-        return "the model config's (no calibration cached: `glm53 calibrate` times the candidates)"
-    return (", ".join(f"{k} {v}" for k, v in kernels["choice"].items())
-            + f" (for {kernels['precision']} training; measured by glm53 calibrate on {entry['measured']})")
 
 
 def calibrate(model_kwargs: dict | None = None, steps: int = 6, log=print) -> dict:

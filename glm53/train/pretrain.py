@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..speed.calibrate import KERNEL_CHOICES, resolve_kernels
+from ..runtime.kernel_settings import KERNEL_CHOICES, resolve_kernels
 from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
                          save_checkpoint, start_run_folder)
 from ..model.config import ModelConfig
