@@ -253,7 +253,7 @@ def cmd_run(args) -> int:
 # ---------------------------------------------------------------- rl
 
 def add_rl_parser(sub) -> None:
-    from .train.rl import RLConfig
+    from .train.rl_config import RLConfig
 
     p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
     add_config_arguments(p, RLConfig, title="RL")
@@ -261,7 +261,8 @@ def add_rl_parser(sub) -> None:
 
 
 def cmd_rl(args) -> int:
-    from .train.rl import RLConfig, rl_train
+    from .train.rl import rl_train
+    from .train.rl_config import RLConfig
     from .data.tasks import read_tasks
 
     cfg = config_from_args(RLConfig, args)

@@ -30,7 +30,8 @@ from .evaluate.evaluate import evaluate
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
 from .train.pretrain import PretrainConfig, pretrain
 from .evaluate.report import REFERENCE_RL_FAMILIES, make_charts, write_report
-from .train.rl import RLConfig, rl_train
+from .train.rl import rl_train
+from .train.rl_config import RLConfig
 from .runtime.settings import Checks, setting
 from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 from .runtime.tracking import TRACKERS

@@ -196,7 +196,7 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- rl (post-training from a given checkpoint)
 
 def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    from ..train.rl import RLConfig
+    from ..train.rl_config import RLConfig
 
     cfg = config_from_settings(RLConfig, settings, "rl", seed=seed, checkpoints=tuple(checkpoints),
                                out=str(job_dir / "run"), progress=False, resume=False)

@@ -6,5 +6,7 @@
     expression_pretrain.py the pretraining-data studies' own job: the miniature on expression data
     policy_gradient.py     the policy-gradient objective piece by piece: advantages, aggregations, clipping
     completion_batch.py    the update's log-probabilities: each group's prompt run once, its completions per row
-    rl.py                  `glm53 rl`: RLOO post-training with an executable reward
+    rl_config.py           `glm53 rl`'s settings (RLConfig)
+    rl_update.py           the policy update (update_policy): clipped passes, KL and replay terms; the train scope
+    rl.py                  `glm53 rl`: RLOO post-training with an executable reward, the loop
 """

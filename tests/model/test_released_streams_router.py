@@ -172,7 +172,7 @@ def test_bad_values_name_the_field(field, value):
 
 
 def test_rl_balances_only_the_routers_it_trains():
-    from glm53.train.rl import set_train_scope
+    from glm53.train.rl_update import set_train_scope
 
     model = GLM53(ModelConfig(**TINY, router="sigmoid-bias"))
     set_train_scope(model, "last-block")

@@ -15,11 +15,12 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from glm53.runtime.distributed import SINGLE, DataParallel, shut_down
 from glm53.model.config import ModelConfig
 from glm53.model.model import GLM53
+from glm53.runtime.distributed import SINGLE, DataParallel, shut_down
 from glm53.train.pretrain import PretrainConfig, data_parallel_forward, make_optimizer, pretrain, train_step
-from glm53.train.rl import RLConfig, _update, set_train_scope
+from glm53.train.rl_config import RLConfig
+from glm53.train.rl_update import set_train_scope, update_policy
 from tests.tiny import TINY
 
 CPU = torch.device("cpu")
@@ -209,7 +210,7 @@ def _rl_update(case: str, dp: DataParallel):
     # SGD: the update is the gradient itself (Adam's first step, g / (|g| + eps), would blow up rounding in
     # near-zero gradients into differences of the learning rate's size)
     optimizer = torch.optim.SGD(trainable, lr=0.1)
-    figures = _update(model, reference, optimizer, trainable, cfg, "fp32", CPU, *_rl_rollouts(RL_CASES[case]["rows"]),
+    figures = update_policy(model, reference, optimizer, trainable, cfg, "fp32", CPU, *_rl_rollouts(RL_CASES[case]["rows"]),
                       0, dp)
     return figures, model.state_dict()
 

@@ -8,8 +8,9 @@ import pytest
 
 from glm53.cli import main
 from glm53.model.config import ModelConfig
-from glm53.train.pretrain import PretrainConfig, pretrain
 from glm53.runtime.tracking import scalars, tracker_problem
+from glm53.train.pretrain import PretrainConfig, pretrain
+from glm53.train.rl_config import RLConfig
 from tests.tiny import TINY
 
 
@@ -128,18 +129,18 @@ def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeyp
             pretrain(replace(start, steps=4, checkpoints=(4,)), dev_tasks=[], log=lambda *_: None)
     else:
         pretrain(start, dev_tasks=[], log=lambda *_: None)
-        real_update = rl._update
+        real_update = rl.update_policy
 
         def third_update_fails(*args):
             if args[-2] == 2:  # (..., step, dp)
                 raise FloatingPointError("loss is nan")
             return real_update(*args)
 
-        monkeypatch.setattr(rl, "_update", third_update_fails)
+        monkeypatch.setattr(rl, "update_policy", third_update_fails)
         monkeypatch.setattr("glm53.runtime.tracking.open_tracker", lambda *a, **k: tracker)  # after the start's pretraining
-        cfg = rl.RLConfig(init=str(tmp_path / "start" / "checkpoint-0001"), out=str(tmp_path / "rl"), groups=4,
-                          group_size=2, groups_per_step=1, tasks_per_family=1, families="all", max_new_tokens=4,
-                          dev_per_family=0, checkpoints=(4,), **base)
+        cfg = RLConfig(init=str(tmp_path / "start" / "checkpoint-0001"), out=str(tmp_path / "rl"), groups=4,
+                       group_size=2, groups_per_step=1, tasks_per_family=1, families="all", max_new_tokens=4,
+                       dev_per_family=0, checkpoints=(4,), **base)
         with pytest.raises(FloatingPointError):
             rl.rl_train(cfg, log=lambda *_: None)
     assert tracker.steps == [1, 2] and tracker.closed

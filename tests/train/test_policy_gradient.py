@@ -3,10 +3,12 @@
 import pytest
 import torch
 
-from glm53.train.policy_gradient import aggregate_policy_loss, group_advantages, step_advantages
-from glm53.train.rl import RLConfig, score_groups
 from glm53.data.tasks import frozen_tasks
 from glm53.data.tokenizer import ByteTokenizer
+from glm53.train.policy_gradient import aggregate_policy_loss, group_advantages, step_advantages
+from glm53.train.rl import score_groups
+from glm53.train.rl_config import RLConfig
+from glm53.train.rl_update import update_policy
 from glm53.verify.verifier import Verdict
 
 
@@ -76,7 +78,6 @@ def test_masking_truncated_completions_and_checks():
 
 def test_entropy_bonus_lowers_the_loss_by_coef_times_entropy():
     from glm53 import GLM53, ModelConfig
-    from glm53.train.rl import _update
 
     from ..tiny import TINY
 
@@ -87,7 +88,7 @@ def test_entropy_bonus_lowers_the_loss_by_coef_times_entropy():
     figures = {}
     for coef in (0.0, 0.5):
         cfg = RLConfig(out="x", init="y", entropy_coef=coef)
-        figures[coef] = _update(model, None, optimizer, params, cfg, "fp32", torch.device("cpu"), *batch, step=0)
+        figures[coef] = update_policy(model, None, optimizer, params, cfg, "fp32", torch.device("cpu"), *batch, step=0)
     assert figures[0.5]["entropy"] == pytest.approx(figures[0.0]["entropy"])
     assert figures[0.5]["loss"] == pytest.approx(figures[0.0]["loss"] - 0.5 * figures[0.0]["entropy"])
 
@@ -125,7 +126,6 @@ def test_clipping_is_asymmetric_and_stops_the_gradient_outside_the_range():
 
 def test_several_iterations_log_clip_fractions_and_move_the_weights_each_pass():
     from glm53 import GLM53, ModelConfig
-    from glm53.train.rl import _update
 
     from ..tiny import TINY
 
@@ -135,7 +135,7 @@ def test_several_iterations_log_clip_fractions_and_move_the_weights_each_pass():
     before = [p.detach().clone() for p in params]
     optimizer = torch.optim.SGD(params, lr=1.0)
     cfg = RLConfig(out="x", init="y", iterations=3, clip_low=0.2, clip_high=0.28)
-    figures = _update(model, None, optimizer, params, cfg, "fp32", torch.device("cpu"),
+    figures = update_policy(model, None, optimizer, params, cfg, "fp32", torch.device("cpu"),
                       [[1, 40, 41], [1, 50]], [[42, 43, 2], [44, 45, 46, 2]], [0.7, -0.3], step=0)
     assert 0.0 <= figures["clipped_low"] <= 1.0 and 0.0 <= figures["clipped_high"] <= 1.0
     assert any(not torch.equal(a, b) for a, b in zip(before, params))

@@ -121,7 +121,7 @@ def test_one_writer_per_run_folder_and_stale_temporaries_are_removed(tmp_path):
 
 
 def test_default_checkpoints_fit_short_runs():
-    from glm53.train.rl import RLConfig
+    from glm53.train.rl_config import RLConfig
 
     assert PretrainConfig(out="x", steps=3).checkpoints == (3,)
     assert PretrainConfig(out="x", steps=250).checkpoints == (100, 200, 250)

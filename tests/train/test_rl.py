@@ -4,11 +4,12 @@ import pytest
 import torch
 
 from glm53 import GLM53, ModelConfig
-from glm53.train.pretrain import PretrainConfig, pretrain
-from glm53.train.completion_batch import completion_batch
-from glm53.train.rl import (RLConfig, leave_one_out_advantages, rl_train, set_train_scope,
-                      step_boundaries, task_schedule)
 from glm53.data.tasks import frozen_tasks
+from glm53.train.completion_batch import completion_batch
+from glm53.train.pretrain import PretrainConfig, pretrain
+from glm53.train.rl import leave_one_out_advantages, rl_train, step_boundaries, task_schedule
+from glm53.train.rl_config import RLConfig
+from glm53.train.rl_update import set_train_scope, update_policy
 
 from ..tiny import TINY
 
@@ -97,8 +98,6 @@ def test_rl_options_kl_replay_token_sum(start_checkpoint, tmp_path):
 
 @pytest.mark.parametrize("normalization", ["sequence-mean", "token-sum"])
 def test_policy_loss_normalisation_matches_a_hand_computation(tiny_config, normalization):
-    from glm53.train.rl import _update
-
     model = GLM53(tiny_config)
     prompts, completions, advantages = [[1, 10, 11], [1, 12]], [[20, 21, 22], [23, 2]], [0.5, -0.25]
     inputs, targets, mask = completion_batch(prompts, completions, "cpu")
@@ -109,7 +108,7 @@ def test_policy_loss_normalisation_matches_a_hand_computation(tiny_config, norma
     expected = -sum(a * x for a, x in zip(advantages, per_row)) / 2
     trainable = set_train_scope(model, "all")
     cfg = RLConfig(init="x", out="y", normalization=normalization)
-    figures = _update(model, None, torch.optim.AdamW(trainable, lr=1e-3), trainable, cfg, "fp32",
+    figures = update_policy(model, None, torch.optim.AdamW(trainable, lr=1e-3), trainable, cfg, "fp32",
                       torch.device("cpu"), prompts, completions, advantages, step=0)
     assert figures["policy_loss"] == pytest.approx(expected, rel=1e-5)
 
@@ -117,17 +116,15 @@ def test_policy_loss_normalisation_matches_a_hand_computation(tiny_config, norma
 def test_update_with_kl_penalty_starts_at_zero_kl(tiny_config):
     import copy
 
-    from glm53.train.rl import _update
-
     model = GLM53(tiny_config)
     reference = copy.deepcopy(model).requires_grad_(False)
     trainable = set_train_scope(model, "all")
     optimizer = torch.optim.AdamW(trainable, lr=1e-3)
     cfg = RLConfig(init="x", out="y", kl_coef=0.5, normalization="token-sum")
-    figures = _update(model, reference, optimizer, trainable, cfg, "fp32", torch.device("cpu"),
+    figures = update_policy(model, reference, optimizer, trainable, cfg, "fp32", torch.device("cpu"),
                       [[1, 10, 11], [1, 10, 11]], [[20, 21], [22, 2]], [1.0, -1.0], step=0)
     assert figures["kl"] == pytest.approx(0.0, abs=1e-6) and figures["updated"] and figures["grad_norm"] > 0
-    again = _update(model, reference, optimizer, trainable, cfg, "fp32", torch.device("cpu"),
+    again = update_policy(model, reference, optimizer, trainable, cfg, "fp32", torch.device("cpu"),
                     [[1, 10, 11], [1, 10, 11]], [[20, 21], [22, 2]], [1.0, -1.0], step=1)
     assert again["kl"] > 0
 
