@@ -28,7 +28,8 @@ from .evaluate.compare import compare
 from .runtime.device import DEVICE_CHOICES, resolve_device
 from .evaluate.evaluate import evaluate
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
-from .train.pretrain import PretrainConfig, pretrain
+from .train.pretrain import pretrain
+from .train.pretrain_config import PretrainConfig
 from .evaluate.report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .train.rl import rl_train
 from .train.rl_config import RLConfig

@@ -21,7 +21,8 @@ import sys, time, torch
 from glm53 import GLM53, ModelConfig
 from glm53.data.pretrain_batches import pretraining_batch
 from glm53.runtime.device import autocast
-from glm53.train.pretrain import PretrainConfig, language_loss, make_optimizer
+from glm53.train.pretrain import language_loss, make_optimizer
+from glm53.train.pretrain_config import PretrainConfig
 from glm53.runtime.kernel_settings import resolve_kernels
 torch.manual_seed(0)
 model = GLM53(ModelConfig(**resolve_kernels("auto", sys.argv[2], torch.device("cpu"))))

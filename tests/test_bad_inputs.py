@@ -68,7 +68,7 @@ def files(tmp_path_factory):
     save_checkpoint(resumable / "checkpoint-0001", GLM53(ModelConfig(**{**TINY, "max_sequence_length": 192})),
                     {"step": 1}, {"optimizer": {}, "rng": {}})
     (resumable / "checkpoint-0001" / "trainer_state.pt").write_bytes(b"not a torch file")
-    from glm53.train.pretrain import PretrainConfig
+    from glm53.train.pretrain_config import PretrainConfig
 
     settings = PretrainConfig(out=str(resumable), steps=2, sequence_length=32, resume=True,
                               model=ModelConfig(**{**TINY, "max_sequence_length": 192}))

@@ -77,7 +77,7 @@ def test_bad_arguments_are_clear_errors(capsys, tmp_path):
 
 
 def test_escapes_keep_non_ascii_text():
-    from glm53.cli import unescape
+    from glm53.decode.commands import unescape
 
     assert unescape(r"café\n\tx\\y\x41\u00e9") == "café\n\tx\\yAé"
 

@@ -4,4 +4,5 @@
     tasks.py             the reference suite: eight Python task families, frozen splits, the task-file format
     pretrain_batches.py  pretraining batches: one generated function per row, a pure function of (seed, step)
     expressions.py       the pretraining-data studies' expression data ("88 structures") and held-out scores
+    commands.py          `glm53 tasks export`
 """

@@ -10,6 +10,12 @@ from .kernel_settings import cached
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 
+def add_device_flag(p) -> None:
+    """The --device flag of the commands that take one (an argparse parser)."""
+    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
+                   help="auto picks cuda, then mps, then cpu (default: auto)")
+
+
 def resolve_device(name: str = "auto") -> torch.device:
     if name not in DEVICE_CHOICES:
         raise ValueError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_CHOICES)}")

@@ -60,7 +60,8 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
     end of `glm53 bench` may fall in another phase of it. Each timed step is then also set against the higher of the
     two ceilings measured on either side of it (`run_bench`'s step-by-step fraction)."""
     from ..data.pretrain_batches import pretraining_batch
-    from ..train.pretrain import PretrainConfig, language_loss, make_optimizer
+    from ..train.pretrain import language_loss, make_optimizer
+    from ..train.pretrain_config import PretrainConfig
 
     model = _build(model_kwargs, plain, seed)
     sha = _weights_sha(model)

@@ -63,7 +63,8 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
     from ..data.pretrain_batches import pretraining_batch
     from ..model.config import ModelConfig
     from ..model.model import GLM53
-    from ..train.pretrain import PretrainConfig, bare_training_step, make_optimizer
+    from ..train.pretrain import bare_training_step, make_optimizer
+    from ..train.pretrain_config import PretrainConfig
 
     runs = []
     for model_kwargs, precision in candidates:

@@ -114,7 +114,8 @@ def profile_training(model: nn.Module, batches, precision: str, warmup: int = 1)
     """Seconds per step, mean over the steps after `warmup`: forward and backward per component (with what no
     component covers as `other`), the loss, and the optimizer (clipping included)."""
     from ..runtime.device import autocast
-    from ..train.pretrain import PretrainConfig, language_loss, make_optimizer
+    from ..train.pretrain import language_loss, make_optimizer
+    from ..train.pretrain_config import PretrainConfig
 
     optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
     device = torch.device("cpu")
@@ -167,7 +168,8 @@ def operator_split(model: nn.Module, batches, precision: str) -> dict:
     small operators cost); the matrix products' FLOPs from one more step that records them."""
     from torch.profiler import ProfilerActivity, profile
 
-    from ..train.pretrain import PretrainConfig, bare_training_step, make_optimizer
+    from ..train.pretrain import bare_training_step, make_optimizer
+    from ..train.pretrain_config import PretrainConfig
 
     optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
     with profile(activities=[ProfilerActivity.CPU]) as timed:

@@ -46,7 +46,7 @@ def _run_expression(cfg, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- pretrain (the coding pretraining)
 
 def _make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    from ..train.pretrain import PretrainConfig
+    from ..train.pretrain_config import PretrainConfig
 
     return config_from_settings(PretrainConfig, settings, "pretrain", seed=seed, checkpoints=tuple(checkpoints),
                                 out=str(job_dir / "run"), progress=False, resume=False)

@@ -13,6 +13,8 @@ value (token sums over the global token count; the per-rank means of the balance
 hold equal numbers of tokens, averaged), so the gradients equal the single-process ones up to summation order,
 and a run may resume under another world size (the batch never depended on it). The expert counts of the
 balance loss and of the sigmoid-bias router are summed over ranks.
+
+The settings are pretrain_config.py's `PretrainConfig`.
 """
 
 from __future__ import annotations
@@ -20,117 +22,32 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from inspect import signature
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..runtime.kernel_settings import KERNEL_CHOICES, resolve_kernels
+from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
+from ..data.tasks import Task, frozen_tasks
+from ..decode.generate import Sampling
+from ..evaluate.evaluate import EvalConfig, evaluate
+from ..model.model import GLM53
+from ..runtime.device import autocast, peak_memory_bytes, resolve_device, resolve_precision
+from ..runtime.distributed import SINGLE, DataParallel
+from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
+from ..runtime.kernel_settings import resolve_kernels
+from ..runtime.tracking import reporting
+from ..verify.verifier import isolation_report
 from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
                          save_checkpoint, start_run_folder)
-from ..model.config import ModelConfig
-from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
-from ..runtime.device import DEVICE_CHOICES, PRECISIONS, autocast, peak_memory_bytes, resolve_device, resolve_precision
-from ..runtime.distributed import SINGLE, DataParallel
-from ..evaluate.evaluate import EvalConfig, evaluate
-from ..decode.generate import Sampling
-from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
-from ..model.model import GLM53
-from .schedule import SCHEDULES, scheduled_lr
-from ..runtime.settings import Checks, default_checkpoints, setting
-from ..data.tasks import Task, frozen_tasks
-from ..runtime.tracking import TRACKERS, reporting, tracker_problem
-from ..verify.verifier import isolation_report
+from .pretrain_config import RESUMABLE_CHANGES, PretrainConfig
+from .schedule import scheduled_lr
 
 LOG_NAME = "train_log.jsonl"
-DEFAULT_CHECKPOINTS = (100, 200, 400)
-# Settings a resumed run may change without changing what the earlier steps computed.
-RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out", "threads", "report_to",
-                     "report_name", "report_group"}
-
-
-@dataclass
-class PretrainConfig:
-    out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
-    steps: int = setting(400, "optimizer steps")
-    checkpoints: tuple[int, ...] | None = setting(None, "steps to save a checkpoint at (the last step always is)",
-                                                  shown="100,200,400, those within --steps")
-    batch_size: int = setting(32, "rows per step")
-    sequence_length: int = setting(128, "tokens per row")
-    lr: float = setting(3e-4, "peak learning rate (AdamW)")
-    betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
-    weight_decay: float = setting(0.1, "AdamW weight decay on matrices")
-    grad_clip: float = setting(1.0, "gradient-norm clip")
-    balance_coef: float = setting(0.01, "weight of the router balance loss")
-    indexer_coef: float = setting(1.0, "weight of the indexer's KL term (sparse_selection=indexer); it trains only "
-                                       "the indexers, whose input is detached")
-    mtp_coef: float = setting(0.3, "weight of the multi-token-prediction loss (mtp_depth = 1)")
-    indexer_warmup_steps: int = setting(0, "first steps in which indexer layers attend densely while their indexer "
-                                           "learns toward that attention (sparse_selection=indexer)")
-    lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
-    warmup_steps: int = setting(0, "linear warmup steps")
-    min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr")
-    seed: int = setting(42, "seed of the initialization and the data stream")
-    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
-    precision: str = setting("auto", "auto: bf16 autocast on hardware with native bf16, else fp32", choices=PRECISIONS)
-    kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "
-                                   "(recorded in the receipt's config); config: the model flags as given",
-                           choices=KERNEL_CHOICES)
-    compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
-    resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
-    progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
-    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
-    report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
-                             choices=TRACKERS)
-    report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
-    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
-    dev_max_new_tokens: int = setting(48, "token cap of the dev completions sampled at each checkpoint")
-    model: ModelConfig = setting(default_factory=ModelConfig, flatten=True)
-
-    def __post_init__(self) -> None:
-        self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.steps)
-        check = Checks("pretrain")
-        check.at_least("steps", self.steps, 1)
-        check.require(all(1 <= c <= self.steps for c in self.checkpoints),
-                      f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --steps {self.steps}]")
-        check.at_least("batch_size", self.batch_size, 1)
-        check.within("sequence_length", self.sequence_length, 2, self.model.max_sequence_length)
-        check.positive("lr", self.lr)
-        check.require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
-                      f"--betas must be two numbers in [0, 1), got {self.betas}")
-        check.at_least("weight_decay", self.weight_decay, 0)
-        check.positive("grad_clip", self.grad_clip)
-        check.at_least("balance_coef", self.balance_coef, 0)
-        check.at_least("indexer_coef", self.indexer_coef, 0)
-        check.at_least("mtp_coef", self.mtp_coef, 0)
-        check.require(self.model.mtp_depth == 0 or self.sequence_length >= 3,
-                      f"--sequence-length {self.sequence_length} is too short for --mtp-depth 1, which predicts two "
-                      "tokens ahead: use 3 or more")
-        check.within("indexer_warmup_steps", self.indexer_warmup_steps, 0, self.steps)
-        check.require(self.indexer_warmup_steps == 0 or self.model.sparse_selection == "indexer",
-                      "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
-        check.one_of("lr_schedule", self.lr_schedule, SCHEDULES)
-        check.within("warmup_steps", self.warmup_steps, 0, self.steps)
-        check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
-        check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
-        check.one_of("device", self.device, DEVICE_CHOICES)
-        check.one_of("precision", self.precision, PRECISIONS)
-        check.one_of("kernels", self.kernels, KERNEL_CHOICES)
-        check.at_least("threads", self.threads, 0)
-        check.one_of("report_to", self.report_to, TRACKERS)
-        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
-        check.done()
-        if self.steps not in self.checkpoints:
-            self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["checkpoints"] = list(self.checkpoints)
-        d["betas"] = list(self.betas)
-        return d
 
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
@@ -268,8 +185,81 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
         return _pretrain(cfg, dev_tasks, log, dp, device)
 
 
+@dataclass
+class _Run:
+    """What one invocation of `glm53 pretrain` holds: the settings as resolved (calibrated kernels applied), the
+    model and its optimizer, and the progress so far (restored by --resume)."""
+    cfg: PretrainConfig
+    out: Path
+    log: Callable[[str], None]
+    dp: DataParallel
+    device: torch.device
+    precision: str
+    kernels: dict
+    dev_tasks: list[Task]
+    model: GLM53
+    optimizer: torch.optim.Optimizer
+    start_step: int = 0
+    tokens_seen: int = 0
+    curve: list[dict] = field(default_factory=list)
+    checkpoints: list[dict] = field(default_factory=list)
+    resumed_from: str | None = None
+
+
 def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
               device: torch.device | None) -> dict | None:
+    run = _start(cfg, dev_tasks, log, dp, device)
+    cfg, model, optimizer, device, precision = run.cfg, run.model, run.optimizer, run.device, run.precision
+    counts = model.parameter_counts()
+    log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
+        f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
+        f"{', calibrated kernels ' + str(run.kernels) if run.kernels else ''}), "
+        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+    forward = data_parallel_forward(model, dp, device)
+    if dp.active:
+        log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
+            f"{torch.get_num_threads()} threads per rank")
+    forward = torch.compile(forward) if cfg.compile else forward
+    if run.start_step == 0 and not cfg.resume and dp.is_main:
+        _save_checkpoint(run, 0)
+
+    started = time.perf_counter()
+    model.train()
+    with reporting(cfg.report_to if dp.is_main else "none", run.out, cfg.report_name, cfg.report_group,
+                   cfg.to_dict()) as tracker, \
+            tqdm(total=cfg.steps, initial=run.start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
+                 unit="step", dynamic_ncols=True) as bar:
+        for step in range(run.start_step, cfg.steps):
+            t0 = time.perf_counter()
+            row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
+            run.tokens_seen += row["tokens"]
+            row["tokens_seen"] = run.tokens_seen
+            row["seconds"] = time.perf_counter() - t0
+            row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
+            run.curve.append(row)
+            if not dp.is_main:
+                continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+            with open(run.out / LOG_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            if tracker is not None:
+                tracker.log(row, step + 1)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
+            bar.update(1)
+            if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
+                log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
+                    f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
+            if step + 1 in cfg.checkpoints:
+                _save_checkpoint(run, step + 1)
+    elapsed = time.perf_counter() - started
+    if not dp.is_main:
+        return None
+    return _finish(run, counts, elapsed)
+
+
+def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
+           device: torch.device | None) -> _Run:
+    """Resolve the device, precision and calibrated kernels, build the model and its optimizer, check the run
+    folder, then start it or resume from its latest checkpoint."""
     out = Path(cfg.out)
     device = device or resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
@@ -282,7 +272,7 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model).to(device)
     optimizer = make_optimizer(model, cfg)
-    start_step, tokens_seen, curve, checkpoints, resumed_from = 0, 0, [], [], None
+    run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer)
 
     def check_folder() -> None:
         check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
@@ -296,90 +286,54 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
             start_run_folder(out, cfg.to_dict())
     else:
         latest, state = restore_latest(out, model, optimizer, device)
-        start_step, tokens_seen, resumed_from = state["step"], state["tokens_seen"], state["resumed_from"]
-        checkpoints = state["checkpoints"]
+        run.start_step, run.tokens_seen, run.resumed_from = state["step"], state["tokens_seen"], state["resumed_from"]
+        run.checkpoints = state["checkpoints"]
+        start_step = run.start_step
         keep = lambda row: row["step"] <= start_step  # noqa: E731
-        curve = truncate_jsonl(out / LOG_NAME, keep) if dp.is_main else []
+        run.curve = truncate_jsonl(out / LOG_NAME, keep) if dp.is_main else []
         log(f"resuming {out} from step {start_step} ({latest.name})")
+    return run
 
-    counts = model.parameter_counts()
-    log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
-        f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
-        f"{', calibrated kernels ' + str(kernels) if kernels else ''}), "
-        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
-    forward = data_parallel_forward(model, dp, device)
-    if dp.active:
-        log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
-            f"{torch.get_num_threads()} threads per rank")
-    forward = torch.compile(forward) if cfg.compile else forward
 
-    def checkpoint(step: int) -> None:
-        samples = dev_completions(model, dev_tasks, cfg.dev_max_new_tokens) if dev_tasks else []
-        for s in samples:
-            log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
-        dev_pass = sum(s["status"] == "passed" for s in samples)
-        if samples:
-            log(f"  [step {step}] dev greedy pass@1: {dev_pass}/{len(samples)}")
-        record = {"step": step, "path": checkpoint_name(step), "dev_completions": samples, "dev_passed": dev_pass,
-                  "dev_tasks": len(samples)}
-        trainer_state = {"optimizer": optimizer.state_dict(), "rng": rng_state(), "step": step,
-                         "tokens_seen": tokens_seen, "checkpoints": checkpoints + [record]}
-        meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
-                "tokens_seen": tokens_seen, "seed": cfg.seed, "dev_completions": samples,
-                "dev_pass_at_1": dev_pass / len(samples) if samples else None}
-        sha = save_checkpoint(out / checkpoint_name(step), model, meta, trainer_state)
-        checkpoints.append({**record, "weights_sha256": sha})
-        log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
+def _save_checkpoint(run: _Run, step: int) -> None:
+    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only)."""
+    cfg, log = run.cfg, run.log
+    samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens) if run.dev_tasks else []
+    for s in samples:
+        log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
+    dev_pass = sum(s["status"] == "passed" for s in samples)
+    if samples:
+        log(f"  [step {step}] dev greedy pass@1: {dev_pass}/{len(samples)}")
+    record = {"step": step, "path": checkpoint_name(step), "dev_completions": samples, "dev_passed": dev_pass,
+              "dev_tasks": len(samples)}
+    trainer_state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "step": step,
+                     "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record]}
+    meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
+            "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
+            "dev_pass_at_1": dev_pass / len(samples) if samples else None}
+    sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta, trainer_state)
+    run.checkpoints.append({**record, "weights_sha256": sha})
+    log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
 
-    if start_step == 0 and not cfg.resume and dp.is_main:
-        checkpoint(0)
 
-    started = time.perf_counter()
-    model.train()
-    with reporting(cfg.report_to if dp.is_main else "none", out, cfg.report_name, cfg.report_group,
-                   cfg.to_dict()) as tracker, \
-            tqdm(total=cfg.steps, initial=start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
-                 unit="step", dynamic_ncols=True) as bar:
-        for step in range(start_step, cfg.steps):
-            t0 = time.perf_counter()
-            row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
-            tokens_seen += row["tokens"]
-            row["tokens_seen"] = tokens_seen
-            row["seconds"] = time.perf_counter() - t0
-            row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
-            curve.append(row)
-            if not dp.is_main:
-                continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
-            with open(out / LOG_NAME, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
-            if tracker is not None:
-                tracker.log(row, step + 1)
-            bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
-            bar.update(1)
-            if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
-                log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
-                    f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
-            if step + 1 in cfg.checkpoints:
-                checkpoint(step + 1)
-    elapsed = time.perf_counter() - started
-    if not dp.is_main:
-        return None
-    trained = [r for r in curve if r["step"] > start_step]
+def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
+    """Write the run's receipt (rank 0): settings, throughput, memory, the checkpoints and the final loss."""
+    cfg, curve, out = run.cfg, run.curve, run.out
+    trained = [r for r in curve if r["step"] > run.start_step]
     receipt = {
         "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
         "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
-        "steps": cfg.steps, "tokens_seen": tokens_seen, "device": str(device), "precision": precision,
-        "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": start_step if cfg.resume else None,
-        "resumed_from": resumed_from,
+        "steps": cfg.steps, "tokens_seen": run.tokens_seen, "device": str(run.device), "precision": run.precision,
+        "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.resume else None,
+        "resumed_from": run.resumed_from,
         # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)
         "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
         / max(sum(r["seconds"] for r in trained), 1e-9),
-        "peak_memory_bytes": peak_memory_bytes(device), "checkpoints": checkpoints,
+        "peak_memory_bytes": peak_memory_bytes(run.device), "checkpoints": run.checkpoints,
         "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(), "data_parallel": dp.to_dict(), "sandbox": isolation_report(),
+        "threads": torch.get_num_threads(), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
     }
     atomic_write_json(out / RECEIPT_NAME, receipt)
-    log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "
-        f"receipt {out / RECEIPT_NAME}")
+    run.log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "
+            f"receipt {out / RECEIPT_NAME}")
     return receipt
-

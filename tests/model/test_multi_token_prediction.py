@@ -87,7 +87,8 @@ def test_accepted_and_rejected_drafts_both_keep_the_plain_greedy_output():
 def test_mtp_loss_trains_and_short_sequences_are_refused(tmp_path):
     import json
 
-    from glm53.train.pretrain import PretrainConfig, pretrain
+    from glm53.train.pretrain import pretrain
+    from glm53.train.pretrain_config import PretrainConfig
 
     model = ModelConfig(**{**TINY, "max_sequence_length": 160}, mtp_depth=1)
     pretrain(PretrainConfig(out=str(tmp_path / "r"), steps=2, checkpoints=(2,), batch_size=2, sequence_length=128,

@@ -143,7 +143,8 @@ def test_released_preset_counts_and_the_info_line(capsys):
 
 def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
     from glm53.train.checkpoint import read_metadata
-    from glm53.train.pretrain import PretrainConfig, pretrain
+    from glm53.train.pretrain import pretrain
+    from glm53.train.pretrain_config import PretrainConfig
 
     def run(out, steps, checkpoints, **kw):
         model = ModelConfig(**{**TINY, "max_sequence_length": 160}, router="sigmoid-bias", residual="mhc",

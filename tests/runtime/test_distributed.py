@@ -18,7 +18,8 @@ import torch.multiprocessing as mp
 from glm53.model.config import ModelConfig
 from glm53.model.model import GLM53
 from glm53.runtime.distributed import SINGLE, DataParallel, shut_down
-from glm53.train.pretrain import PretrainConfig, data_parallel_forward, make_optimizer, pretrain, train_step
+from glm53.train.pretrain import data_parallel_forward, make_optimizer, pretrain, train_step
+from glm53.train.pretrain_config import PretrainConfig
 from glm53.train.rl_config import RLConfig
 from glm53.train.rl_update import set_train_scope, update_policy
 from tests.tiny import TINY

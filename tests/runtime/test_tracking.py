@@ -9,7 +9,8 @@ import pytest
 from glm53.cli import main
 from glm53.model.config import ModelConfig
 from glm53.runtime.tracking import scalars, tracker_problem
-from glm53.train.pretrain import PretrainConfig, pretrain
+from glm53.train.pretrain import pretrain
+from glm53.train.pretrain_config import PretrainConfig
 from glm53.train.rl_config import RLConfig
 from tests.tiny import TINY
 

@@ -54,7 +54,8 @@ def test_calibration_compares_candidates_round_by_round_so_a_drift_cancels():
 
 
 def test_kernel_settings_are_calibrated_one_at_a_time_and_used_by_kernels_auto(monkeypatch, tmp_path):
-    from glm53.train.pretrain import PretrainConfig, pretrain
+    from glm53.train.pretrain import pretrain
+    from glm53.train.pretrain_config import PretrainConfig
 
     from ..tiny import TINY
 
@@ -88,6 +89,6 @@ def test_kernel_settings_are_calibrated_one_at_a_time_and_used_by_kernels_auto(m
                        dev_tasks=[], log=lambda *_: None)
     assert {k: receipt["config"][k] for k in choice} == choice
     with pytest.raises(ValueError, match="--kernels must be one of auto, config"):
-        from glm53.train.pretrain import PretrainConfig as P
+        from glm53.train.pretrain_config import PretrainConfig as P
 
         P(out="x", kernels="fastest")

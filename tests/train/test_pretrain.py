@@ -5,7 +5,8 @@ import torch
 
 from glm53.train.checkpoint import load_model, read_metadata, verify_checkpoint
 from glm53.data.pretrain_batches import IGNORE_INDEX, pretraining_batch
-from glm53.train.pretrain import PretrainConfig, pretrain
+from glm53.train.pretrain import pretrain
+from glm53.train.pretrain_config import PretrainConfig
 from glm53.data.tasks import frozen_tasks
 from glm53.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 

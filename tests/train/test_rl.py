@@ -6,7 +6,8 @@ import torch
 from glm53 import GLM53, ModelConfig
 from glm53.data.tasks import frozen_tasks
 from glm53.train.completion_batch import completion_batch
-from glm53.train.pretrain import PretrainConfig, pretrain
+from glm53.train.pretrain import pretrain
+from glm53.train.pretrain_config import PretrainConfig
 from glm53.train.rl import leave_one_out_advantages, rl_train, step_boundaries, task_schedule
 from glm53.train.rl_config import RLConfig
 from glm53.train.rl_update import set_train_scope, update_policy
