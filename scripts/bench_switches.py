@@ -49,9 +49,9 @@ def build(overrides) -> GLM53:
 
 
 def decode_tokens_per_second(model: GLM53, tokens: int = 48) -> float:
+    from glm53.data.tasks import frozen_tasks
     from glm53.decode.engine import generate_groups
     from glm53.decode.generate import Sampling
-    from glm53.data.tasks import frozen_tasks
 
     prompts = [t.prompt for t in frozen_tasks("confirm", 2)]
     sampling = Sampling(temperature=0.0, max_new_tokens=tokens, ignore_eos=True)

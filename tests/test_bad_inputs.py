@@ -6,9 +6,9 @@ import json
 import pytest
 
 from glm53 import GLM53, ModelConfig
-from glm53.train.checkpoint import save_checkpoint, started
 from glm53.cli import main
 from glm53.data.tasks import frozen_tasks, write_tasks
+from glm53.train.checkpoint import save_checkpoint, started
 
 from .tiny import TINY
 

@@ -43,8 +43,8 @@ def unescape(text: str) -> str:
 def cmd_generate(args) -> int:
     import torch
 
-    from ..train.checkpoint import load_model
     from ..runtime.device import resolve_device
+    from ..train.checkpoint import load_model
     from .engine import generate_groups
     from .generate import Sampling, function_body_complete, generate_uncached
 

@@ -15,11 +15,11 @@ from collections import defaultdict
 
 import torch
 
+from ..data.tokenizer import ByteTokenizer
 from ..model.cache import InferenceCache
+from ..model.model import GLM53
 from ..runtime.device import resolve_precision
 from .generate import Sampling, StopRule, banned_ids, check_lengths, result_record, sample_next
-from ..model.model import GLM53
-from ..data.tokenizer import ByteTokenizer
 
 
 @torch.no_grad()

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ..data.tokenizer import ByteTokenizer
 from ..model.model import GLM53
 from ..runtime.settings import Checks
-from ..data.tokenizer import ByteTokenizer
 
 StopRule = Callable[[str, str], bool]  # (prompt, completion so far) -> stop now?
 

@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from .generate import StopRule, banned_ids, check_lengths, result_record
-from ..model.model import GLM53
 from ..data.tokenizer import ByteTokenizer
+from ..model.model import GLM53
+from .generate import StopRule, banned_ids, check_lengths, result_record
 
 
 def _pick(logits: torch.Tensor, banned: list[int]) -> int:

@@ -46,8 +46,8 @@ def add_eval_parser(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from ..train.checkpoint import load_model
     from ..runtime.device import resolve_device
+    from ..train.checkpoint import load_model
     from .evaluate import EvalConfig, evaluate, format_summary
 
     if args.temperature is None and (args.samples or 1) > 1:

@@ -14,14 +14,14 @@ from math import comb
 
 import torch
 
-from ..runtime.device import PRECISIONS, peak_memory_bytes, resolve_precision
+from ..data.tasks import Task
 from ..decode.engine import generate_groups
 from ..decode.generate import Sampling, function_body_complete
-from ..runtime.settings import Checks
 from ..model.model import GLM53
+from ..runtime.device import PRECISIONS, peak_memory_bytes, resolve_precision
+from ..runtime.settings import Checks
 from ..verify.rewards import binary_reward
 from ..verify.static_check import is_valid
-from ..data.tasks import Task
 from ..verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, isolation_report, verify_many
 
 MAX_ROWS_PER_BATCH = 256

@@ -26,8 +26,8 @@ from torch import nn
 from ..model.hyper_connections import HyperConnection
 from ..model.indexer_attention import IndexerSparseAttention
 from ..model.kimi_delta_attention import KimiDeltaAttention
-from ..model.manifold_hyper_connections import ManifoldHyperConnection
 from ..model.linear_attention import LinearAttention
+from ..model.manifold_hyper_connections import ManifoldHyperConnection
 from ..model.moe import MixtureOfExperts
 from ..model.norm import RMSNorm
 from ..model.sparse_attention import SparseAttention

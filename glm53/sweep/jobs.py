@@ -143,13 +143,13 @@ def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...],
 def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     import time
 
-    from ..train.checkpoint import checkpoint_name, load_model
-    from ..decode.engine import generate_groups
-    from ..evaluate.evaluate import EvalConfig, evaluate
-    from ..decode.generate import Sampling
-    from ..runtime.files import atomic_write_json
-    from ..train.pretrain import pretrain
     from ..data.tasks import frozen_tasks
+    from ..decode.engine import generate_groups
+    from ..decode.generate import Sampling
+    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..runtime.files import atomic_write_json
+    from ..train.checkpoint import checkpoint_name, load_model
+    from ..train.pretrain import pretrain
 
     cfg, extra = job.pretrain, job.extra
     receipt = pretrain(cfg, log=log)
@@ -266,10 +266,10 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
 
 
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
-    from ..evaluate.evaluate import EvalConfig, evaluate
-    from ..decode.generate import Sampling
-    from ..train.rl import rl_train
     from ..data.tasks import frozen_tasks
+    from ..decode.generate import Sampling
+    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
     receipt = rl_train(cfg, log=log)
@@ -350,10 +350,10 @@ def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir:
 
 
 def _run_eval(cfg: EvalJobConfig, job_dir: Path, log) -> dict:
-    from ..train.checkpoint import load_model
-    from ..evaluate.evaluate import EvalConfig, evaluate
-    from ..decode.generate import Sampling
     from ..data.tasks import frozen_tasks
+    from ..decode.generate import Sampling
+    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..train.checkpoint import load_model
 
     model = load_model(cfg.checkpoint)
     tasks = frozen_tasks(cfg.split, cfg.per_family, cfg.families or None)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
 from ..model.config import ModelConfig
 from ..model.model import GLM53
+from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
 
 WEIGHTS_NAME = "model.safetensors"
 METADATA_NAME = "metadata.json"

@@ -16,9 +16,9 @@ def add_pretrain_parser(sub) -> None:
 
 
 def cmd_pretrain(args) -> int:
+    from ..data.tasks import read_tasks
     from .pretrain import pretrain
     from .pretrain_config import PretrainConfig
-    from ..data.tasks import read_tasks
 
     cfg = config_from_args(PretrainConfig, args)
     return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
@@ -48,9 +48,9 @@ def add_rl_parser(sub) -> None:
 
 
 def cmd_rl(args) -> int:
+    from ..data.tasks import read_tasks
     from .rl import rl_train
     from .rl_config import RLConfig
-    from ..data.tasks import read_tasks
 
     cfg = config_from_args(RLConfig, args)
     return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)

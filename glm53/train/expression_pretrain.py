@@ -23,13 +23,13 @@ from pathlib import Path
 
 import torch
 
-from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
 from ..data.expressions import DATA_ORDERS, batch_texts, heldout_metrics, item_order
+from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from .pretrain import decay_groups, language_loss
 from ..runtime.settings import Checks, setting
 from ..runtime.tracking import TRACKERS, reporting, tracker_problem
+from .pretrain import decay_groups, language_loss
 
 
 def miniature() -> ModelConfig:

@@ -37,9 +37,9 @@ def add_vision_parser(sub) -> None:
 def cmd_vision(args) -> int:
     from dataclasses import replace
 
-    from ..train.checkpoint import WEIGHTS_NAME
     from ..runtime.device import resolve_device
     from ..runtime.files import sha256_file
+    from ..train.checkpoint import WEIGHTS_NAME
     from .train import PILOT_TRAINING, DigitTraining, full_model_pilot, run_architectures
 
     out = Path(args.out)

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from ..data.tokenizer import ByteTokenizer
 from ..evaluate.stats import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from ..train.schedule import SCHEDULES, linear_ramp, scheduled_lr
 from ..runtime.settings import Checks, setting
-from ..data.tokenizer import ByteTokenizer
+from ..train.schedule import SCHEDULES, linear_ramp, scheduled_lr
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
 

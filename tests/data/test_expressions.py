@@ -1,8 +1,8 @@
 from glm53.data.expressions import (HELDOUT_POOL, STRUCTURES, TRAIN_POOL, heldout_batch, item_order, render_example)
 from glm53.data.pretrain_batches import IGNORE_INDEX
+from glm53.data.tokenizer import ByteTokenizer
 from glm53.model.config import ModelConfig
 from glm53.model.model import GLM53
-from glm53.data.tokenizer import ByteTokenizer
 
 
 def test_structures_and_pools_as_the_reference():

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from glm53.data.tasks import (EVAL_SPLITS, FAMILIES, FAMILY_NAMES, frozen_tasks, pretraining_task, pretraining_text,
-                         read_tasks, reserved_entry_points, write_tasks)
+                              read_tasks, reserved_entry_points, write_tasks)
 
 
 def run_case(source: str, entry_point: str, args, expected) -> bool:

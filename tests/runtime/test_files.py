@@ -2,8 +2,8 @@
 
 import json
 
-from glm53.runtime.files import atomic_write_json, json_text, read_jsonl, truncate_jsonl
 from glm53.data.tokenizer import ByteTokenizer
+from glm53.runtime.files import atomic_write_json, json_text, read_jsonl, truncate_jsonl
 
 # what the byte tokenizer decodes from the bytes of an encoded lone surrogate: the surrogate itself
 ODD = ByteTokenizer().decode(ByteTokenizer().encode("x\udbbcy"))

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from glm53.train.completion_batch import PlainCompletionBatch, SharedPrefixBatch, make_completion_batch
 from glm53.model.model import GLM53
+from glm53.train.completion_batch import PlainCompletionBatch, SharedPrefixBatch, make_completion_batch
 
 
 def token_logp(batch, model):

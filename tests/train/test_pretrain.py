@@ -3,12 +3,12 @@ import json
 import pytest
 import torch
 
-from glm53.train.checkpoint import load_model, read_metadata, verify_checkpoint
 from glm53.data.pretrain_batches import IGNORE_INDEX, pretraining_batch
-from glm53.train.pretrain import pretrain
-from glm53.train.pretrain_config import PretrainConfig
 from glm53.data.tasks import frozen_tasks
 from glm53.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from glm53.train.checkpoint import load_model, read_metadata, verify_checkpoint
+from glm53.train.pretrain import pretrain
+from glm53.train.pretrain_config import PretrainConfig
 
 from ..tiny import TINY
 

@@ -3,12 +3,12 @@ import torch
 import torch.nn.functional as F
 
 from glm53 import GLM53, ModelConfig
-from glm53.vision.digits import held_out_set, render_digits, training_batch
 from glm53.data.tokenizer import IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
+from glm53.vision.digits import held_out_set, render_digits, training_batch
 from glm53.vision.tower import (DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel,
-                          image_prompt_ids)
+                                image_prompt_ids)
 from glm53.vision.train import (MINI_LM, DigitTraining, answer_ids, build, evaluate_digits, prompt_ids,
-                               train_digits)
+                                train_digits)
 
 
 def test_token_layout():
