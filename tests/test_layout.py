@@ -144,6 +144,42 @@ def test_every_folder_is_a_package_whose_docstring_says_what_it_holds():
         assert ast.get_docstring(ast.parse(init.read_text())), f"{init} has no docstring"
 
 
+def test_dotted_paths_written_in_strings_name_what_exists():
+    """A module path kept as text (the sweep's fork-server preload list, a test's monkeypatch target) is not
+    checked by any import; one left behind by a move would fail quietly (the preload skips what it cannot import)."""
+    known = modules()
+    stale = []
+    for root in (PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "scripts"):
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                    continue
+                text = node.value
+                if not text.startswith("glm53.") or not all(p.isidentifier() for p in text.split(".")):
+                    continue
+                module, rest = text, []
+                while module not in known and "." in module:
+                    module, rest = module.rsplit(".", 1)[0], [module.rsplit(".", 1)[1]] + rest
+                defined = module in known and (not rest or (len(rest) == 1 and rest[0] in top_level_names(known[module])))
+                if not defined:
+                    stale.append(f"{path.relative_to(PACKAGE.parent)}: {text}")
+    assert stale == []
+
+
+def top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
 if __name__ == "__main__":
     graph = import_graph()
     print(f"{len(graph)} modules; import cycles: {cycles(graph) or 'none'}")
