@@ -12,9 +12,9 @@ import os
 os.environ.setdefault("GOMP_SPINCOUNT", "3000")
 os.environ.setdefault("KMP_BLOCKTIME", "1")
 
+from .data.tokenizer import ByteTokenizer
 from .model.config import ModelConfig
 from .model.model import GLM53, ModelAux
-from .tokenizer import ByteTokenizer
 
 __all__ = ["ByteTokenizer", "ModelConfig", "GLM53", "ModelAux"]
 __version__ = "0.1.0"

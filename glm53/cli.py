@@ -1,5 +1,7 @@
 """The `glm53` command: one small `add_<command>_parser` beside each command, flags generated from the config
-dataclasses (settings.py), so every setting has one name and one default from flag to receipt."""
+dataclasses (runtime/settings.py), so every setting has one name and one default from flag to receipt. Each
+stage's commands live in its own `commands.py` (data, train, decode, evaluate, speed, sweep, vision); `info`,
+`run` and `verify` are here."""
 
 from __future__ import annotations
 
@@ -11,33 +13,24 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .device import DEVICE_CHOICES
-from .distributed import StoppedByAnotherRank, under_torchrun
-from .io import atomic_write_json, json_text, refuse_existing, refuse_nonempty_dir
+from .data.commands import add_tasks_parser
+from .decode.commands import add_generate_parser
+from .evaluate.commands import add_compare_parser, add_eval_parser
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
-from .settings import add_config_arguments, config_from_args
+from .runtime.device import add_device_flag
+from .runtime.distributed import StoppedByAnotherRank, under_torchrun
+from .runtime.settings import add_config_arguments, config_from_args
+from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
-
-SPLITS = ("dev", "rl", "final", "confirm")
-
-
-def _device_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
-                   help="auto picks cuda, then mps, then cpu (default: auto)")
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,3, got {text!r}")
+from .train.commands import add_pretrain_parser, add_rl_parser
+from .vision.commands import add_vision_parser
 
 
 # ---------------------------------------------------------------- info
 
 def add_info_parser(sub) -> None:
     p = sub.add_parser("info", help="print config, parameter counts, layer pattern and device")
-    _device_flag(p)
+    add_device_flag(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--model", "--preset", dest="model", default="reference", choices=tuple(MODEL_PRESETS),
                    help="named architecture the flags below start from (default: reference, the 25.7M model; "
@@ -50,9 +43,10 @@ def add_info_parser(sub) -> None:
 def cmd_info(args) -> int:
     import torch
 
-    from .calibrate import explain_kernels
-    from .device import cpu_description, cpu_summary, explain_precision, resolve_device
     from .model.model import GLM53
+    from .runtime.cpu import cpu_description, cpu_summary
+    from .runtime.device import explain_precision, resolve_device
+    from .runtime.kernel_settings import explain_kernels
 
     cfg = config_from_args(ModelConfig, args, base=MODEL_PRESETS[args.model])
     counts = GLM53(cfg).parameter_counts()
@@ -83,153 +77,6 @@ def cmd_info(args) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- pretrain
-
-def add_pretrain_parser(sub) -> None:
-    from .pretrain import PretrainConfig
-
-    p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
-    p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint "
-                                   "(default: dev split, one per family)")
-    add_config_arguments(p, PretrainConfig, title="pretraining")
-    p.set_defaults(func=cmd_pretrain)
-
-
-def cmd_pretrain(args) -> int:
-    from .pretrain import PretrainConfig, pretrain
-    from .tasks import read_tasks
-
-    cfg = config_from_args(PretrainConfig, args)
-    return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
-
-
-def run_as_rank(train, cfg, **kwargs) -> int:
-    """`train(cfg, ...)` as this process's rank under torchrun (joining its process group first, leaving it after),
-    or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
-    from .distributed import from_environment, shut_down
-
-    dp, device = from_environment(cfg.device, cfg.threads)
-    try:
-        train(cfg, log=print if dp.is_main else (lambda *_: None), dp=dp, device=device, **kwargs)
-    except BaseException:
-        shut_down(dp, finished=False)
-        raise
-    shut_down(dp)
-    return 0
-
-
-# ---------------------------------------------------------------- generate
-
-def add_generate_parser(sub) -> None:
-    from .generate import Sampling
-
-    p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
-    p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
-    p.add_argument("--prompt", required=True, help="text to complete")
-    p.add_argument("--escapes", action="store_true", help=r"interpret \n, \t, \\ and \xNN in --prompt")
-    p.add_argument("--samples", type=int, default=1, help="completions (default: 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampling generator (default: 0)")
-    p.add_argument("--stop", choices=["function", "eos"], default="function",
-                   help="function: stop after the first complete statement; eos: only at EOS or the token cap")
-    p.add_argument("--no-cache", action="store_true", help="use the plain uncached reference generator")
-    _device_flag(p)
-    p.add_argument("--json", action="store_true", help="one JSON object per completion (token ids, cap hit)")
-    add_config_arguments(p, Sampling, title="sampling")
-    p.set_defaults(func=cmd_generate)
-
-
-def unescape(text: str) -> str:
-    r"""Backslash escapes (\n, \t, \\, \xNN, \uNNNN) without touching other characters (café stays café)."""
-    import re
-
-    table = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
-
-    def one(m: re.Match) -> str:
-        body = m.group(1)
-        if body[0] in "xu":
-            return chr(int(body[1:], 16))
-        return table[body]
-
-    return re.sub(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[nrt\\'\"0])", one, text)
-
-
-def cmd_generate(args) -> int:
-    import torch
-
-    from .checkpoint import load_model
-    from .device import resolve_device
-    from .engine import generate_groups
-    from .generate import Sampling, function_body_complete, generate_uncached
-
-    if args.samples < 1:
-        raise ValueError(f"--samples must be >= 1, got {args.samples}")
-    sampling = config_from_args(Sampling, args)
-    device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device)
-    generator = torch.Generator(device=device).manual_seed(args.seed)
-    prompt = unescape(args.prompt) if args.escapes else args.prompt
-    stop = function_body_complete if args.stop == "function" else None
-    generate = generate_uncached if args.no_cache else generate_groups
-    samples = generate(model, [prompt], args.samples, sampling, generator=generator, stop=stop)[0]
-    for i, out in enumerate(samples):
-        if args.json:
-            print(json_text({"prompt": prompt, **out}))
-        else:
-            if args.samples > 1:
-                print(f"--- sample {i + 1}")
-            print(prompt + out["completion"])
-    return 0
-
-
-# ---------------------------------------------------------------- bench
-
-def add_bench_parser(sub) -> None:
-    p = sub.add_parser("bench", help="time the plain and the fast path on the same weights (a few minutes)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--out", help="JSON results file (default: runs/bench/bench-<time>.json)")
-    p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
-    p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
-    p.add_argument("--profile", action="store_true",
-                   help="instead: seconds per training step by component, forward and backward, fast and plain")
-    p.add_argument("--model", default="reference", choices=tuple(MODEL_PRESETS),
-                   help="with --profile: the named architecture to profile (released: every released part switched on)")
-    p.set_defaults(func=cmd_bench)
-
-
-def cmd_bench(args) -> int:
-    import time
-
-    from .bench import format_report, run_bench, run_profile
-
-    out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
-    refuse_existing(out)
-    if args.profile:
-        result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print, model=args.model)
-        atomic_write_json(out, result)
-        print(json.dumps(result, indent=2) if args.json else f"\nwritten to {out}")
-        return 0
-    result = run_bench(quick=args.quick, compile_model=args.compile, log=(lambda *_: None) if args.json else print)
-    atomic_write_json(out, result)
-    print(json.dumps(result, indent=2) if args.json else format_report(result) + f"\n\nwritten to {out}")
-    return 0
-
-
-def add_calibrate_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="time fp32 and bf16 training and decoding, then the kernel settings, here; "
-                                         "--precision auto and --kernels auto then use the faster (about 1.5 minutes)")
-    p.add_argument("--steps", type=int, default=4, help="timed training steps per candidate (default: 4)")
-    p.set_defaults(func=cmd_calibrate)
-
-
-def cmd_calibrate(args) -> int:
-    from .calibrate import calibrate
-
-    if args.steps < 1:
-        raise ValueError(f"--steps must be >= 1, got {args.steps}")
-    calibrate(steps=args.steps)
-    return 0
-
-
 # ---------------------------------------------------------------- run
 
 def add_run_parser(sub) -> None:
@@ -249,111 +96,7 @@ def cmd_run(args) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- rl
-
-def add_rl_parser(sub) -> None:
-    from .rl import RLConfig
-
-    p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
-    add_config_arguments(p, RLConfig, title="RL")
-    p.set_defaults(func=cmd_rl)
-
-
-def cmd_rl(args) -> int:
-    from .rl import RLConfig, rl_train
-    from .tasks import read_tasks
-
-    cfg = config_from_args(RLConfig, args)
-    return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
-
-
-# ---------------------------------------------------------------- eval, compare, verify
-
-def _add_task_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--split", choices=SPLITS, help="a frozen split")
-    p.add_argument("--per-family", type=int, default=8, help="tasks per family of the split (default: 8)")
-    p.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
-    p.add_argument("--tasks", help="JSON Lines task file instead of a split")
-
-
-def _tasks_from(args):
-    from .tasks import frozen_tasks, read_tasks
-
-    if args.per_family < 1:
-        raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
-    if args.tasks:
-        if args.split:
-            raise ValueError("give either --tasks or --split, not both")
-        return read_tasks(args.tasks)
-    if not args.split:
-        raise ValueError("give --split (dev, rl, final, confirm) or --tasks FILE")
-    return frozen_tasks(args.split, per_family=args.per_family, families=args.families)
-
-
-def add_eval_parser(sub) -> None:
-    from .evaluate import EvalConfig
-
-    p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
-    p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
-    p.add_argument("--out", required=True, help="receipt file (must not exist)")
-    _add_task_source(p)
-    _device_flag(p)
-    add_config_arguments(p, EvalConfig, title="evaluation (temperature default: 0 for one sample, 0.35 for several)")
-    p.set_defaults(func=cmd_eval)
-
-
-def cmd_eval(args) -> int:
-    from .checkpoint import load_model
-    from .device import resolve_device
-    from .evaluate import EvalConfig, evaluate, format_summary
-
-    if args.temperature is None and (args.samples or 1) > 1:
-        args.temperature = 0.35
-    cfg = config_from_args(EvalConfig, args)
-    refuse_existing(args.out)
-    tasks = _tasks_from(args)
-    device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device)
-    result = evaluate(model, tasks, cfg)
-    result["checkpoint"] = str(args.checkpoint)
-    result["checkpoint_sha256"] = model.weights_sha256
-    result["source"] = {"tasks_file": args.tasks} if args.tasks else {
-        "split": args.split, "per_family": args.per_family, "families": args.families}
-    atomic_write_json(args.out, result)
-    print(format_summary(result))
-    print(f"{result['elapsed_seconds']:.1f} s; receipt {args.out}")
-    return 0
-
-
-def add_compare_parser(sub) -> None:
-    p = sub.add_parser("compare", help="paired comparison of eval receipts: McNemar, bootstrap, Holm")
-    p.add_argument("receipts", nargs="+", help="baseline receipt first, then one or more arms")
-    p.add_argument("--seed", type=int, default=20260827, help="bootstrap seed (default: 20260827)")
-    p.add_argument("--out", help="also write the comparison as JSON")
-    p.set_defaults(func=cmd_compare)
-
-
-def cmd_compare(args) -> int:
-    from .compare import compare, format_comparison
-
-    receipts = []
-    for path in args.receipts:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"receipt {path} does not exist; write one with `glm53 eval`")
-        try:
-            receipts.append(json.loads(Path(path).read_text()))
-        except ValueError as err:
-            raise ValueError(f"{path} is not JSON ({err}); give eval receipts written by `glm53 eval --out`") from None
-    if len(receipts) < 2:
-        raise ValueError("compare needs a baseline receipt and at least one more")
-    if args.out:
-        refuse_existing(args.out)
-    result = compare(receipts[0], receipts[1:], names=list(args.receipts), seed=args.seed)
-    print(format_comparison(result))
-    if args.out:
-        atomic_write_json(args.out, result)
-    return 0
-
+# ---------------------------------------------------------------- verify
 
 def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="run completions against their test cases in the sandbox",
@@ -375,89 +118,6 @@ def cmd_verify(args) -> int:
         raise ValueError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
     counts = verify_file(args.input, args.out, timeout_s=args.timeout, language=args.language)
     print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
-    return 0
-
-
-# ---------------------------------------------------------------- vision
-
-def add_vision_parser(sub) -> None:
-    from .vision.train import DigitTraining
-
-    p = sub.add_parser("vision", help="train the miniature vision tower on generated digits")
-    p.add_argument("--architecture", choices=["faithful", "baseline", "both"], default="both",
-                   help="which tower (default: both, with a paired test)")
-    p.add_argument("--seeds", type=_int_list, help="comma-separated seeds (default: 42; with --pilot: 73)")
-    p.add_argument("--eval-examples", type=int, default=None, help="held-out digits (default: 200; pilot 100)")
-    p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained checkpoint instead")
-    p.add_argument("--out", required=True, help="folder for vision-receipt.json (must not exist or be empty)")
-    _device_flag(p)
-    add_config_arguments(p, DigitTraining, title="training of the miniature")
-    add_config_arguments(p, DigitTraining, prefix="pilot.", title="training of the full-model pilot "
-                         "(defaults: 40 updates of 10, lr 1e-3, tower ramp over half the updates, embedding 10x)")
-    p.set_defaults(func=cmd_vision)
-
-
-def cmd_vision(args) -> int:
-    from dataclasses import replace
-
-    from .checkpoint import WEIGHTS_NAME
-    from .device import resolve_device
-    from .io import sha256_file
-    from .vision.train import PILOT_TRAINING, DigitTraining, full_model_pilot, run_architectures
-
-    out = Path(args.out)
-    refuse_nonempty_dir(out)
-    device = resolve_device(args.device)
-    receipt: dict = {"device": str(device)}
-    if args.pilot:
-        training = config_from_args(DigitTraining, args, prefix="pilot.", base=vars(PILOT_TRAINING))
-        if getattr(args, "pilot.steps") is not None and getattr(args, "pilot.tower_warmup_steps") is None:
-            training = replace(training, tower_warmup_steps=training.steps // 2)  # the ramp spans half the updates
-        seeds, examples = args.seeds or [73], args.eval_examples or 100
-        if not Path(args.pilot).is_dir():
-            raise FileNotFoundError(f"--pilot {args.pilot} is not a checkpoint folder")
-        runs = {str(seed): full_model_pilot(args.pilot, seed, training, examples, device=device) for seed in seeds}
-        after = [r["after"]["correct"] for r in runs.values()]
-        mean = sum(after) / len(after)
-        receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / WEIGHTS_NAME),
-                            "runs": runs, "after_correct": after, "mean_after_correct": mean}
-        if len(seeds) > 1:
-            print(f"full-model pilot over seeds {seeds}: {after}, mean {mean:.1f}/{examples}")
-    else:
-        arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
-        receipt.update(run_architectures(arches, args.seeds or [42], config_from_args(DigitTraining, args),
-                                         eval_examples=args.eval_examples or 200, device=device))
-        if receipt["comparison"]:
-            pooled = receipt["comparison"]["pooled"]
-            print(f"faithful vs baseline, pooled over seeds: faithful-only {pooled['faithful_only']}, "
-                  f"baseline-only {pooled['baseline_only']}, exact McNemar p = {pooled['mcnemar_p']:.4g}")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "vision-receipt.json", receipt)
-    print(f"receipt {out / 'vision-receipt.json'}")
-    return 0
-
-
-# ---------------------------------------------------------------- tasks
-
-def add_tasks_parser(sub) -> None:
-    p = sub.add_parser("tasks", help="task files")
-    tsub = p.add_subparsers(dest="tasks_command", required=True)
-    e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file")
-    e.add_argument("--split", required=True, choices=SPLITS, help="which frozen split")
-    e.add_argument("--per-family", type=int, default=8, help="tasks per family (default: 8)")
-    e.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
-    e.add_argument("--out", required=True, help="JSON Lines task file to write (must not exist)")
-    e.set_defaults(func=cmd_tasks_export)
-
-
-def cmd_tasks_export(args) -> int:
-    from .tasks import frozen_tasks, write_tasks
-
-    if args.per_family < 1:
-        raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
-    tasks = frozen_tasks(args.split, per_family=args.per_family, families=args.families)
-    write_tasks(tasks, args.out)
-    print(f"wrote {len(tasks)} tasks of split {args.split} to {args.out}")
     return 0
 
 

@@ -22,18 +22,20 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, checkpoint_name, load_model,
-                         start_run_folder)
-from .compare import compare
-from .device import DEVICE_CHOICES, resolve_device
-from .evaluate import evaluate
-from .io import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
-from .pretrain import PretrainConfig, pretrain
-from .report import REFERENCE_RL_FAMILIES, make_charts, write_report
-from .rl import RLConfig, rl_train
-from .settings import Checks, setting
-from .tasks import frozen_tasks, parse_families, read_tasks, write_tasks
-from .tracking import TRACKERS
+from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
+from .evaluate.compare import compare
+from .evaluate.evaluate import evaluate
+from .evaluate.report import REFERENCE_RL_FAMILIES, make_charts, write_report
+from .runtime.device import DEVICE_CHOICES, resolve_device
+from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
+from .runtime.settings import Checks, setting
+from .runtime.tracking import TRACKERS
+from .train.checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, checkpoint_name, load_model,
+                               start_run_folder)
+from .train.pretrain import pretrain
+from .train.pretrain_config import PretrainConfig
+from .train.rl import rl_train
+from .train.rl_config import RLConfig
 
 PRESETS = {
     "full": {"pretrain": dict(steps=400, checkpoints=(100, 200, 400), batch_size=32, sequence_length=128, lr=1e-3,

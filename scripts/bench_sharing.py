@@ -19,10 +19,11 @@ STEP = r"""
 import glm53  # first: it sets the OpenMP spin before torch loads the runtime
 import sys, time, torch
 from glm53 import GLM53, ModelConfig
-from glm53.data import pretraining_batch
-from glm53.device import autocast
-from glm53.pretrain import PretrainConfig, language_loss, make_optimizer
-from glm53.calibrate import resolve_kernels
+from glm53.data.pretrain_batches import pretraining_batch
+from glm53.runtime.device import autocast
+from glm53.train.pretrain import language_loss, make_optimizer
+from glm53.train.pretrain_config import PretrainConfig
+from glm53.runtime.kernel_settings import resolve_kernels
 torch.manual_seed(0)
 model = GLM53(ModelConfig(**resolve_kernels("auto", sys.argv[2], torch.device("cpu"))))
 optimizer = make_optimizer(model, PretrainConfig(out="-"))

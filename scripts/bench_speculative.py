@@ -13,9 +13,9 @@ import subprocess
 
 import torch
 
-from glm53.checkpoint import load_model
-from glm53.speculative import generate_greedy_plain, generate_greedy_speculative
-from glm53.tasks import frozen_tasks
+from glm53.data.tasks import frozen_tasks
+from glm53.decode.speculative import generate_greedy_plain, generate_greedy_speculative
+from glm53.train.checkpoint import load_model
 
 
 def main() -> None:

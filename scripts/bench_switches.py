@@ -28,11 +28,11 @@ import time
 import torch
 
 from glm53 import GLM53, ModelConfig
-from glm53.data import pretraining_batch
+from glm53.data.pretrain_batches import pretraining_batch
 from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast
 from glm53.model.linear_attention import LinearAttention, feature_map, linear_attention_fast
-from glm53.device import autocast
-from glm53.pretrain import language_loss
+from glm53.runtime.device import autocast
+from glm53.train.pretrain import language_loss
 
 VARIANTS = {
     "reference": {}, "kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer"),
@@ -49,9 +49,9 @@ def build(overrides) -> GLM53:
 
 
 def decode_tokens_per_second(model: GLM53, tokens: int = 48) -> float:
-    from glm53.engine import generate_groups
-    from glm53.generate import Sampling
-    from glm53.tasks import frozen_tasks
+    from glm53.data.tasks import frozen_tasks
+    from glm53.decode.engine import generate_groups
+    from glm53.decode.generate import Sampling
 
     prompts = [t.prompt for t in frozen_tasks("confirm", 2)]
     sampling = Sampling(temperature=0.0, max_new_tokens=tokens, ignore_eos=True)

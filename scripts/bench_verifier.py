@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from glm53.tasks import frozen_tasks
+from glm53.data.tasks import frozen_tasks
 from glm53.verify.verifier import SandboxPool, verify_many
 
 LAYER_STEPS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]

@@ -2,7 +2,7 @@
 prompt + body lengths in bytes (the model's context is about 256 bytes).
 
     python scripts/broad_sample.py                 # 10 tasks a split, lengths over 200 tasks a split
-    python scripts/broad_sample.py --show 3 --stats 500 --extra glm53/broad/examples/extra_primitives.toml
+    python scripts/broad_sample.py --show 3 --stats 500 --extra glm53/data/broad/examples/extra_primitives.toml
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import collections
 
-from glm53.broad import FROZEN_SPLITS, broad_pretraining_task, frozen_broad_tasks, load_registry
+from glm53.data.broad import FROZEN_SPLITS, broad_pretraining_task, frozen_broad_tasks, load_registry
 
 
 def lengths_line(name: str, tasks) -> str:

@@ -14,9 +14,9 @@ import argparse
 
 import torch
 
-from glm53.checkpoint import load_model
-from glm53.data import pretraining_batch
+from glm53.data.pretrain_batches import pretraining_batch
 from glm53.model.manifold_hyper_connections import composite_gain
+from glm53.train.checkpoint import load_model
 
 
 def main() -> None:

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from glm53 import GLM53, ModelConfig
-from glm53.checkpoint import save_checkpoint, started
 from glm53.cli import main
-from glm53.tasks import frozen_tasks, write_tasks
+from glm53.data.tasks import frozen_tasks, write_tasks
+from glm53.train.checkpoint import save_checkpoint, started
 
 from .tiny import TINY
 
@@ -68,7 +68,7 @@ def files(tmp_path_factory):
     save_checkpoint(resumable / "checkpoint-0001", GLM53(ModelConfig(**{**TINY, "max_sequence_length": 192})),
                     {"step": 1}, {"optimizer": {}, "rng": {}})
     (resumable / "checkpoint-0001" / "trainer_state.pt").write_bytes(b"not a torch file")
-    from glm53.pretrain import PretrainConfig
+    from glm53.train.pretrain_config import PretrainConfig
 
     settings = PretrainConfig(out=str(resumable), steps=2, sequence_length=32, resume=True,
                               model=ModelConfig(**{**TINY, "max_sequence_length": 192}))

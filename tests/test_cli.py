@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from glm53.cli import main
-from glm53.tasks import read_tasks
+from glm53.data.tasks import read_tasks
 
 
 def test_info_prints_counts_and_pattern(capsys):
@@ -12,7 +12,7 @@ def test_info_prints_counts_and_pattern(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["parameters"] == {"total": 25_730_592, "active": 9_805_344}
     assert info["layer_pattern"] == "LLLSLLLSLLLS"
-    from glm53.device import resolve_device
+    from glm53.runtime.device import resolve_device
 
     assert info["device"] == str(resolve_device("auto"))  # cpu here and in CI; cuda on a GPU machine
 
@@ -77,7 +77,7 @@ def test_bad_arguments_are_clear_errors(capsys, tmp_path):
 
 
 def test_escapes_keep_non_ascii_text():
-    from glm53.cli import unescape
+    from glm53.decode.commands import unescape
 
     assert unescape(r"café\n\tx\\y\x41\u00e9") == "café\n\tx\\yAé"
 

@@ -82,13 +82,13 @@ def _finished_state(out):
 
 @pytest.mark.parametrize("stage", ["pretraining", "rl", "evaluation"])
 def test_run_resume_after_an_interruption_ends_as_an_uninterrupted_run(tmp_path, monkeypatch, stage):
-    import glm53.pretrain
-    import glm53.rl
+    import glm53.train.pretrain
+    import glm53.train.rl
     import glm53.run
 
     whole = tmp_path / "whole"
     run_pipeline(_resumable(whole), log=lambda *_: None)
-    target = {"pretraining": (glm53.pretrain, "train_step", 3), "rl": (glm53.rl, "sample_and_verify", 2),
+    target = {"pretraining": (glm53.train.pretrain, "train_step", 3), "rl": (glm53.train.rl, "sample_and_verify", 2),
               "evaluation": (glm53.run, "evaluate", 2)}[stage]
     part = tmp_path / "part"
     with monkeypatch.context() as patch:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
-from ..settings import setting
+from ..runtime.settings import setting
 
 # Every component with two mathematically equal forms names them the same way: "plain" (the readable
 # reference) and "fast" (the default). Checkpoints written before this naming still load.

@@ -1,2 +1,10 @@
-"""Studies across arms and seeds: `glm53 sweep` runs them (spec.py, jobs.py, executor.py, runner.py) and
-`glm53 analyze` tests them (analysis.py)."""
+"""Studies across arms and seeds: `glm53 sweep` runs them and `glm53 analyze` tests them. Read in this order:
+
+    spec.py          a study's spec (TOML): arms, seeds, checkpoints, comparisons; the shipped specs in specs/
+    jobs.py          the kinds of job a sweep runs, one registry entry each
+    executor.py      where jobs run: the local pool, each job a process forked from a preloaded server
+    ray_executor.py  `--executor ray`: every job a Ray task
+    runner.py        `glm53 sweep`: every (arm, seed) as an independent job, in parallel, resumable
+    analysis.py      `glm53 analyze`: per arm and checkpoint, paired tests per comparison, REPORT.md and charts
+    commands.py      `glm53 sweep` and `glm53 analyze`
+"""

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_write_json, atomic_write_text
-from ..stats import bootstrap_interval, holm, seed_task_bootstrap, sign_flip_test
+from ..evaluate.stats import bootstrap_interval, holm, seed_task_bootstrap, sign_flip_test
+from ..runtime.files import atomic_write_json, atomic_write_text
 from .executor import RECEIPT
 from .runner import SPEC_FILE, job_dir
 from .spec import SweepSpec

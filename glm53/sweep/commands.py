@@ -10,7 +10,7 @@ EXECUTORS = ("local", "ray")
 
 
 def add_sweep_parser(sub) -> None:
-    from ..tracking import TRACKERS
+    from ..runtime.tracking import TRACKERS
     from .spec import shipped_specs
 
     p = sub.add_parser("sweep", help="run a study: every arm x seed of a spec as its own job, in parallel, resumable",
@@ -59,7 +59,7 @@ def make_executor(args):
 
 
 def cmd_sweep(args) -> int:
-    from ..tracking import tracker_problem
+    from ..runtime.tracking import tracker_problem
     from .analysis import analyze
     from .runner import run_sweep
     from .spec import load_spec, parse_seeds

@@ -29,8 +29,8 @@ RECEIPT = "receipt.json"
 ERROR = "error.json"
 JOB_LOG = "log.txt"
 # torch._dynamo is imported by the first optimizer a process builds: 1.5 s of every job, paid once here instead
-PRELOAD = ["torch", "torch._dynamo", "glm53.sweep.jobs", "glm53.expression_pretrain", "glm53.pretrain",
-           "glm53.evaluate", "glm53.rl"]
+PRELOAD = ["torch", "torch._dynamo", "glm53.sweep.jobs", "glm53.train.expression_pretrain", "glm53.train.pretrain",
+           "glm53.evaluate.evaluate", "glm53.train.rl"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Executor(Protocol):
 
 def run_job(job: Job, threads: int) -> int:
     """Run one job in this process: its receipt or its error lands in job.dir. Returns the exit status."""
-    from ..io import atomic_write_json, run_lock
+    from ..runtime.files import atomic_write_json, run_lock
     from .jobs import job_kind
     from .spec import resolve_setup
 

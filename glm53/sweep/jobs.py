@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..settings import Checks, config_from_settings, setting
+from ..runtime.settings import Checks, config_from_settings, setting
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,14 @@ class JobKind:
 # ---------------------------------------------------------------- expression-pretrain (the studies' own job)
 
 def _make_expression(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    from ..expression_pretrain import ExpressionPretrainConfig
+    from ..train.expression_pretrain import ExpressionPretrainConfig
 
     return config_from_settings(ExpressionPretrainConfig, settings, "expression-pretrain", seed=seed,
                                 eval_at=tuple(checkpoints))
 
 
 def _run_expression(cfg, job_dir: Path, log) -> dict:
-    from ..expression_pretrain import expression_pretrain
+    from ..train.expression_pretrain import expression_pretrain
 
     return expression_pretrain(cfg, log=log, out=job_dir / "run")
 
@@ -46,14 +46,14 @@ def _run_expression(cfg, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- pretrain (the coding pretraining)
 
 def _make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    from ..pretrain import PretrainConfig
+    from ..train.pretrain_config import PretrainConfig
 
     return config_from_settings(PretrainConfig, settings, "pretrain", seed=seed, checkpoints=tuple(checkpoints),
                                 out=str(job_dir / "run"), progress=False, resume=False)
 
 
 def _run_pretrain(cfg, job_dir: Path, log) -> dict:
-    from ..pretrain import pretrain
+    from ..train.pretrain import pretrain
 
     receipt = pretrain(cfg, log=log)
     loss_at = {}
@@ -69,7 +69,7 @@ def _run_pretrain(cfg, job_dir: Path, log) -> dict:
 
 
 def _speculative_figures(model, prompts: list[str], max_new_tokens: int) -> dict:
-    from ..speculative import generate_greedy_plain, generate_greedy_speculative
+    from ..decode.speculative import generate_greedy_plain, generate_greedy_speculative
 
     plain, plain_stats = generate_greedy_plain(model, prompts, max_new_tokens)
     fast, stats = generate_greedy_speculative(model, prompts, max_new_tokens)
@@ -81,14 +81,14 @@ def _speculative_figures(model, prompts: list[str], max_new_tokens: int) -> dict
 
 def _run_receipt(cfg, job_dir: Path) -> str:
     """Where the job's training receipt lies, relative to the job folder."""
-    from ..checkpoint import RECEIPT_NAME
+    from ..train.checkpoint import RECEIPT_NAME
 
     return str(Path(cfg.out).relative_to(job_dir) / RECEIPT_NAME)
 
 
 def _read_curve(out: Path) -> list[dict]:
-    from ..io import read_jsonl
-    from ..pretrain import LOG_NAME
+    from ..runtime.files import read_jsonl
+    from ..train.pretrain import LOG_NAME
 
     return read_jsonl(out / LOG_NAME)
 
@@ -127,7 +127,7 @@ class PretrainEvalJob:
 
 
 def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainEvalJob:
-    from ..settings import setting_names
+    from ..runtime.settings import setting_names
 
     own = set(setting_names(PretrainEvalSettings))
     extra = config_from_settings(PretrainEvalSettings, {k: v for k, v in settings.items() if k.replace("-", "_") in own},
@@ -143,13 +143,13 @@ def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...],
 def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     import time
 
-    from ..checkpoint import checkpoint_name, load_model
-    from ..engine import generate_groups
-    from ..evaluate import EvalConfig, evaluate
-    from ..generate import Sampling
-    from ..io import atomic_write_json
-    from ..pretrain import pretrain
-    from ..tasks import frozen_tasks
+    from ..data.tasks import frozen_tasks
+    from ..decode.engine import generate_groups
+    from ..decode.generate import Sampling
+    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..runtime.files import atomic_write_json
+    from ..train.checkpoint import checkpoint_name, load_model
+    from ..train.pretrain import pretrain
 
     cfg, extra = job.pretrain, job.extra
     receipt = pretrain(cfg, log=log)
@@ -196,7 +196,7 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- rl (post-training from a given checkpoint)
 
 def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    from ..rl import RLConfig
+    from ..train.rl_config import RLConfig
 
     cfg = config_from_settings(RLConfig, settings, "rl", seed=seed, checkpoints=tuple(checkpoints),
                                out=str(job_dir / "run"), progress=False, resume=False)
@@ -206,7 +206,7 @@ def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: P
 
 
 def _run_rl(cfg, job_dir: Path, log) -> dict:
-    from ..rl import rl_train
+    from ..train.rl import rl_train
 
     receipt = rl_train(cfg, log=log)
     metrics = {}
@@ -255,7 +255,7 @@ class RLEvalJob:
 
 
 def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> RLEvalJob:
-    from ..settings import setting_names
+    from ..runtime.settings import setting_names
 
     eval_names = set(setting_names(FinalEvalConfig))
     final = config_from_settings(FinalEvalConfig, {k: v for k, v in settings.items()
@@ -266,10 +266,10 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
 
 
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
-    from ..evaluate import EvalConfig, evaluate
-    from ..generate import Sampling
-    from ..rl import rl_train
-    from ..tasks import frozen_tasks
+    from ..data.tasks import frozen_tasks
+    from ..decode.generate import Sampling
+    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
     receipt = rl_train(cfg, log=log)
@@ -308,7 +308,7 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
 
 
 def _drop_weights(run: Path) -> None:
-    from ..checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME
+    from ..train.checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME
 
     for folder in run.glob("checkpoint-*"):
         for name in (WEIGHTS_NAME, TRAINER_STATE_NAME):
@@ -316,7 +316,7 @@ def _drop_weights(run: Path) -> None:
 
 
 def _load_final(cfg, receipt: dict):
-    from ..checkpoint import load_model
+    from ..train.checkpoint import load_model
 
     last = max(receipt["checkpoints"], key=lambda c: c["group"])
     return load_model(Path(cfg.out) / last["path"])
@@ -350,10 +350,10 @@ def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir:
 
 
 def _run_eval(cfg: EvalJobConfig, job_dir: Path, log) -> dict:
-    from ..checkpoint import load_model
-    from ..evaluate import EvalConfig, evaluate
-    from ..generate import Sampling
-    from ..tasks import frozen_tasks
+    from ..data.tasks import frozen_tasks
+    from ..decode.generate import Sampling
+    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..train.checkpoint import load_model
 
     model = load_model(cfg.checkpoint)
     tasks = frozen_tasks(cfg.split, cfg.per_family, cfg.families or None)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..distributed import available_cores
-from ..io import atomic_write_json, is_housekeeping, run_lock
+from ..runtime.distributed import available_cores
+from ..runtime.files import atomic_write_json, is_housekeeping, run_lock
 from .executor import RECEIPT, Executor, Job, LocalExecutor
 from .spec import SweepSpec
 

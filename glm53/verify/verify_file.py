@@ -13,7 +13,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 
-from ..io import atomic_writer, json_text
+from ..runtime.files import atomic_writer, json_text
 from .languages import DEFAULT_LANGUAGE, LANGUAGES
 from .verifier import DEFAULT_TIMEOUT_S, SandboxPool, verify_stream
 

@@ -1,6 +1,7 @@
 """The vision miniature. Read in this order:
 
-    digits.py   generated seven-segment digit images
-    tower.py    the faithful miniature tower, the direct-patch baseline, VisionLanguageModel
-    train.py    `glm53 vision`: training and evaluation of both towers, paired test, full-model pilot
+    digits.py    generated seven-segment digit images
+    tower.py     the faithful miniature tower, the direct-patch baseline, VisionLanguageModel
+    train.py     `glm53 vision`: training and evaluation of both towers, paired test, full-model pilot
+    commands.py  `glm53 vision`: the flags and the receipt
 """

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from ..data.tokenizer import BOS_ID, IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
 from ..model.model import GLM53
 from ..model.norm import RMSNorm
-from ..tokenizer import BOS_ID, IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
 
 VISUAL_TOKENS = 16
 

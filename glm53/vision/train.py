@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from ..stats import mcnemar_exact
+from ..data.tokenizer import ByteTokenizer
+from ..evaluate.stats import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from ..schedule import SCHEDULES, linear_ramp, scheduled_lr
-from ..settings import Checks, setting
-from ..tokenizer import ByteTokenizer
+from ..runtime.settings import Checks, setting
+from ..train.schedule import SCHEDULES, linear_ramp, scheduled_lr
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
 
@@ -204,7 +204,7 @@ def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = 
     so the whole input table drifts together (by more than its own scale within 40 updates); the large epsilon
     keeps those rows still while the digit rows, whose gradients are ~1000x larger, move fast, and the digit
     prior is learned sooner. Over seeds 89-120: mean 82.9 vs 78.0, lowest seed 61 vs 31 (paired t-test p = 0.14)."""
-    from ..checkpoint import load_model
+    from ..train.checkpoint import load_model
 
     base = load_model(checkpoint, device)
     cfg = ModelConfig.from_dict({**base.config.to_dict(), "vocab_size": 263})

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from glm53 import GLM53, ModelConfig
-from glm53.speculative import generate_greedy_plain, generate_greedy_speculative
+from glm53.decode.speculative import generate_greedy_plain, generate_greedy_speculative
 from tests.tiny import TINY
 
 PROMPTS = ["def f(x):", "# Return x.\ndef g(x):", "ab", "def reverse_words(s):\n    "]
@@ -47,8 +47,8 @@ RELEASED = dict(linear_attention="kda", sparse_selection="indexer", indexer_top_
 
 @pytest.mark.parametrize("over,use_stop", [({}, False), ({}, True), (RELEASED, False)])
 def test_speculative_greedy_equals_plain_greedy_token_for_token(over, use_stop):
-    from glm53.engine import generate_groups
-    from glm53.generate import Sampling, function_body_complete
+    from glm53.decode.engine import generate_groups
+    from glm53.decode.generate import Sampling, function_body_complete
 
     model = _model(**over)
     stop = function_body_complete if use_stop else None
@@ -62,7 +62,7 @@ def test_speculative_greedy_equals_plain_greedy_token_for_token(over, use_stop):
 def test_accepted_and_rejected_drafts_both_keep_the_plain_greedy_output():
     # an untrained draft is rarely right; make every other draft an oracle's (plain greedy's own next-next token)
     # so that both branches of the loop run
-    from glm53.tokenizer import ByteTokenizer
+    from glm53.data.tokenizer import ByteTokenizer
 
     model, prompt = _model(), PROMPTS[1]
     plain, _ = generate_greedy_plain(model, [prompt], 24)
@@ -87,7 +87,8 @@ def test_accepted_and_rejected_drafts_both_keep_the_plain_greedy_output():
 def test_mtp_loss_trains_and_short_sequences_are_refused(tmp_path):
     import json
 
-    from glm53.pretrain import PretrainConfig, pretrain
+    from glm53.train.pretrain import pretrain
+    from glm53.train.pretrain_config import PretrainConfig
 
     model = ModelConfig(**{**TINY, "max_sequence_length": 160}, mtp_depth=1)
     pretrain(PretrainConfig(out=str(tmp_path / "r"), steps=2, checkpoints=(2,), batch_size=2, sequence_length=128,

@@ -223,8 +223,8 @@ def test_cached_decoding_equals_the_full_forward_with_each_switch(switch):
 
 
 def test_released_greedy_decoding_with_the_cache_equals_uncached_greedy():
-    from glm53.engine import generate_groups
-    from glm53.generate import Sampling, generate_uncached
+    from glm53.decode.engine import generate_groups
+    from glm53.decode.generate import Sampling, generate_uncached
 
     model = GLM53(ModelConfig(**TINY, **SWITCHES["released"]))
     prompts = ["def f(x):", "# Return x.\ndef g(x):"]
@@ -259,7 +259,7 @@ def test_bad_switch_values_name_the_field(field, value, message):
 
 
 def test_a_checkpoint_with_other_switches_is_refused(tmp_path):
-    from glm53.checkpoint import load_model, save_checkpoint
+    from glm53.train.checkpoint import load_model, save_checkpoint
 
     cfg = ModelConfig(**TINY, position="none")
     save_checkpoint(tmp_path / "ckpt", GLM53(cfg), {"step": 0})

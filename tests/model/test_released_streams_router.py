@@ -142,8 +142,9 @@ def test_released_preset_counts_and_the_info_line(capsys):
 
 
 def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
-    from glm53.checkpoint import read_metadata
-    from glm53.pretrain import PretrainConfig, pretrain
+    from glm53.train.checkpoint import read_metadata
+    from glm53.train.pretrain import pretrain
+    from glm53.train.pretrain_config import PretrainConfig
 
     def run(out, steps, checkpoints, **kw):
         model = ModelConfig(**{**TINY, "max_sequence_length": 160}, router="sigmoid-bias", residual="mhc",
@@ -157,7 +158,7 @@ def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
     (part / "training-receipt.json").unlink()
     pretrain(run(part, 4, (2, 4), resume=True), dev_tasks=[], log=lambda *_: None)
     assert read_metadata(part / "checkpoint-0004")["weights_sha256"] == read_metadata(whole / "checkpoint-0004")["weights_sha256"]
-    from glm53.checkpoint import load_model
+    from glm53.train.checkpoint import load_model
 
     biases = [layer.layer.moe.selection_bias for step in ("0002", "0004")
               for layer in load_model(whole / f"checkpoint-{step}").layers]
@@ -172,7 +173,7 @@ def test_bad_values_name_the_field(field, value):
 
 
 def test_rl_balances_only_the_routers_it_trains():
-    from glm53.rl import set_train_scope
+    from glm53.train.rl_update import set_train_scope
 
     model = GLM53(ModelConfig(**TINY, router="sigmoid-bias"))
     set_train_scope(model, "last-block")

@@ -8,7 +8,7 @@ import pytest
 
 from glm53.verify.rewards import binary_reward, partial_reward, reward
 from glm53.verify.static_check import check_source, StaticCheckError
-from glm53.tasks import FAMILIES, frozen_tasks
+from glm53.data.tasks import FAMILIES, frozen_tasks
 from glm53.verify import verifier as verifier_module
 from glm53.verify.verifier import SandboxPool, Verdict, same_value, verify, verify_many
 

@@ -3,12 +3,12 @@ import torch
 import torch.nn.functional as F
 
 from glm53 import GLM53, ModelConfig
+from glm53.data.tokenizer import IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
 from glm53.vision.digits import held_out_set, render_digits, training_batch
-from glm53.tokenizer import IMAGE_END_ID, IMAGE_PLACEHOLDER_ID, IMAGE_START_ID
 from glm53.vision.tower import (DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel,
-                          image_prompt_ids)
+                                image_prompt_ids)
 from glm53.vision.train import (MINI_LM, DigitTraining, answer_ids, build, evaluate_digits, prompt_ids,
-                               train_digits)
+                                train_digits)
 
 
 def test_token_layout():
@@ -116,8 +116,8 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     import json
 
     from glm53.cli import main
-    from glm53.compare import mcnemar_exact
-    from glm53.io import sha256_file
+    from glm53.evaluate.compare import mcnemar_exact
+    from glm53.runtime.files import sha256_file
 
     out = tmp_path / "mini"
     assert main(["vision", "--architecture", "both", "--seeds", "1,2", "--steps", "2", "--batch-size", "4",

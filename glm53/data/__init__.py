@@ -1,0 +1,9 @@
+"""The data: what the model reads and what it is asked to do. Read in this order:
+
+    tokenizer.py         bytes to ids: 4 special ids, the 256 byte values, 3 reserved image ids
+    tasks.py             the reference suite: eight Python task families, frozen splits, the task-file format
+    pretrain_batches.py  pretraining batches: one generated function per row, a pure function of (seed, step)
+    broad/               the broad suite: a registry of primitives as data, trees, descriptions, cases, splits
+    expressions.py       the pretraining-data studies' expression data ("88 structures") and held-out scores
+    commands.py          `glm53 tasks export`
+"""

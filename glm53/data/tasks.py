@@ -1,0 +1,248 @@
+"""The eight synthetic Python task families, deterministic splits, and the JSON Lines task file format.
+
+A task is a prompt that opens a one-argument function; the model writes the body. Each family has two
+descriptions, a canonical body, three public example cases (the reference's, shown nowhere in a prompt but
+listed here for documentation) and a set of hidden cases that the verifier checks: fixed edge cases plus four
+random inputs drawn per task, so no lookup table of known inputs passes.
+
+Splits: dev, rl, final and confirm are frozen lists built from fixed seeds (reference values); `pretrain` is an
+unbounded stream for the corpus. Only function names differ between tasks of a family, as in the reference:
+the benchmark measures generalisation to new identities, not to new algorithms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+PROMPT_TEMPLATE = "# Complete this Python function.\n# {description}\ndef {entry_point}({arg}):"
+SPLIT_SEEDS = {"dev": 1701, "final": 2909, "rl": 3907, "confirm": 8123}
+EVAL_SPLITS = tuple(SPLIT_SEEDS)
+FAMILY_SEED_STRIDE = 53
+MAX_PER_FAMILY = 256  # frozen splits are capped so their names can be reserved away from the pretraining stream
+RANDOM_HIDDEN_CASES = 4
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    arg: str
+    descriptions: tuple[str, str]
+    body: str  # the canonical completion, starting with "\n    return"
+    solve: Callable
+    public_examples: tuple  # ((args, expected), ...): the reference's three cases
+    edge_inputs: tuple  # fixed hidden inputs (one argument each)
+    random_input: Callable[[random.Random], object]
+
+
+def _random_int(rng: random.Random) -> int:
+    return rng.randint(-1000, 1000)
+
+
+def _random_text(rng: random.Random) -> str:
+    return "".join(rng.choice(string.ascii_letters + " ") for _ in range(rng.randint(1, 9)))
+
+
+def _random_list(rng: random.Random) -> list[int]:
+    return [rng.randint(-50, 50) for _ in range(rng.randint(1, 6))]
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("increment", "x", ("Return x plus one.", "Increase x by one."), "\n    return x + 1\n",
+           lambda x: x + 1, (((-3,), -2), ((0,), 1), ((7,), 8)),
+           (-1, 1, 2, -100, 999, -(2**40), 12345678901234567890), _random_int),
+    Family("double", "x", ("Return two times x.", "Double the input."), "\n    return x * 2\n",
+           lambda x: x * 2, (((-4,), -8), ((0,), 0), ((6,), 12)),
+           (-1, 1, 3, -7, 255, 10**12, -(10**15)), _random_int),
+    Family("square", "x", ("Return x squared.", "Multiply x by itself."), "\n    return x * x\n",
+           lambda x: x * x, (((-4,), 16), ((0,), 0), ((5,), 25)),
+           (-1, 1, 2, -3, 12, 10**9, -(10**6)), _random_int),
+    Family("absolute", "x", ("Return the absolute value of x.", "Make a negative x positive."),
+           "\n    return -x if x < 0 else x\n",
+           lambda x: -x if x < 0 else x, (((-7,), 7), ((0,), 0), ((9,), 9)),
+           (-1, 1, 3, -100, 100, -(2**31), 2**31), _random_int),
+    Family("nonnegative", "x", ("Clamp x to at least zero.", "Return zero when x is negative."),
+           "\n    return x if x > 0 else 0\n",
+           lambda x: x if x > 0 else 0, (((-5,), 0), ((0,), 0), ((8,), 8)),
+           (-1, 1, 2, -100, 100, -(2**31), 2**40), _random_int),
+    Family("even", "x", ("Return whether x is even.", "Check divisibility by two."), "\n    return x % 2 == 0\n",
+           lambda x: x % 2 == 0, (((-3,), False), ((0,), True), ((8,), True)),
+           (-1, 1, 2, -2, 7, 100, -101, 10**18 + 1), _random_int),
+    Family("reverse", "text", ("Return text in reverse order.", "Reverse the string."), "\n    return text[::-1]\n",
+           lambda text: text[::-1], ((("",), ""), (("abc",), "cba"), (("level",), "level")),
+           ("a", "ab", "hello world", "racecar", " x ", "12345", "h\u00e9llo", "Aa"), _random_text),
+    Family("list_sum", "values", ("Return the sum of values.", "Add every number in the list."),
+           "\n    return sum(values)\n",
+           lambda values: sum(values), ((([],), 0), (([1, 2, 3],), 6), (([-2, 5],), 3)),
+           ([0], [7], [-1, -2, -3], [10, -10], [100, 200, 300, 400], [5, 0, 5], [1] * 12), _random_list),
+)
+FAMILY_NAMES = tuple(f.name for f in FAMILIES)
+FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One function to complete. `cases` are the hidden tests: [(args_list, expected), ...]."""
+
+    task_id: str
+    family: str
+    prompt: str
+    entry_point: str
+    cases: tuple = field(repr=False)
+
+    def to_json(self) -> dict:
+        return {"task_id": self.task_id, "family": self.family, "prompt": self.prompt,
+                "entry_point": self.entry_point, "cases": [[list(args), expected] for args, expected in self.cases]}
+
+    @property
+    def canonical_completion(self) -> str | None:
+        """The family's reference body, or None for a task whose family glm53 does not know."""
+        family = FAMILY_BY_NAME.get(self.family)
+        return family.body if family else None
+
+
+def get_family(name: str) -> Family:
+    if name not in FAMILY_BY_NAME:
+        raise ValueError(f"unknown task family {name!r}; known families: {', '.join(FAMILY_NAMES)}")
+    return FAMILY_BY_NAME[name]
+
+
+def parse_families(spec: str | Sequence[str] | None) -> tuple[str, ...]:
+    """'increment,double' -> ('increment', 'double'); None, '' or 'all' -> every family, in canonical order."""
+    if spec is None or spec == "" or spec == "all":
+        return FAMILY_NAMES
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    for name in names:
+        get_family(name)
+    return tuple(names)
+
+
+def hidden_cases(family: Family, task_key: str) -> tuple:
+    """Edge cases plus RANDOM_HIDDEN_CASES inputs drawn from the task's own key; public inputs never appear."""
+    rng = random.Random(f"hidden-cases:{task_key}")
+    public = [args[0] for args, _ in family.public_examples]
+    inputs = list(family.edge_inputs)
+    while len(inputs) < len(family.edge_inputs) + RANDOM_HIDDEN_CASES:
+        candidate = family.random_input(rng)
+        if candidate not in public and candidate not in inputs:
+            inputs.append(candidate)
+    return tuple(((x,), family.solve(x)) for x in inputs)
+
+
+def make_task(family_name: str, split: str, index: int, seed: int) -> Task:
+    """Reference construction: the name's 7 letters are drawn first from this seeded RNG, then the description."""
+    family = get_family(family_name)
+    rng = random.Random((seed + 1) * 1_000_003 + index * 9176 + sum(ord(c) for c in family.name))
+    entry_point = f"{family.name}_" + "".join(rng.choice(string.ascii_lowercase) for _ in range(7))
+    description = family.descriptions[rng.randrange(2)]
+    prompt = PROMPT_TEMPLATE.format(description=description, entry_point=entry_point, arg=family.arg)
+    task_id = f"{split}-{family.name}-{index:03d}"
+    return Task(task_id, family.name, prompt, entry_point, hidden_cases(family, f"{task_id}:{seed}"))
+
+
+def frozen_tasks(split: str, per_family: int = 4, families: str | Sequence[str] | None = None) -> list[Task]:
+    """Tasks of an evaluation split, family-major (all of the first family, then the next ...)."""
+    if split not in SPLIT_SEEDS:
+        raise ValueError(f"unknown split {split!r}; frozen splits are {', '.join(EVAL_SPLITS)} "
+                         "(the pretraining stream is pretraining_task)")
+    if not 1 <= per_family <= MAX_PER_FAMILY:
+        raise ValueError(f"per_family must be in [1, {MAX_PER_FAMILY}], got {per_family}")
+    tasks = []
+    for name in parse_families(families):
+        seed = SPLIT_SEEDS[split] + FAMILY_SEED_STRIDE * FAMILY_NAMES.index(name)
+        tasks.extend(make_task(name, split, i, seed) for i in range(per_family))
+    return tasks
+
+
+@lru_cache(maxsize=1)
+def reserved_entry_points() -> frozenset[str]:
+    """Every name any frozen split can use (MAX_PER_FAMILY per family); the pretraining stream avoids them."""
+    return frozenset(t.entry_point for split in EVAL_SPLITS for t in frozen_tasks(split, MAX_PER_FAMILY))
+
+
+def pretraining_task(index: int, seed: int = 42) -> Task:
+    """Document `index` of the pretraining stream: a uniformly drawn family, a fresh name.
+
+    Matches the reference stream exactly, except that a name which collides with a frozen split's name is
+    redrawn (with a shifted index), so no evaluation name is ever seen in pretraining.
+    """
+    if index < 0:
+        raise ValueError(f"document index must be >= 0, got {index}")
+    rng = random.Random(seed * 10_000_019 + index)
+    family = FAMILY_NAMES[rng.randrange(len(FAMILIES))]
+    reserved = reserved_entry_points()
+    attempt = 0
+    while True:
+        task = make_task(family, "pretrain", index + attempt * 1_000_000_007, seed)
+        if task.entry_point not in reserved:
+            return task
+        attempt += 1
+
+
+def pretraining_text(index: int, seed: int = 42) -> str:
+    """One complete function: prompt + canonical body."""
+    task = pretraining_task(index, seed)
+    return task.prompt + get_family(task.family).body
+
+
+# --- task files -------------------------------------------------------------------------------------------
+
+TASK_KEYS = ("task_id", "family", "prompt", "entry_point", "cases")
+
+
+def task_from_json(obj: dict, where: str = "task") -> Task:
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: expected a JSON object with keys {list(TASK_KEYS)}")
+    missing = [k for k in TASK_KEYS if k not in obj]
+    if missing:
+        raise ValueError(f"{where}: missing keys {missing}; each line needs {list(TASK_KEYS)}")
+    for key in ("task_id", "family", "prompt", "entry_point"):
+        if not isinstance(obj[key], str) or not obj[key]:
+            raise ValueError(f"{where}: {key!r} must be a non-empty string")
+    if not obj["entry_point"].isidentifier():
+        raise ValueError(f"{where}: entry_point {obj['entry_point']!r} is not a Python identifier")
+    cases = obj["cases"]
+    if not isinstance(cases, list) or not cases:
+        raise ValueError(f"{where}: 'cases' must be a non-empty list of [args_list, expected]")
+    parsed = []
+    for j, case in enumerate(cases):
+        if not (isinstance(case, list) and len(case) == 2 and isinstance(case[0], list)):
+            raise ValueError(f"{where}: case {j} must be [args_list, expected], got {case!r}")
+        parsed.append((tuple(case[0]), case[1]))
+    return Task(obj["task_id"], obj["family"], obj["prompt"], obj["entry_point"], tuple(parsed))
+
+
+def read_tasks(path: str | os.PathLike) -> list[Task]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"task file {path} does not exist; write one with `glm53 tasks export`")
+    tasks, seen = [], set()
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        task = task_from_json(obj, f"{path}:{lineno}")
+        if task.task_id in seen:
+            raise ValueError(f"{path}:{lineno}: duplicate task_id {task.task_id!r}")
+        seen.add(task.task_id)
+        tasks.append(task)
+    if not tasks:
+        raise ValueError(f"task file {path} holds no tasks")
+    return tasks
+
+
+def write_tasks(tasks: Iterable[Task], path: str | os.PathLike) -> None:
+    """Write JSON Lines atomically; refuses to overwrite an existing file."""
+    from ..runtime.files import atomic_write_text, json_text
+
+    text = "".join(json_text(t.to_json()) + "\n" for t in tasks)
+    atomic_write_text(path, text, overwrite=False)

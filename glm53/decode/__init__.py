@@ -1,0 +1,7 @@
+"""Decoding: completions from a model. Read in this order:
+
+    generate.py     the plain generator (the whole prefix again for every token) and the sampling rules
+    engine.py       the cached engine: batched group sampling, as RL and evaluation use it
+    speculative.py  self-speculative greedy decoding: the MTP block drafts, the model checks
+    commands.py     `glm53 generate`
+"""

@@ -1,0 +1,8 @@
+"""Evaluation: scores with receipts, and comparisons of them. Read in this order:
+
+    evaluate.py  `glm53 eval`: greedy pass@1 or sampled pass@k on frozen splits or task files
+    stats.py     paired statistics: McNemar, bootstrap intervals, Holm, sign-flip tests
+    compare.py   `glm53 compare`: paired comparison of evaluation receipts on the same tasks
+    report.py    charts and REPORT.md of a `glm53 run` folder
+    commands.py  `glm53 eval` and `glm53 compare`
+"""

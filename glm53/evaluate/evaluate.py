@@ -1,0 +1,156 @@
+"""Evaluation on frozen splits or task files: greedy pass@1, sampled pass@k, with a full receipt.
+
+Generation stops a completion at EOS, or at the first newline after which the function is complete and passes
+the verifier's static check. pass@k is reported two ways: the unbiased estimator of Chen et al. (2021),
+1 - C(n - c, k) / C(n, k) averaged over tasks, and the plain any-of-n rate (did any sample pass).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from math import comb
+
+import torch
+
+from ..data.tasks import Task
+from ..decode.engine import generate_groups
+from ..decode.generate import Sampling, function_body_complete
+from ..model.model import GLM53
+from ..runtime.device import PRECISIONS, peak_memory_bytes, resolve_precision
+from ..runtime.settings import Checks
+from ..verify.rewards import binary_reward
+from ..verify.static_check import is_valid
+from ..verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, isolation_report, verify_many
+
+MAX_ROWS_PER_BATCH = 256
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of the chance that at least one of k samples passes, from c passes in n samples."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per task, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def task_stop_rule(tasks: list[Task]):
+    """Stop once the completion ends a line and prompt + completion is a complete, statically valid function."""
+    entry_points = {t.prompt: t.entry_point for t in tasks}
+
+    def stop(prompt: str, completion: str) -> bool:
+        return function_body_complete(prompt, completion) and is_valid(prompt + completion, entry_points[prompt])
+
+    return stop
+
+
+@dataclass
+class EvalConfig:
+    """What `evaluate` does: how many samples per task and how they are drawn."""
+
+    samples: int = field(default=1, metadata={"help": "samples per task (1 = greedy pass@1)"})
+    sampling: Sampling = field(default_factory=Sampling, metadata={"flatten": True})
+    seed: int = field(default=8675309, metadata={"help": "seed of the sampling generator"})
+    precision: str = field(default="fp32", metadata={"help": "decoding precision", "choices": PRECISIONS})
+    timeout_s: float = field(default=DEFAULT_TIMEOUT_S, metadata={"help": "seconds per program in the sandbox"})
+
+    def __post_init__(self) -> None:
+        check = Checks("eval")
+        check.at_least("samples", self.samples, 1)
+        check.require(self.samples == 1 or self.sampling.temperature > 0,
+                      "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
+        check.positive("timeout_s", self.timeout_s)
+        check.done()
+
+
+def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
+                      generator: torch.Generator, precision: str = "fp32", max_rows: int | None = None,
+                      timeout_s: float = DEFAULT_TIMEOUT_S,
+                      pool: SandboxPool | None = None) -> list[list[tuple[dict, Verdict]]]:
+    """For each task, `group_size` completions from the cached engine (at most `max_rows` rows per engine
+    call), each judged against the task's hidden cases: [[(sample, verdict), ...] per task]."""
+    stop = task_stop_rule(tasks)
+    per_batch = len(tasks) if max_rows is None else max(1, max_rows // group_size)
+    completions: list[list[dict]] = []
+    for start in range(0, len(tasks), per_batch):
+        chunk = tasks[start : start + per_batch]
+        completions.extend(generate_groups(model, [t.prompt for t in chunk], group_size, sampling,
+                                           generator=generator, stop=stop, precision=precision))
+    items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(tasks, completions) for s in group]
+    verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
+    return [[(s, next(verdicts)) for s in group] for group in completions]
+
+
+def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
+    n_tasks = len(rows)
+    rollouts = [s for r in rows for s in r["samples"]]
+    summary = {
+        "tasks": n_tasks, "samples_per_task": samples,
+        "tasks_solved_any": sum(r["passed"] > 0 for r in rows),
+        "exact_rollouts": sum(s["verdict"]["status"] == "passed" for s in rollouts), "rollouts": len(rollouts),
+        "hidden_tests_passed": sum(s["verdict"]["passed_cases"] for s in rollouts),
+        "hidden_tests": sum(s["verdict"]["total_cases"] for s in rollouts),
+        "valid_programs": sum(s["verdict"]["status"] != "invalid" for s in rollouts),
+        "token_cap_hits": sum(s["hit_token_cap"] for s in rollouts),
+    }
+    summary["any_of_k"] = summary["tasks_solved_any"] / n_tasks if n_tasks else 0.0
+    summary["pass_at_k"] = {str(k): (sum(pass_at_k(samples, r["passed"], k) for r in rows) / n_tasks if n_tasks else 0.0)
+                            for k in ks}
+    return summary
+
+
+def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
+             pool: SandboxPool | None = None) -> dict:
+    """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", ...}."""
+    started = time.perf_counter()
+    samples = cfg.samples
+    precision = resolve_precision(cfg.precision, model.device, purpose="decode")
+    generator = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    judged = sample_and_verify(model, tasks, samples, cfg.sampling, generator, precision, MAX_ROWS_PER_BATCH,
+                               cfg.timeout_s, pool)
+    rows = []
+    for task, group in zip(tasks, judged):
+        sample_rows = []
+        for s, verdict in group:
+            sample_rows.append({"completion": s["completion"], "token_ids": s["token_ids"],
+                                "hit_token_cap": s["hit_token_cap"], "verdict": verdict.to_json(),
+                                "reward": binary_reward(verdict)})
+        rows.append({"task_id": task.task_id, "family": task.family, "prompt": task.prompt,
+                     "entry_point": task.entry_point, "samples": sample_rows,
+                     "passed": sum(r["verdict"]["status"] == "passed" for r in sample_rows)})
+    ks = sorted({1, samples} | {k for k in (2, 4, 8, 16, 32) if k <= samples})
+    by_family = defaultdict(list)
+    for r in rows:
+        by_family[r["family"]].append(r)
+    return {
+        "summary": _summary(rows, samples, ks),
+        "by_family": {fam: _summary(fam_rows, samples, ks) for fam, fam_rows in by_family.items()},
+        "tasks": rows,
+        "settings": {"samples": samples, "temperature": cfg.sampling.temperature, "seed": cfg.seed,
+                     "max_new_tokens": cfg.sampling.max_new_tokens, "timeout_s": cfg.timeout_s, "precision": precision,
+                     "greedy": samples == 1 and cfg.sampling.temperature <= 0},
+        "sandbox": isolation_report(pool),
+        "elapsed_seconds": time.perf_counter() - started,
+        "peak_memory_bytes": peak_memory_bytes(model.device),
+    }
+
+
+def format_summary(result: dict) -> str:
+    s = result["summary"]
+    head = (f"{'family':14s} {'solved':>8s} {'pass@1':>7s} {'exact':>9s} {'tests':>11s} {'valid':>9s} {'cap':>5s}")
+    lines = [head]
+
+    def line(name, x):
+        return (f"{name:14s} {x['tasks_solved_any']:>3d}/{x['tasks']:<4d} {x['pass_at_k']['1']:7.3f} "
+                f"{x['exact_rollouts']:>4d}/{x['rollouts']:<4d} {x['hidden_tests_passed']:>5d}/{x['hidden_tests']:<5d} "
+                f"{x['valid_programs']:>4d}/{x['rollouts']:<4d} {x['token_cap_hits']:>5d}")
+
+    for fam, x in result["by_family"].items():
+        lines.append(line(fam, x))
+    lines.append(line("all", s))
+    if s["samples_per_task"] > 1:
+        lines.append("pass@k (unbiased): " + ", ".join(f"k={k}: {v:.3f}" for k, v in s["pass_at_k"].items())
+                     + f"; any-of-{s['samples_per_task']}: {s['any_of_k']:.3f}")
+    return "\n".join(lines)

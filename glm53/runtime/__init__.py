@@ -1,0 +1,10 @@
+"""What every stage runs on: settings, files, devices, processes, trackers. Read in this order:
+
+    settings.py         command-line flags generated from config dataclasses (one name, one default)
+    files.py            atomic, never-overwriting file output; run-folder locks; JSON Lines
+    cpu.py              the CPU at hand: model, family numbers, cores, the flags that matter (native bf16)
+    kernel_settings.py  the calibration cache, read: what --precision auto and --kernels auto take from it
+    device.py           device and precision choice (auto), peak memory, autocast
+    distributed.py      data parallelism under torchrun
+    tracking.py         `--report-to`: per-step figures also sent to an experiment tracker
+"""

@@ -1,0 +1,87 @@
+"""Device choice: `auto` picks cuda, then mps, then cpu."""
+
+from __future__ import annotations
+
+import torch
+
+from .cpu import cpu_has_native_bf16
+from .kernel_settings import cached
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+
+
+def add_device_flag(p) -> None:
+    """The --device flag of the commands that take one (an argparse parser)."""
+    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
+                   help="auto picks cuda, then mps, then cpu (default: auto)")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name not in DEVICE_CHOICES:
+        raise ValueError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_CHOICES)}")
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for but this torch build sees no CUDA device; use --device auto or cpu")
+    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("--device mps was asked for but MPS is not available; use --device auto or cpu")
+    return torch.device(name)
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak accelerator memory on cuda; peak resident set size of this process on cpu."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except Exception:
+        return 0
+
+
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def resolve_precision(name: str, device: torch.device, purpose: str = "train") -> str:
+    """auto on a CPU: this machine's calibration (`glm53 calibrate`) for `purpose` ("train" or "decode") when one
+    is cached, else bf16 where the CPU has native bf16; on CUDA bf16 where supported; fp32 elsewhere."""
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}")
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    if device.type == "cpu":
+        entry = cached()
+        if entry is not None:
+            return entry["decode_precision" if purpose == "decode" else "train_precision"]
+        return "bf16" if cpu_has_native_bf16() else "fp32"
+    return "fp32"
+
+
+def explain_precision(device: torch.device) -> str:
+    """What `--precision auto` picks on `device` for training and decoding, and why."""
+    chosen = resolve_precision("auto", device)
+    if device.type == "cpu":
+        entry = cached()
+        if entry is not None:
+            train, decode = entry["train_seconds_per_step"], entry["decode_seconds"]
+            return (f"training {entry['train_precision']} ({', '.join(f'{p} {s:.3f} s/step' for p, s in train.items())}), "
+                    f"decoding {entry['decode_precision']} ({', '.join(f'{p} {s:.3f} s' for p, s in decode.items())}); "
+                    f"measured by glm53 calibrate on {entry['measured']}")
+        why = "this CPU has native bf16 (AVX512-BF16 or AMX)" if chosen == "bf16" else "this CPU has no native bf16"
+    elif device.type == "cuda":
+        why = "the GPU supports bf16" if chosen == "bf16" else "the GPU lacks bf16"
+    else:
+        why = f"{device.type} runs fp32"
+    return f"{chosen} ({why}; a rule: `glm53 calibrate` measures instead)"
+
+
+def autocast(device: torch.device, precision: str):
+    """A context manager: bf16 autocast for precision 'bf16', a no-op for 'fp32'."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=(precision == "bf16"))

@@ -1,0 +1,56 @@
+"""The `glm53 bench` and `glm53 calibrate` commands (thin: parse, then call bench and calibrate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..model.config import MODEL_PRESETS
+from ..runtime.files import atomic_write_json, refuse_existing
+
+
+def add_bench_parser(sub) -> None:
+    p = sub.add_parser("bench", help="time the plain and the fast path on the same weights (a few minutes)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--out", help="JSON results file (default: runs/bench/bench-<time>.json)")
+    p.add_argument("--quick", action="store_true", help="a tiny model, for a smoke test")
+    p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
+    p.add_argument("--profile", action="store_true",
+                   help="instead: seconds per training step by component, forward and backward, fast and plain")
+    p.add_argument("--model", default="reference", choices=tuple(MODEL_PRESETS),
+                   help="with --profile: the named architecture to profile (released: every released part switched on)")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args) -> int:
+    import time
+
+    from .bench import format_report, run_bench, run_profile
+
+    out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    refuse_existing(out)
+    if args.profile:
+        result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print, model=args.model)
+        atomic_write_json(out, result)
+        print(json.dumps(result, indent=2) if args.json else f"\nwritten to {out}")
+        return 0
+    result = run_bench(quick=args.quick, compile_model=args.compile, log=(lambda *_: None) if args.json else print)
+    atomic_write_json(out, result)
+    print(json.dumps(result, indent=2) if args.json else format_report(result) + f"\n\nwritten to {out}")
+    return 0
+
+
+def add_calibrate_parser(sub) -> None:
+    p = sub.add_parser("calibrate", help="time fp32 and bf16 training and decoding, then the kernel settings, here; "
+                                         "--precision auto and --kernels auto then use the faster (about 1.5 minutes)")
+    p.add_argument("--steps", type=int, default=4, help="timed training steps per candidate (default: 4)")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args) -> int:
+    from .calibrate import calibrate
+
+    if args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+    calibrate(steps=args.steps)
+    return 0

@@ -1,0 +1,202 @@
+"""Checkpoints: a directory written atomically and never overwritten.
+
+    checkpoint-0100/
+        model.safetensors   weights (the tied head is the embedding; stored once)
+        config.json         ModelConfig
+        metadata.json       step, tokens seen, seed, stage, sha256 of model.safetensors, ...
+        trainer_state.pt    optimizer state and RNG states, for exact resume (absent in exported models)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import torch
+
+from ..model.config import ModelConfig
+from ..model.model import GLM53
+from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
+
+WEIGHTS_NAME = "model.safetensors"
+METADATA_NAME = "metadata.json"
+TRAINER_STATE_NAME = "trainer_state.pt"
+RUN_CONFIG_NAME = "run.json"  # a training run's settings, written when it starts
+RECEIPT_NAME = "training-receipt.json"  # written when it finishes
+
+
+def checkpoint_name(step: int) -> str:
+    return f"checkpoint-{step:04d}"
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, trainer_state: dict | None = None) -> str:
+    """Write a checkpoint directory atomically; returns the sha256 of its weights."""
+    with AtomicDirectory(path) as tmp:
+        model.save_pretrained(tmp)
+        (tmp / "README.md").unlink(missing_ok=True)  # the hub mixin's model card; our metadata says more
+        sha = sha256_file(tmp / WEIGHTS_NAME)
+        atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,
+                                                "parameter_counts": model.parameter_counts()})
+        if trainer_state is not None:
+            torch.save(trainer_state, tmp / TRAINER_STATE_NAME)
+    return sha
+
+
+def check_switches(path: Path, saved: ModelConfig, asked: ModelConfig) -> None:
+    """Refuse a checkpoint whose architecture (switches and sizes) differs from the config that asks for it; some
+    switches (position) leave every weight's shape alone, so loading would silently compute another model."""
+    differences = saved.architecture_differences(asked)
+    if differences:
+        raise ValueError(f"{path} was saved with other model settings than asked (saved != asked): "
+                         + "; ".join(differences) + ". Ask for the checkpoint's settings, or start a new run")
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None) -> GLM53:
+    """Load a checkpoint's model: the weights' sha256 checked against metadata.json (when the checkpoint has
+    one), the config checked (against `expect` too, when given: see `check_switches`), every weight present and of
+    the right shape. Any problem is a ValueError that names the file. The sha256 is kept on the model as
+    `weights_sha256` for receipts."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
+    for name in (WEIGHTS_NAME, "config.json"):
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
+    sha = verify_checkpoint(path) if (path / METADATA_NAME).is_file() else sha256_file(path / WEIGHTS_NAME)
+    try:
+        config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{path / 'config.json'} is not a valid model config: {err}") from None
+    if expect is not None:
+        check_switches(path, config, expect)
+    try:
+        from safetensors.torch import load_file
+
+        weights = load_file(str(path / WEIGHTS_NAME), device=str(device))
+    except Exception as err:  # noqa: BLE001 - safetensors raises several types for a damaged file
+        raise ValueError(f"{path / WEIGHTS_NAME} cannot be read ({type(err).__name__}: {err}); "
+                         "the file is damaged or not a safetensors file") from None
+    model = GLM53(config)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    misshapen = sorted(k for k in set(expected) & set(weights) if expected[k].shape != weights[k].shape)
+    if missing or unexpected or misshapen:
+        parts = [f"{len(keys)} {what} (e.g. {keys[0]})" for what, keys in
+                 (("missing", missing), ("unexpected", unexpected), ("of another shape", misshapen)) if keys]
+        raise ValueError(f"{path / 'config.json'} does not match the weights in {path / WEIGHTS_NAME}: "
+                         + ", ".join(parts) + " tensors")
+    model.load_state_dict(weights, strict=True)
+    model.weights_sha256 = sha
+    return model.to(device)
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    return json.loads((Path(path) / METADATA_NAME).read_text())
+
+
+def load_trainer_state(path: str | os.PathLike) -> dict:
+    file = Path(path) / TRAINER_STATE_NAME
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is missing: this checkpoint cannot be resumed")
+    try:
+        state = torch.load(file, weights_only=False)
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file fails in many ways
+        raise ValueError(f"{file} cannot be read ({type(err).__name__}); the trainer state is damaged. "
+                         "Delete this checkpoint folder to resume from the one before it") from None
+    if not isinstance(state, dict) or "optimizer" not in state or "rng" not in state:
+        raise ValueError(f"{file} is not a glm53 trainer state; delete this checkpoint folder to resume from the one before it")
+    return state
+
+
+def verify_checkpoint(path: str | os.PathLike) -> str:
+    """Recompute the weights' sha256 and compare with metadata; returns it or raises."""
+    sha = sha256_file(Path(path) / WEIGHTS_NAME)
+    try:
+        recorded = read_metadata(path).get("weights_sha256")
+    except (ValueError, AttributeError) as err:
+        raise ValueError(f"{Path(path) / METADATA_NAME} is not valid JSON metadata ({err})") from None
+    if recorded != sha:
+        raise ValueError(f"{Path(path) / WEIGHTS_NAME}: sha256 {sha[:16]}... does not match the {recorded and recorded[:16]}... "
+                         f"recorded in {METADATA_NAME}; the checkpoint is damaged")
+    return sha
+
+
+def check_resume_settings(out: Path, now: dict, may_change: set[str]) -> None:
+    """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
+    recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
+    if isinstance(recorded.get("model"), dict):  # runs started before the plain/fast kernel names
+        recorded["model"] = ModelConfig.from_dict(recorded["model"]).to_dict()
+    now = json.loads(json.dumps(now))
+    diffs = [k for k in now if k not in may_change and recorded.get(k) != now[k]]
+    if "model" in diffs and isinstance(now.get("model"), dict) and isinstance(recorded.get("model"), dict):
+        diffs.remove("model")  # name the model fields themselves
+        diffs += [f"model.{k}" for k in now["model"] if recorded["model"].get(k) != now["model"][k]]
+    if diffs:
+        raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
+                         "Resume with the original settings, or start a new --out")
+
+
+def started(out: str | os.PathLike) -> bool:
+    """Whether a run folder holds more than the settings of a start that never reached its first checkpoint."""
+    out = Path(out)
+    if not out.exists():
+        return False
+    return not out.is_dir() or any(not is_housekeeping(p.name) and p.name != RUN_CONFIG_NAME for p in out.iterdir())
+
+
+def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change: set[str]) -> None:
+    """Before anything is written: a new run needs an empty or absent folder; a resumed one an unfinished run
+    there whose settings equal these, except those in `may_change`."""
+    out = Path(out)
+    if not resume:
+        if not started(out):  # a start that failed before its first checkpoint may simply be retried
+            return
+        refuse_nonempty_dir(out, "Pass --resume to continue it, or choose another --out.")
+        return
+    if not (out / RUN_CONFIG_NAME).is_file():
+        raise FileNotFoundError(f"--resume: {out} holds no run to resume ({RUN_CONFIG_NAME} is missing)")
+    check_resume_settings(out, settings, may_change)
+    if (out / RECEIPT_NAME).exists():
+        raise FileExistsError(f"--resume: the run in {out} already finished ({RECEIPT_NAME} exists)")
+
+
+def start_run_folder(out: str | os.PathLike, settings: dict) -> None:
+    """Create the run folder and record the settings (once everything that could refuse to start has run)."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(Path(out) / RUN_CONFIG_NAME, settings)
+
+
+def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> tuple[Path, dict]:
+    """Load the newest checkpoint with trainer state in `out` into model, optimizer and the RNGs.
+    Returns (its path, its trainer state)."""
+    from safetensors.torch import load_model as load_weights
+
+    found = sorted(p for p in Path(out).glob("checkpoint-*") if (p / TRAINER_STATE_NAME).is_file())
+    if not found:
+        raise FileNotFoundError(f"--resume: no checkpoint with trainer state in {out}")
+    latest = found[-1]
+    check_switches(latest, ModelConfig.from_dict(json.loads((latest / "config.json").read_text())), model.config)
+    sha = verify_checkpoint(latest)
+    state = load_trainer_state(latest)
+    load_weights(model, str(latest / WEIGHTS_NAME), strict=True, device=str(device))
+    state["resumed_from"] = {"path": latest.name, "weights_sha256": sha}
+    optimizer.load_state_dict(state["optimizer"])
+    set_rng_state(state["rng"])
+    return latest, state

@@ -1,0 +1,56 @@
+"""The `glm53 pretrain` and `glm53 rl` commands (thin: parse, then run as this process's rank)."""
+
+from __future__ import annotations
+
+from ..runtime.settings import add_config_arguments, config_from_args
+
+
+def add_pretrain_parser(sub) -> None:
+    from .pretrain_config import PretrainConfig
+
+    p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
+    p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint "
+                                   "(default: dev split, one per family)")
+    add_config_arguments(p, PretrainConfig, title="pretraining")
+    p.set_defaults(func=cmd_pretrain)
+
+
+def cmd_pretrain(args) -> int:
+    from ..data.tasks import read_tasks
+    from .pretrain import pretrain
+    from .pretrain_config import PretrainConfig
+
+    cfg = config_from_args(PretrainConfig, args)
+    return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
+
+
+def run_as_rank(train, cfg, **kwargs) -> int:
+    """`train(cfg, ...)` as this process's rank under torchrun (joining its process group first, leaving it after),
+    or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
+    from ..runtime.distributed import from_environment, shut_down
+
+    dp, device = from_environment(cfg.device, cfg.threads)
+    try:
+        train(cfg, log=print if dp.is_main else (lambda *_: None), dp=dp, device=device, **kwargs)
+    except BaseException:
+        shut_down(dp, finished=False)
+        raise
+    shut_down(dp)
+    return 0
+
+
+def add_rl_parser(sub) -> None:
+    from .rl_config import RLConfig
+
+    p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
+    add_config_arguments(p, RLConfig, title="RL")
+    p.set_defaults(func=cmd_rl)
+
+
+def cmd_rl(args) -> int:
+    from ..data.tasks import read_tasks
+    from .rl import rl_train
+    from .rl_config import RLConfig
+
+    cfg = config_from_args(RLConfig, args)
+    return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)

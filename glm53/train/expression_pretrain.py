@@ -1,0 +1,157 @@
+"""The pretraining-data studies' own job: train the 248K miniature on expression data in one data order and
+score the held-out structures at chosen updates (reference-system.md §9.1-9.2).
+
+Settings as in the reference: 200 updates of 24 x 128, AdamW 8e-4 with betas (0.9, 0.95), weight decay 0.1,
+gradient clip 1.0, balance coefficient 0.01, fp32, constant learning rate (so the scores at update 50 equal
+those of a 50-update run in the interleaved and repeated orders). The seed sets both the initialization and
+the data (the reference's choice).
+
+Differences from the reference, inherited from this project's model and trainer (not tuned to the study):
+weight decay applies to matrices only (the reference decayed every parameter); the balance loss has a gradient
+(the reference's was a count with none, so its top-1 router never learned); the hyper-connections write only
+the block's update back (the reference wrote input + update). `hc_double_residual = true` restores the last.
+One choice of this job for speed: each batch is cut after its longest row (`trim_padding`), about 5% of the
+time; the positions cut are padding in every row, so only the balance term sees a difference (it counted them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from ..data.expressions import DATA_ORDERS, batch_texts, heldout_metrics, item_order
+from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
+from ..model.config import ModelConfig
+from ..model.model import GLM53
+from ..runtime.settings import Checks, setting
+from ..runtime.tracking import TRACKERS, reporting, tracker_problem
+from .pretrain import decay_groups, language_loss
+
+
+def miniature() -> ModelConfig:
+    return ModelConfig.named("miniature")
+
+
+@dataclass
+class ExpressionPretrainConfig:
+    data_order: str = setting("diverse-88", "which structures each update sees, in which order", choices=DATA_ORDERS)
+    steps: int = setting(200, "optimizer updates")
+    eval_at: tuple[int, ...] = setting((50, 100, 200), "updates after which the held-out structures are scored")
+    batch_size: int = setting(24, "examples per update")
+    sequence_length: int = setting(128, "tokens per row")
+    lr: float = setting(8e-4, "constant learning rate (AdamW)")
+    betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
+    weight_decay: float = setting(0.1, "AdamW weight decay on matrices")
+    grad_clip: float = setting(1.0, "gradient-norm clip")
+    balance_coef: float = setting(0.01, "weight of the router balance loss")
+    trim_padding: bool = setting(True, "cut each batch after its longest row (those positions are padding in "
+                                       "every row; only the balance term counted them)")
+    seed: int = setting(11, "seed of the initialization and the data")
+    report_to: str = setting("none", "also log each update's figures to a tracker (with an output folder)",
+                             choices=TRACKERS)
+    report_name: str = setting("", cli=False)  # the tracker's run name, set by sweeps
+    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
+    model: ModelConfig = setting(default_factory=miniature, flatten=True)
+
+    def __post_init__(self) -> None:
+        self.eval_at = tuple(sorted(set(int(s) for s in self.eval_at)))
+        self.betas = tuple(self.betas)
+        check = Checks("expression-pretrain")
+        check.one_of("data_order", self.data_order, DATA_ORDERS)
+        check.at_least("steps", self.steps, 1)
+        check.require(bool(self.eval_at) and all(1 <= s <= self.steps for s in self.eval_at),
+                      f"--eval-at {','.join(map(str, self.eval_at))} must name updates in [1, --steps {self.steps}]")
+        check.at_least("batch_size", self.batch_size, 1)
+        check.within("sequence_length", self.sequence_length, 2, self.model.max_sequence_length)
+        check.positive("lr", self.lr)
+        check.at_least("weight_decay", self.weight_decay, 0)
+        check.positive("grad_clip", self.grad_clip)
+        check.at_least("balance_coef", self.balance_coef, 0)
+        check.one_of("report_to", self.report_to, TRACKERS)
+        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
+        check.done()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["eval_at"], d["betas"] = list(self.eval_at), list(self.betas)
+        return d
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """sha256 over the state dict's names, shapes and bytes (in order): the checkpoint hash of an unsaved model."""
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def trim_padding(inputs: torch.Tensor, labels: torch.Tensor):
+    """Drop the trailing positions that are padding in every row. The model is causal and padding is never a
+    target, so no real position's output and no loss term changes; the balance term, which counts every
+    position it routes, no longer counts these."""
+    keep = int((labels != IGNORE_INDEX).any(dim=0).nonzero().max()) + 1
+    return inputs[:, :keep], labels[:, :keep]
+
+
+def optimizer_for(model: GLM53, cfg: ExpressionPretrainConfig) -> torch.optim.AdamW:
+    # fused: one kernel per parameter; a small model spends a fifth of its optimizer time otherwise
+    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=True)
+
+
+def expression_pretrain(cfg: ExpressionPretrainConfig, log=None, out: str | Path | None = None) -> dict:
+    """Train on CPU in fp32 and return the receipt: held-out metrics and weights hash at each update of eval_at
+    (and before training), the loss curve, and what ran. With `report_to`, each update's loss and the held-out
+    metrics also go to a tracker whose files live in `out` (required then)."""
+    if cfg.report_to != "none":
+        if out is None:
+            raise ValueError(f"expression-pretrain: --report-to {cfg.report_to} needs an output folder for its files")
+        Path(out).mkdir(parents=True, exist_ok=True)
+    with reporting(cfg.report_to, out or ".", cfg.report_name, cfg.report_group, cfg.to_dict()) as tracker:
+        return _train(cfg, log, tracker)
+
+
+def _train(cfg: ExpressionPretrainConfig, log, tracker) -> dict:
+    started = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    model = GLM53(cfg.model)
+    optimizer = optimizer_for(model, cfg)
+    items = item_order(cfg.data_order, cfg.steps, cfg.batch_size)
+    evaluations = {0: {**heldout_metrics(model.eval(), cfg.seed, cfg.sequence_length),
+                       "weights_sha256": weights_sha256(model)}}
+    losses, tokens_seen = [], 0
+    model.train()
+    for step in range(cfg.steps):
+        inputs, labels = encode_documents(batch_texts(items, step, cfg.batch_size, cfg.seed), cfg.sequence_length)
+        if cfg.trim_padding:
+            inputs, labels = trim_padding(inputs, labels)
+        logits, aux = model(inputs, return_aux=True)
+        lm_loss = language_loss(logits, labels)
+        loss = lm_loss + cfg.balance_coef * aux.balance_loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"update {step + 1}: loss is {loss.item()}; lower --lr")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        losses.append(lm_loss.item())
+        tokens_seen += int((labels != IGNORE_INDEX).sum())
+        row = {"loss": losses[-1], "balance_loss": aux.balance_loss.item(), "tokens_seen": tokens_seen}
+        if step + 1 in cfg.eval_at:
+            evaluations[step + 1] = {**heldout_metrics(model.eval(), cfg.seed, cfg.sequence_length),
+                                     "weights_sha256": weights_sha256(model)}
+            model.train()
+            row.update({f"heldout_{k}": v for k, v in evaluations[step + 1].items()})
+            if log:
+                log(f"update {step + 1}: held-out byte accuracy {evaluations[step + 1]['target_byte_accuracy']:.3f}")
+        if tracker is not None:
+            tracker.log(row, step + 1)
+    return {"job": "expression-pretrain", "settings": cfg.to_dict(), "seed": cfg.seed,
+            "parameter_counts": model.parameter_counts(), "layer_pattern": cfg.model.layer_pattern,
+            "metrics": {str(k): v for k, v in evaluations.items()}, "loss_curve": losses,
+            "tokens_seen": tokens_seen,
+            "elapsed_seconds": time.perf_counter() - started, "threads": torch.get_num_threads()}

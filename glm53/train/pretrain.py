@@ -1,0 +1,339 @@
+"""Pretraining on the generated-function stream: next-byte cross-entropy plus the router balance term.
+
+Reference settings (the defaults): 400 steps of 32 x 128, AdamW lr 3e-4 with betas (0.9, 0.95), weight decay
+0.1 on matrices only, gradient clipping 1.0, balance coefficient 0.01, constant learning rate (warmup and
+cosine decay are options), checkpoints at 100, 200 and 400 plus the random initialization at step 0.
+
+Exact resume: the batch for step t is a pure function of (seed, t); checkpoints carry the optimizer and RNG
+states; so a run stopped at a checkpoint and resumed produces the same losses as one that never stopped.
+
+Data parallel (under torchrun, distributed.py): each rank takes a contiguous block of each step's rows and the
+model is wrapped in DistributedDataParallel. Every loss term is written as this rank's share of the global batch's
+value (token sums over the global token count; the per-rank means of the balance and indexer terms, whose ranks
+hold equal numbers of tokens, averaged), so the gradients equal the single-process ones up to summation order,
+and a run may resume under another world size (the batch never depended on it). The expert counts of the
+balance loss and of the sigmoid-bias router are summed over ranks.
+
+The settings are pretrain_config.py's `PretrainConfig`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field, replace
+from inspect import signature
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
+from ..data.tasks import Task, frozen_tasks
+from ..decode.generate import Sampling
+from ..evaluate.evaluate import EvalConfig, evaluate
+from ..model.model import GLM53
+from ..runtime.device import autocast, peak_memory_bytes, resolve_device, resolve_precision
+from ..runtime.distributed import SINGLE, DataParallel
+from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
+from ..runtime.kernel_settings import resolve_kernels
+from ..runtime.tracking import reporting
+from ..verify.verifier import isolation_report
+from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
+                         save_checkpoint, start_run_folder)
+from .pretrain_config import RESUMABLE_CHANGES, PretrainConfig
+from .schedule import scheduled_lr
+
+LOG_NAME = "train_log.jsonl"
+
+
+def learning_rate(cfg: PretrainConfig, step: int) -> float:
+    """LR for 0-based update `step`: linear warmup, then constant or cosine down to min_lr_ratio * lr."""
+    return scheduled_lr(cfg.lr, step, cfg.steps, cfg.warmup_steps, cfg.lr_schedule, cfg.min_lr_ratio)
+
+
+def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
+    """Decay matrices (attention, router, experts); not norms, stream weights, the embedding or an untied head
+    (treated like the tied embedding it replaces)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim >= 2 and not name.startswith(("embedding.", "head.")) else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
+    # fused: one kernel pass over each parameter's weights, gradient and moments (on a 2-core Zen 5, 8 ms a step for
+    # the 25.7M parameters against 28 ms for foreach); it rounds differently from the per-parameter loop
+    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), fused=True)
+
+
+def bare_training_step(model: GLM53, optimizer, inputs: torch.Tensor, labels: torch.Tensor, precision: str) -> None:
+    """One CPU training step as the benchmarks time it: forward under `precision`, language loss plus the balance
+    term, backward, optimizer step (no clipping, no schedule, no logging)."""
+    from ..runtime.device import autocast
+
+    with autocast(torch.device("cpu"), precision):
+        logits, aux = model(inputs, return_aux=True)
+        loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+
+
+def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
+def language_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The summed next-token cross-entropy (PAD never a target); divided by the global token count, it is this
+    rank's share of the batch mean."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX,
+                           reduction="sum")
+
+
+def expert_load_cv(usage: torch.Tensor) -> float:
+    """How unevenly a step's tokens spread over the experts: the coefficient of variation (std / mean) of each
+    layer's expert usage [layers, experts], averaged over layers; 0 is perfectly even."""
+    usage = usage.float()
+    return float((usage.std(dim=1, unbiased=False) / usage.mean(dim=1)).mean())
+
+
+def default_dev_tasks() -> list[Task]:
+    return frozen_tasks("dev", per_family=1)
+
+
+def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> list[dict]:
+    """Greedy completion of each dev prompt, verified against its hidden cases."""
+    result = evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=max_new_tokens), seed=0))
+    return [{"task_id": r["task_id"], "family": r["family"], "completion": r["samples"][0]["completion"],
+             "status": r["samples"][0]["verdict"]["status"], "hit_token_cap": r["samples"][0]["hit_token_cap"]}
+            for r in result["tasks"]]
+
+
+def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str,
+               dp: DataParallel = SINGLE) -> dict:
+    """One optimizer step on the batch of 0-based `step` (this rank's rows of it); returns its log row (without
+    timings), the same on every rank.
+
+    Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
+    are scaled by the world size before backward (a no-op in one process)."""
+    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed)
+    rows = dp.share(cfg.batch_size)
+    inputs, labels = inputs[rows].to(device), labels[rows].to(device)
+    lr = learning_rate(cfg, step)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    model.set_indexer_dense(step < cfg.indexer_warmup_steps)
+    mtp = cfg.model.mtp_depth > 0
+    local_tokens = torch.stack([(labels != IGNORE_INDEX).sum(), (labels[:, 1:] != IGNORE_INDEX).sum()]).double()
+    tokens, mtp_tokens = dp.sum(local_tokens).tolist()
+    with autocast(device, precision):
+        logits, aux = forward(inputs, return_aux=True)
+        lm_share = language_loss_sum(logits, labels) / tokens
+        mtp_share = language_loss_sum(aux.mtp_logits, labels[:, 1:]) / mtp_tokens if mtp else lm_share.new_zeros(())
+        shares = torch.stack([lm_share, mtp_share, aux.balance_loss.float() / dp.world_size,
+                              aux.indexer_loss.float() / dp.world_size])
+        weights = torch.tensor([1.0, cfg.mtp_coef, cfg.balance_coef, cfg.indexer_coef], device=shares.device)
+        loss_share = (shares * weights).sum()
+    lm_loss, mtp_loss, balance_loss, indexer_loss = dp.sum(shares.detach()).tolist()
+    total = lm_loss + cfg.mtp_coef * mtp_loss + cfg.balance_coef * balance_loss + cfg.indexer_coef * indexer_loss
+    if not math.isfinite(total):  # the global figure, so every rank stops alike
+        raise FloatingPointError(f"step {step + 1}: loss is {total}; lower --lr or check the data")
+    optimizer.zero_grad(set_to_none=True)
+    (loss_share * dp.world_size).backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    model.update_router_biases(dp.sum if dp.active else None)
+    return {"step": step + 1, "loss": lm_loss, "balance_loss": balance_loss, "indexer_loss": indexer_loss,
+            **({"mtp_loss": mtp_loss} if mtp else {}), "expert_load_cv": expert_load_cv(aux.expert_usage),
+            "grad_norm": float(grad_norm), "lr": lr, "tokens": int(tokens)}
+
+
+def data_parallel_forward(model: GLM53, dp: DataParallel, device: torch.device):
+    """The model itself in one process; under data parallelism, wrapped in DistributedDataParallel, with the
+    routers counting expert load over every rank."""
+    if not dp.active:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    model.set_load_sum(dp.sum)
+    # buffers (RoPE tables, router biases) are equal on every rank by construction: nothing to broadcast before
+    # each forward (the flag's name changed in torch 2.13)
+    no_sync = "forward_sync_buffers" if "forward_sync_buffers" in signature(DistributedDataParallel).parameters \
+        else "broadcast_buffers"
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                   **{no_sync: False})
+
+
+def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print, dp: DataParallel = SINGLE,
+             device: torch.device | None = None) -> dict:
+    """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder (by rank 0,
+    under data parallelism; the other ranks return None). One process at a time may write a run folder; what an
+    interrupted atomic write left behind is removed first."""
+    if not cfg.out:
+        raise ValueError("pretrain: out must name the run folder (--out)")
+    if cfg.batch_size % dp.world_size:
+        raise ValueError(f"pretrain: --batch-size {cfg.batch_size} does not divide among {dp.world_size} ranks; use a "
+                         f"multiple of {dp.world_size} or another --nproc-per-node")
+    if not dp.is_main:
+        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device)
+    with run_lock(cfg.out):
+        remove_stale_temporaries(cfg.out)
+        return _pretrain(cfg, dev_tasks, log, dp, device)
+
+
+@dataclass
+class _Run:
+    """What one invocation of `glm53 pretrain` holds: the settings as resolved (calibrated kernels applied), the
+    model and its optimizer, and the progress so far (restored by --resume)."""
+    cfg: PretrainConfig
+    out: Path
+    log: Callable[[str], None]
+    dp: DataParallel
+    device: torch.device
+    precision: str
+    kernels: dict
+    dev_tasks: list[Task]
+    model: GLM53
+    optimizer: torch.optim.Optimizer
+    start_step: int = 0
+    tokens_seen: int = 0
+    curve: list[dict] = field(default_factory=list)
+    checkpoints: list[dict] = field(default_factory=list)
+    resumed_from: str | None = None
+
+
+def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
+              device: torch.device | None) -> dict | None:
+    run = _start(cfg, dev_tasks, log, dp, device)
+    cfg, model, optimizer, device, precision = run.cfg, run.model, run.optimizer, run.device, run.precision
+    counts = model.parameter_counts()
+    log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
+        f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
+        f"{', calibrated kernels ' + str(run.kernels) if run.kernels else ''}), "
+        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+    forward = data_parallel_forward(model, dp, device)
+    if dp.active:
+        log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
+            f"{torch.get_num_threads()} threads per rank")
+    forward = torch.compile(forward) if cfg.compile else forward
+    if run.start_step == 0 and not cfg.resume and dp.is_main:
+        _save_checkpoint(run, 0)
+
+    started = time.perf_counter()
+    model.train()
+    with reporting(cfg.report_to if dp.is_main else "none", run.out, cfg.report_name, cfg.report_group,
+                   cfg.to_dict()) as tracker, \
+            tqdm(total=cfg.steps, initial=run.start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
+                 unit="step", dynamic_ncols=True) as bar:
+        for step in range(run.start_step, cfg.steps):
+            t0 = time.perf_counter()
+            row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
+            run.tokens_seen += row["tokens"]
+            row["tokens_seen"] = run.tokens_seen
+            row["seconds"] = time.perf_counter() - t0
+            row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
+            run.curve.append(row)
+            if not dp.is_main:
+                continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+            with open(run.out / LOG_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            if tracker is not None:
+                tracker.log(row, step + 1)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
+            bar.update(1)
+            if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
+                log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
+                    f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
+            if step + 1 in cfg.checkpoints:
+                _save_checkpoint(run, step + 1)
+    elapsed = time.perf_counter() - started
+    if not dp.is_main:
+        return None
+    return _finish(run, counts, elapsed)
+
+
+def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
+           device: torch.device | None) -> _Run:
+    """Resolve the device, precision and calibrated kernels, build the model and its optimizer, check the run
+    folder, then start it or resume from its latest checkpoint."""
+    out = Path(cfg.out)
+    device = device or resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
+    kernels = resolve_kernels(cfg.kernels, precision, device)
+    if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
+        cfg = replace(cfg, model=replace(cfg.model, **kernels))
+    dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks()
+    if cfg.threads and not dp.active:  # under torchrun, from_environment has set them
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    model = GLM53(cfg.model).to(device)
+    optimizer = make_optimizer(model, cfg)
+    run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer)
+
+    def check_folder() -> None:
+        check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
+        if cfg.resume and cfg.lr_schedule == "cosine" and \
+                json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
+            raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
+
+    dp.on_main(check_folder)
+    if not cfg.resume:
+        if dp.is_main:
+            start_run_folder(out, cfg.to_dict())
+    else:
+        latest, state = restore_latest(out, model, optimizer, device)
+        run.start_step, run.tokens_seen, run.resumed_from = state["step"], state["tokens_seen"], state["resumed_from"]
+        run.checkpoints = state["checkpoints"]
+        start_step = run.start_step
+        keep = lambda row: row["step"] <= start_step  # noqa: E731
+        run.curve = truncate_jsonl(out / LOG_NAME, keep) if dp.is_main else []
+        log(f"resuming {out} from step {start_step} ({latest.name})")
+    return run
+
+
+def _save_checkpoint(run: _Run, step: int) -> None:
+    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only)."""
+    cfg, log = run.cfg, run.log
+    samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens) if run.dev_tasks else []
+    for s in samples:
+        log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
+    dev_pass = sum(s["status"] == "passed" for s in samples)
+    if samples:
+        log(f"  [step {step}] dev greedy pass@1: {dev_pass}/{len(samples)}")
+    record = {"step": step, "path": checkpoint_name(step), "dev_completions": samples, "dev_passed": dev_pass,
+              "dev_tasks": len(samples)}
+    trainer_state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "step": step,
+                     "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record]}
+    meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
+            "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
+            "dev_pass_at_1": dev_pass / len(samples) if samples else None}
+    sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta, trainer_state)
+    run.checkpoints.append({**record, "weights_sha256": sha})
+    log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
+
+
+def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
+    """Write the run's receipt (rank 0): settings, throughput, memory, the checkpoints and the final loss."""
+    cfg, curve, out = run.cfg, run.curve, run.out
+    trained = [r for r in curve if r["step"] > run.start_step]
+    receipt = {
+        "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
+        "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
+        "steps": cfg.steps, "tokens_seen": run.tokens_seen, "device": str(run.device), "precision": run.precision,
+        "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.resume else None,
+        "resumed_from": run.resumed_from,
+        # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)
+        "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
+        / max(sum(r["seconds"] for r in trained), 1e-9),
+        "peak_memory_bytes": peak_memory_bytes(run.device), "checkpoints": run.checkpoints,
+        "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
+    }
+    atomic_write_json(out / RECEIPT_NAME, receipt)
+    run.log(f"done: {cfg.steps} steps, final loss {receipt['final_loss']:.4f}, {elapsed:.1f} s this invocation, "
+            f"receipt {out / RECEIPT_NAME}")
+    return receipt

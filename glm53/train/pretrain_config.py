@@ -1,0 +1,99 @@
+"""`glm53 pretrain`'s settings: every flag with its default and help, checked as a whole when the config is made
+(pretrain.py runs it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..model.config import ModelConfig
+from ..runtime.device import DEVICE_CHOICES, PRECISIONS
+from ..runtime.kernel_settings import KERNEL_CHOICES
+from ..runtime.settings import Checks, default_checkpoints, setting
+from ..runtime.tracking import TRACKERS, tracker_problem
+from .schedule import SCHEDULES
+
+DEFAULT_CHECKPOINTS = (100, 200, 400)
+# Settings a resumed run may change without changing what the earlier steps computed.
+RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out", "threads", "report_to",
+                     "report_name", "report_group"}
+
+
+@dataclass
+class PretrainConfig:
+    out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
+    steps: int = setting(400, "optimizer steps")
+    checkpoints: tuple[int, ...] | None = setting(None, "steps to save a checkpoint at (the last step always is)",
+                                                  shown="100,200,400, those within --steps")
+    batch_size: int = setting(32, "rows per step")
+    sequence_length: int = setting(128, "tokens per row")
+    lr: float = setting(3e-4, "peak learning rate (AdamW)")
+    betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
+    weight_decay: float = setting(0.1, "AdamW weight decay on matrices")
+    grad_clip: float = setting(1.0, "gradient-norm clip")
+    balance_coef: float = setting(0.01, "weight of the router balance loss")
+    indexer_coef: float = setting(1.0, "weight of the indexer's KL term (sparse_selection=indexer); it trains only "
+                                       "the indexers, whose input is detached")
+    mtp_coef: float = setting(0.3, "weight of the multi-token-prediction loss (mtp_depth = 1)")
+    indexer_warmup_steps: int = setting(0, "first steps in which indexer layers attend densely while their indexer "
+                                           "learns toward that attention (sparse_selection=indexer)")
+    lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
+    warmup_steps: int = setting(0, "linear warmup steps")
+    min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr")
+    seed: int = setting(42, "seed of the initialization and the data stream")
+    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
+    precision: str = setting("auto", "auto: bf16 autocast on hardware with native bf16, else fp32", choices=PRECISIONS)
+    kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "
+                                   "(recorded in the receipt's config); config: the model flags as given",
+                           choices=KERNEL_CHOICES)
+    compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
+    resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
+    progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
+    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
+    report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
+                             choices=TRACKERS)
+    report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
+    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
+    dev_max_new_tokens: int = setting(48, "token cap of the dev completions sampled at each checkpoint")
+    model: ModelConfig = setting(default_factory=ModelConfig, flatten=True)
+
+    def __post_init__(self) -> None:
+        self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.steps)
+        check = Checks("pretrain")
+        check.at_least("steps", self.steps, 1)
+        check.require(all(1 <= c <= self.steps for c in self.checkpoints),
+                      f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --steps {self.steps}]")
+        check.at_least("batch_size", self.batch_size, 1)
+        check.within("sequence_length", self.sequence_length, 2, self.model.max_sequence_length)
+        check.positive("lr", self.lr)
+        check.require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+                      f"--betas must be two numbers in [0, 1), got {self.betas}")
+        check.at_least("weight_decay", self.weight_decay, 0)
+        check.positive("grad_clip", self.grad_clip)
+        check.at_least("balance_coef", self.balance_coef, 0)
+        check.at_least("indexer_coef", self.indexer_coef, 0)
+        check.at_least("mtp_coef", self.mtp_coef, 0)
+        check.require(self.model.mtp_depth == 0 or self.sequence_length >= 3,
+                      f"--sequence-length {self.sequence_length} is too short for --mtp-depth 1, which predicts two "
+                      "tokens ahead: use 3 or more")
+        check.within("indexer_warmup_steps", self.indexer_warmup_steps, 0, self.steps)
+        check.require(self.indexer_warmup_steps == 0 or self.model.sparse_selection == "indexer",
+                      "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
+        check.one_of("lr_schedule", self.lr_schedule, SCHEDULES)
+        check.within("warmup_steps", self.warmup_steps, 0, self.steps)
+        check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
+        check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
+        check.one_of("device", self.device, DEVICE_CHOICES)
+        check.one_of("precision", self.precision, PRECISIONS)
+        check.one_of("kernels", self.kernels, KERNEL_CHOICES)
+        check.at_least("threads", self.threads, 0)
+        check.one_of("report_to", self.report_to, TRACKERS)
+        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
+        check.done()
+        if self.steps not in self.checkpoints:
+            self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["checkpoints"] = list(self.checkpoints)
+        d["betas"] = list(self.betas)
+        return d

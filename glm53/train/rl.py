@@ -1,0 +1,366 @@
+"""RLOO post-training with an executable reward.
+
+For each task of a step: sample a group of G completions with the cached engine, judge each with the sandboxed
+verifier, reward it (binary or partial), and give it the leave-one-out advantage A_i = r_i - mean of the other
+G - 1 rewards. The loss is -mean_i(A_i * log p(completion_i)), with log p the mean (sequence-mean) or sum
+(token-sum) of the completion tokens' log-probabilities, plus optional terms: a KL penalty to the initial
+policy (k3 estimator on the sampled tokens) and replay cross-entropy on pretraining examples, computed on the
+solution tokens only. Groups whose rewards are all equal carry no signal: they are counted, logged and left out.
+
+Reference settings (the defaults): 96 groups of 16 over increment, double and even (32 rl-split tasks each),
+temperature 0.35, 48 new tokens, lr 5e-5, last-block-head, binary reward with -0.1 for invalid programs,
+checkpoints at 24, 48, 72 and 96 groups, seed 31415. Unlike the reference (one group per update), one update
+sees up to 16 groups at once (`groups_per_step`), which also samples faster. The update's forward runs each
+group's prompt once and only the completions per row (`update_impl = "fast"`, completion_batch.py), equal up to
+rounding to running every row in full (`"plain"`).
+
+Data parallel (under torchrun, distributed.py): each rank samples and verifies a contiguous share of the step's
+groups (its generator seeded apart from the others', so rollouts depend on the world size), the groups are
+gathered on every rank in schedule order, and every rank scores the whole step alike. The update's rows are
+shared out again and each rank's loss is its share of the step's loss (the aggregations divide by the step's
+totals); gradients are summed with one all-reduce per pass, as DDP would, but without DDP's module wrapper,
+because a rank may hold none of a step's rows (groups without signal are left out). Rank 0 alone writes.
+
+This module is the loop (set up or resume, then per step: sample, verify, score, update, log, checkpoint); the
+settings are rl_config.py's `RLConfig` and the update is rl_update.py's `update_policy`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from ..data.tasks import FAMILY_NAMES, Task, frozen_tasks
+from ..data.tokenizer import ByteTokenizer
+from ..decode.generate import Sampling
+from ..evaluate.evaluate import EvalConfig, evaluate, sample_and_verify
+from ..model.model import GLM53
+from ..runtime.device import peak_memory_bytes, resolve_device, resolve_precision
+from ..runtime.distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
+from ..runtime.files import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
+from ..runtime.tracking import reporting
+from ..verify.rewards import reward
+from ..verify.verifier import isolation_report
+from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
+                         restore_latest, rng_state, save_checkpoint, start_run_folder)
+from .policy_gradient import group_advantages, step_advantages
+from .rl_config import RESUMABLE_CHANGES, RLConfig
+from .rl_update import set_train_scope, update_policy
+
+REFILL_SEED_OFFSET = 1_000_003  # seeds the fresh-task stream and its sampling apart from the schedule's
+LOG_NAME, ROLLOUTS_NAME, SCHEDULE_NAME = "rl_log.jsonl", "rollouts.jsonl", "schedule.json"
+
+
+def leave_one_out_advantages(rewards: list[float]) -> list[float]:
+    """A_i = r_i - (sum_j r_j - r_i) / (G - 1)."""
+    return group_advantages(rewards, "leave-one-out")
+
+
+def task_schedule(tasks: list[Task], groups: int, seed: int) -> list[Task]:
+    """Epochs of the task list, each shuffled with Random(seed + epoch * 1009), cut to `groups` (as the reference)."""
+    schedule, epoch = [], 0
+    while len(schedule) < groups:
+        order = list(tasks)
+        random.Random(seed + epoch * 1009).shuffle(order)
+        schedule.extend(order)
+        epoch += 1
+    return schedule[:groups]
+
+
+def step_boundaries(groups: int, per_step: int, checkpoints: tuple[int, ...]) -> list[tuple[int, int]]:
+    """[(first, end), ...] group ranges of the updates: at most `per_step` groups, never across a checkpoint."""
+    bounds, start = [], 0
+    stops = sorted(set(checkpoints) | {groups})
+    for stop in stops:
+        while start < stop:
+            end = min(start + per_step, stop)
+            bounds.append((start, end))
+            start = end
+    return bounds
+
+
+def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print,
+             dp: DataParallel = SINGLE, device: torch.device | None = None) -> dict | None:
+    """Run (or resume) RL; returns the receipt dict that is also written to the run folder (by rank 0 under data
+    parallelism; the other ranks return None). One process at a time may write a run folder; what an
+    interrupted atomic write left behind is removed first."""
+    if not cfg.out or not cfg.init:
+        raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
+    if not dp.is_main:
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device)
+    with run_lock(cfg.out):
+        remove_stale_temporaries(cfg.out)
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device)
+
+
+def sample_groups(dp: DataParallel, model, tasks: list[Task], group_size: int, sampling: Sampling, seed: int,
+                  sample_precision: str, device) -> list:
+    """A judged group of samples per task: this rank samples and verifies its share of the tasks (rank 0 with
+    `seed` itself, as a single process does for all of them), and every rank gets all groups in task order."""
+    mine = tasks[dp.share(len(tasks))]
+    generator = torch.Generator(device=device).manual_seed(seed + RANK_SEED_OFFSET * dp.rank)
+    judged = sample_and_verify(model, mine, group_size, sampling, generator, sample_precision) if mine else []
+    return dp.gather(judged)
+
+
+@dataclass
+class _Run:
+    """What one invocation of `glm53 rl` holds: the policy, its optimizer and reference, the tasks and their
+    schedule, and the progress so far (restored by --resume)."""
+    cfg: RLConfig
+    out: Path
+    log: Callable[[str], None]
+    dp: DataParallel
+    device: torch.device
+    precision: str
+    sample_precision: str
+    model: GLM53
+    init_sha: str
+    reference: GLM53 | None
+    trainable: list
+    optimizer: torch.optim.Optimizer
+    tasks: list[Task]
+    dev_tasks: list[Task]
+    schedule: list[Task]
+    schedule_sha: str
+    tokenizer: ByteTokenizer
+    sampling: Sampling
+    refill_stream: list[Task] = field(default_factory=list)
+    checkpoints: list[dict] = field(default_factory=list)
+    done_groups: int = 0
+    resumed_from: str | None = None
+    refill_used: int = 0
+
+
+def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
+              device: torch.device | None) -> dict | None:
+    run = _start(cfg, tasks, dev_tasks, log, dp, device)
+    if cfg.resume:
+        _resume(run)
+    if not cfg.resume and dp.is_main:
+        _save_checkpoint(run, 0)
+    started = time.perf_counter()
+    bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
+    with reporting(cfg.report_to if dp.is_main else "none", run.out, cfg.report_name, cfg.report_group,
+                   cfg.to_dict()) as tracker, \
+            tqdm(total=cfg.groups, initial=run.done_groups, disable=not (cfg.progress and dp.is_main), desc="rl",
+                 unit="group", dynamic_ncols=True) as bar:
+        for step, (first, end) in enumerate(bounds):
+            if end <= run.done_groups:
+                continue
+            row, rollouts, groups = _step(run, step, first, end)
+            bar.update(end - first)
+            if not dp.is_main:
+                continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+            if tracker is not None:
+                tracker.log(row, step + 1)
+            with open(run.out / LOG_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            with open(run.out / ROLLOUTS_NAME, "a", encoding="utf-8") as f:
+                f.write("".join(json_text(r) + "\n" for r in rollouts))
+            exact, zero_variance = row["exact_rollouts"], row["zero_variance_groups"]
+            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rollouts)}", skipped=zero_variance)
+            if not cfg.progress:
+                log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rollouts)} "
+                    f"zero-var {zero_variance}/{groups} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
+            if end in cfg.checkpoints:
+                _save_checkpoint(run, end)
+    elapsed = time.perf_counter() - started
+    if not dp.is_main:
+        return None
+    return _finish(run, elapsed)
+
+
+def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
+           device: torch.device | None) -> _Run:
+    """Check the run folder, load the policy, build its optimizer, schedule the tasks and start the folder."""
+    out = Path(cfg.out)
+    dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES))
+    device = device or resolve_device(cfg.device)
+    if cfg.threads and not dp.active:  # under torchrun, from_environment has set them
+        torch.set_num_threads(cfg.threads)
+    precision = resolve_precision(cfg.precision, device)
+    model = load_model(cfg.init, device)  # checks the weights against their recorded hash
+    init_sha = model.weights_sha256
+    reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    torch.manual_seed(cfg.seed)
+    trainable = set_train_scope(model, cfg.train_scope)
+    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.0)
+    tasks = tasks if tasks is not None else frozen_tasks("rl", cfg.tasks_per_family, cfg.families)
+    if dev_tasks is None:
+        known = [f for f in FAMILY_NAMES if f in {t.family for t in tasks}]
+        dev_tasks = frozen_tasks("dev", cfg.dev_per_family, ",".join(known)) if known and cfg.dev_per_family else []
+    schedule = task_schedule(tasks, cfg.groups, cfg.seed)
+    schedule_ids = [t.task_id for t in schedule]
+    schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
+    if not cfg.resume and dp.is_main:
+        start_run_folder(out, cfg.to_dict())
+        atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
+    tokenizer = ByteTokenizer()
+    sampling = Sampling(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+    sample_precision = resolve_precision(cfg.sample_precision, device, purpose="decode")
+    log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
+        f"{cfg.groups} groups of {cfg.group_size} over "
+        f"{len(tasks)} tasks, device {device} ({precision})"
+        + (f", {dp.world_size} ranks ({dp.backend}), {torch.get_num_threads()} threads each" if dp.active else ""))
+    # dynamic sampling draws fresh tasks from a stream of its own, so the schedule stays as it is
+    refill_stream = task_schedule(tasks, cfg.groups * (cfg.dynamic_sampling_max_draws - 1),
+                                  cfg.seed + REFILL_SEED_OFFSET) if cfg.dynamic_sampling else []
+    return _Run(cfg, out, log, dp, device, precision, sample_precision, model, init_sha, reference, trainable,
+                optimizer, tasks, dev_tasks, schedule, schedule_sha, tokenizer, sampling, refill_stream)
+
+
+def _resume(run: _Run) -> None:
+    """Restore the latest checkpoint's weights, optimizer and RNG states, and cut the logs back to it."""
+    out, dp = run.out, run.dp
+    latest, state = restore_latest(out, run.model, run.optimizer, run.device)
+    run.done_groups, run.checkpoints, run.resumed_from = state["group"], state["checkpoints"], state["resumed_from"]
+    done_groups = run.done_groups
+    for record in run.checkpoints:  # each record was stored before its own weights' hash was known
+        record["weights_sha256"] = read_metadata(out / record["path"])["weights_sha256"]
+    if dp.is_main:
+        kept = truncate_jsonl(out / LOG_NAME, lambda r: r["groups_done"] <= done_groups)
+        truncate_jsonl(out / ROLLOUTS_NAME, lambda r: r["group"] <= done_groups)
+    else:
+        kept = [r for r in read_jsonl(out / LOG_NAME) if r["groups_done"] <= done_groups]
+    run.refill_used = sum(r.get("refill_groups_drawn", 0) for r in kept)
+    run.log(f"resuming {out} after group {done_groups} ({latest.name})")
+
+
+def _save_checkpoint(run: _Run, group: int) -> None:
+    """Score the dev tasks and save the policy with its optimizer and RNG states (rank 0 only)."""
+    cfg = run.cfg
+    dev_cfg = EvalConfig(samples=cfg.dev_samples, seed=cfg.dev_seed,
+                         sampling=Sampling(temperature=cfg.dev_temperature, max_new_tokens=cfg.max_new_tokens))
+    dev = evaluate(run.model, run.dev_tasks, dev_cfg) if run.dev_tasks else None
+    dev_summary = dev["summary"] if dev else None
+    meta = {"stage": "pre_rl" if group == 0 else "executable_reward_rl", "group": group, "seed": cfg.seed,
+            "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "dev": dev_summary}
+    record = {"group": group, "path": checkpoint_name(group), "dev": dev_summary,
+              "dev_by_family": dev["by_family"] if dev else None}
+    sha = save_checkpoint(run.out / checkpoint_name(group), run.model, meta,
+                          {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "group": group,
+                           "checkpoints": run.checkpoints + [record]})
+    record["weights_sha256"] = sha
+    run.checkpoints.append(record)
+    if dev_summary:
+        run.log(f"  [group {group}] dev exact {dev_summary['exact_rollouts']}/{dev_summary['rollouts']}, "
+                f"pass@1 {dev_summary['pass_at_k']['1']:.3f}, saved {checkpoint_name(group)}")
+
+
+def _step(run: _Run, step: int, first: int, end: int) -> tuple[dict, list[dict], int]:
+    """Groups [first, end) of the schedule: sample and verify them (refilling those without signal under dynamic
+    sampling), score them and update the policy. Returns the step's log row, its rollout records and its number
+    of groups."""
+    cfg, dp, model, device = run.cfg, run.dp, run.model, run.device
+    t0 = time.perf_counter()
+    step_tasks = run.schedule[first:end]
+    judged = sample_groups(dp, model, step_tasks, cfg.group_size, run.sampling, cfg.seed + 17 * (first + 1),
+                           run.sample_precision, device)
+    dropped, drawn = [], 0
+    if cfg.dynamic_sampling:
+        step_tasks, judged, dropped, drawn = refill_groups(cfg, model, step_tasks, judged, run.refill_stream,
+                                                           run.refill_used, run.sampling, run.sample_precision,
+                                                           device, dp)
+        run.refill_used += drawn
+    rollouts, batch = score_groups(cfg, step_tasks, judged, first, run.tokenizer)
+    for slot, task, pairs in dropped:  # recorded, never used
+        extra, _ = score_groups(cfg, [task], [pairs], first + slot, run.tokenizer)
+        rollouts += [{**r, "used": False, "dropped_by_dynamic_sampling": True} for r in extra]
+    rewards = [r["reward"] for r in rollouts]
+    zero_variance = len(step_tasks) - len({r["group"] for r in rollouts if r["used"]})
+    exact = sum(r["verdict"]["status"] == "passed" for r in rollouts)
+    row = {"step": step + 1, "groups_done": end, "reward_mean": sum(rewards) / len(rewards),
+           "reward_std": float(torch.tensor(rewards).std()) if len(rewards) > 1 else 0.0,
+           "zero_variance_fraction": zero_variance / len(step_tasks), "zero_variance_groups": zero_variance,
+           "exact_rollouts": exact, "valid_rollouts": sum(r["verdict"]["status"] != "invalid" for r in rollouts),
+           "rollouts": len(rewards), "completion_length": sum(len(r["token_ids"]) for r in rollouts) / len(rollouts),
+           "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts), "refill_groups_drawn": drawn}
+    row.update(update_policy(model, run.reference, run.optimizer, run.trainable, cfg, run.precision, device, *batch,
+                             step, dp))
+    row["seconds"] = time.perf_counter() - t0
+    return row, rollouts, len(step_tasks)
+
+
+def _finish(run: _Run, elapsed: float) -> dict:
+    """Write the run's receipt (rank 0): settings, hashes, every step's figures and rollout, and the checkpoints."""
+    cfg, out = run.cfg, run.out
+    steps_log, rollouts = read_jsonl(out / LOG_NAME), read_jsonl(out / ROLLOUTS_NAME)
+    receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
+               "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "schedule_sha256": run.schedule_sha,
+               "trainable_parameters": sum(p.numel() for p in run.trainable), "precision": run.precision,
+               "device": str(run.device), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
+               "elapsed_seconds_this_invocation": elapsed,
+               "resumed_after_group": run.done_groups if cfg.resume else None,
+               "resumed_from": run.resumed_from, "peak_memory_bytes": peak_memory_bytes(run.device),
+               "checkpoints": run.checkpoints, "steps": steps_log, "rollouts": rollouts,
+               "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,
+               "zero_variance_groups": sum(r["zero_variance_groups"] for r in steps_log)}
+    atomic_write_json(out / RECEIPT_NAME, receipt)
+    run.log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")
+    return receipt
+
+
+def informative(cfg: RLConfig, pairs: list) -> bool:
+    """A group carries signal when its rewards are not all equal."""
+    rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs]
+    return max(rewards) - min(rewards) > 1e-8
+
+
+def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, stream: list[Task], position: int,
+                  sampling: Sampling, sample_precision: str, device, dp: DataParallel = SINGLE):
+    """Dynamic sampling: each group without signal is replaced, in order, by the next group of fresh tasks from
+    `stream` (from `position` on) that has signal, sampling at most (max_draws - 1) x the step's groups more.
+    Returns (tasks, judged, dropped [(slot, task, pairs)], fresh groups drawn)."""
+    tasks, judged = list(step_tasks), list(judged)
+    missing = [i for i, pairs in enumerate(judged) if not informative(cfg, pairs)]
+    limit = (cfg.dynamic_sampling_max_draws - 1) * len(tasks)
+    dropped, drawn = [], 0
+    while missing and drawn < limit:
+        fresh = stream[position + drawn: position + drawn + min(len(missing), limit - drawn)]
+        if not fresh:
+            break
+        seed = cfg.seed + REFILL_SEED_OFFSET * (position + drawn + 1)
+        for task, pairs in zip(fresh, sample_groups(dp, model, fresh, cfg.group_size, sampling, seed,
+                                                    sample_precision, device)):
+            if missing and informative(cfg, pairs):
+                slot = missing.pop(0)
+                dropped.append((slot, tasks[slot], judged[slot]))
+                tasks[slot], judged[slot] = task, pairs
+            else:
+                dropped.append((missing[0] if missing else len(tasks) - 1, task, pairs))
+        drawn += len(fresh)
+    return tasks, judged, dropped, drawn
+
+
+def score_groups(cfg: RLConfig, tasks: list[Task], judged: list, first: int, tokenizer: ByteTokenizer):
+    """Rewards and advantages (cfg.advantage_baseline, cfg.reward_scaling) for each group of (sample, verdict)
+    pairs. Returns the rollout records and the update's batch (prompt ids, completion ids, advantages) of the
+    groups with signal (less any capped completions when cfg.mask_truncated)."""
+    rollouts, prompt_ids, completion_ids, advantages = [], [], [], []
+    rewards_of = [[reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs] for pairs in judged]
+    advantages_of = step_advantages(rewards_of, cfg.advantage_baseline, cfg.reward_scaling)
+    for g, (task, pairs) in enumerate(zip(tasks, judged)):
+        rewards = rewards_of[g]
+        used = max(rewards) - min(rewards) > 1e-8  # all-equal rewards carry no signal
+        task_prompt_ids = tokenizer.encode(task.prompt, bos=True)
+        for (s, v), r, a in zip(pairs, rewards, advantages_of[g]):
+            masked = cfg.mask_truncated and s["hit_token_cap"]
+            rollouts.append({"group": first + g + 1, "task_id": task.task_id, "completion": s["completion"],
+                             "token_ids": s["token_ids"], "hit_token_cap": s["hit_token_cap"],
+                             "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0,
+                             "used": used and not masked})
+            if used and not masked:
+                prompt_ids.append(task_prompt_ids)
+                completion_ids.append(s["token_ids"])
+                advantages.append(a)
+    return rollouts, (prompt_ids, completion_ids, advantages)

@@ -1,0 +1,133 @@
+"""`glm53 rl`'s settings: every flag with its default and help, checked as a whole when the config is made
+(rl.py runs it; rl_update.py is its update)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..runtime.device import DEVICE_CHOICES, PRECISIONS
+from ..runtime.settings import Checks, default_checkpoints, setting
+from ..runtime.tracking import TRACKERS, tracker_problem
+from ..verify.rewards import REWARD_MODES
+from .completion_batch import FORMS as UPDATE_IMPLS
+from .policy_gradient import AGGREGATIONS, BASELINES, REWARD_SCALINGS
+
+TRAIN_SCOPES = ("all", "last-block", "last-block-head")
+NORMALIZATIONS = AGGREGATIONS  # the --normalization flag names the loss aggregation (policy_gradient.py)
+RESUMABLE_CHANGES = {"resume", "progress", "device", "threads", "report_to", "report_name", "report_group"}
+DEFAULT_CHECKPOINTS = (24, 48, 72, 96)
+
+
+@dataclass
+class RLConfig:
+    init: str = setting("", "checkpoint to start from", required=True)
+    out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
+    groups: int = setting(96, "prompt groups in the whole run")
+    group_size: int = setting(16, "completions sampled per prompt")
+    families: str = setting("increment,double,even", "task families to train on (comma-separated, or all)")
+    tasks_per_family: int = setting(32, "rl-split tasks per family")
+    temperature: float = setting(0.35, "sampling temperature of the rollouts")
+    max_new_tokens: int = setting(48, "token cap per completion")
+    lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)")
+    train_scope: str = setting("last-block-head", "which parameters train", choices=TRAIN_SCOPES)
+    reward: str = setting("binary", "reward from the verdict", choices=REWARD_MODES)
+    invalid_penalty: float = setting(-0.1, "reward of a statically invalid program")
+    exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes")
+    checkpoints: tuple[int, ...] | None = setting(None, "groups done at which to save and score on dev",
+                                                  shown="24,48,72,96, those within --groups")
+    seed: int = setting(31415, "seed of the task schedule and the sampling")
+    groups_per_step: int = setting(16, "prompt groups per optimizer step")
+    normalization: str = setting("sequence-mean", "loss aggregation: each completion's mean or summed token "
+                                 "log-prob (then the mean over completions), token-mean over the batch (DAPO) or the "
+                                 "batch sum over completions x max-new-tokens (Dr. GRPO)", choices=NORMALIZATIONS)
+    advantage_baseline: str = setting("leave-one-out", "baseline of a group's advantages: the other samples' mean "
+                                      "(RLOO) or the group mean (GRPO)", choices=BASELINES)
+    reward_scaling: str = setting("none", "divide advantages by the group's reward std (GRPO) or the step's",
+                                  choices=REWARD_SCALINGS)
+    mask_truncated: bool = setting(False, "leave completions that hit the token cap out of the update")
+    iterations: int = setting(1, "optimisation passes over each step's rollouts (PPO-style ratio clipping after the "
+                                 "first)")
+    clip_low: float = setting(0.2, "with --iterations > 1: the ratio is clipped below at 1 - clip_low")
+    clip_high: float = setting(0.2, "with --iterations > 1: the ratio is clipped above at 1 + clip_high "
+                                    "(0.28: DAPO's clip-higher)")
+    entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss")
+    dynamic_sampling: bool = setting(False, "replace groups whose rewards are all equal by groups of fresh tasks (DAPO) "
+                                            "until the step's groups all carry signal or the draw cap is reached")
+    dynamic_sampling_max_draws: int = setting(3, "with --dynamic-sampling: at most this many times a step's "
+                                                 "groups are sampled in all")
+    update_impl: str = setting("fast", "forward of the policy update: fast runs each group's shared prompt once and "
+                                       "copies its cache to the group's rows; plain runs every row in full (equal up "
+                                       "to rounding)", choices=UPDATE_IMPLS)
+    kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)")
+    replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
+    replay_batch: int = setting(16, "replay examples per step")
+    grad_clip: float = setting(1.0, "gradient-norm clip")
+    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint")
+    dev_samples: int = setting(8, "samples per dev task")
+    dev_temperature: float = setting(0.35, "temperature of the dev samples")
+    dev_seed: int = setting(8675309, "seed of the dev sampling")
+    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
+    precision: str = setting("auto", "precision of the update", choices=PRECISIONS)
+    sample_precision: str = setting("fp32", "precision of the rollouts", choices=PRECISIONS)
+    progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
+    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
+    report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
+                             choices=TRACKERS)
+    report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
+    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
+    tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
+    resume: bool = setting(False, "continue the RL run in --out from its latest checkpoint")
+
+    def __post_init__(self) -> None:
+        self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
+        check = Checks("rl")
+        check.at_least("groups", self.groups, 1)
+        check.require(self.group_size >= 2, f"--group-size must be >= 2 (leave-one-out needs another sample), "
+                                            f"got {self.group_size}")
+        check.require(all(1 <= c <= self.groups for c in self.checkpoints),
+                      f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --groups {self.groups}]")
+        check.at_least("tasks_per_family", self.tasks_per_family, 1)
+        check.require(self.temperature > 0, f"--temperature must be > 0: at 0 every sample of a group is the same "
+                                            f"program, so no group has a reward signal (got {self.temperature})")
+        check.at_least("max_new_tokens", self.max_new_tokens, 1)
+        check.positive("lr", self.lr)
+        check.one_of("train_scope", self.train_scope, TRAIN_SCOPES)
+        check.one_of("reward", self.reward, REWARD_MODES)
+        check.one_of("normalization", self.normalization, NORMALIZATIONS)
+        check.one_of("advantage_baseline", self.advantage_baseline, BASELINES)
+        check.one_of("reward_scaling", self.reward_scaling, REWARD_SCALINGS)
+        check.one_of("update_impl", self.update_impl, UPDATE_IMPLS)
+        check.at_least("entropy_coef", self.entropy_coef, 0)
+        check.at_least("iterations", self.iterations, 1)
+        check.at_least("dynamic_sampling_max_draws", self.dynamic_sampling_max_draws, 1)
+        check.require(not self.dynamic_sampling or self.dynamic_sampling_max_draws >= 2,
+                      f"--dynamic-sampling needs --dynamic-sampling-max-draws >= 2 (1 draws no fresh group), got "
+                      f"{self.dynamic_sampling_max_draws}")
+        check.within("clip_low", self.clip_low, 0, 1)
+        check.at_least("clip_high", self.clip_high, 0)
+        check.require(self.iterations == 1 or (self.clip_low > 0 and self.clip_high > 0),
+                      f"--iterations {self.iterations} needs a clipping range on both sides (--clip-low and "
+                      f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
+        check.at_least("groups_per_step", self.groups_per_step, 1)
+        check.at_least("kl_coef", self.kl_coef, 0)
+        check.at_least("replay_coef", self.replay_coef, 0)
+        check.at_least("replay_batch", self.replay_batch, 1)
+        check.positive("grad_clip", self.grad_clip)
+        check.at_least("dev_per_family", self.dev_per_family, 0)
+        check.at_least("dev_samples", self.dev_samples, 1)
+        check.require(self.dev_samples == 1 or self.dev_temperature > 0,
+                      "--dev-temperature must be > 0 when --dev-samples > 1")
+        check.one_of("device", self.device, DEVICE_CHOICES)
+        check.one_of("precision", self.precision, PRECISIONS)
+        check.one_of("sample_precision", self.sample_precision, PRECISIONS)
+        check.at_least("threads", self.threads, 0)
+        check.one_of("report_to", self.report_to, TRACKERS)
+        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
+        check.done()
+        if self.groups not in self.checkpoints:
+            self.checkpoints = self.checkpoints + (self.groups,)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["checkpoints"] = list(self.checkpoints)
+        return d

@@ -1,0 +1,157 @@
+"""The policy update of `glm53 rl`: one optimizer step (or `iterations` of them, PPO-style clipped after the
+first) on a step's groups with signal, plus the optional KL and replay terms; and which parameters train.
+
+Under data parallelism (runtime/distributed.py) each rank computes on its share of the update's rows and its loss
+is its share of the step's loss (every aggregation divides by the step's totals); gradients are summed with one
+all-reduce per pass. rl.py calls `update_policy` once per step.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
+from ..data.tasks import get_family, pretraining_task
+from ..data.tokenizer import ByteTokenizer
+from ..model.model import GLM53
+from ..runtime.device import autocast
+from ..runtime.distributed import SINGLE, DataParallel
+from .completion_batch import make_completion_batch
+from .policy_gradient import aggregate_objective, aggregate_policy_loss, clipped_token_objective
+from .rl_config import RLConfig
+
+REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any pretraining run
+
+
+def set_train_scope(model: GLM53, scope: str) -> list[torch.nn.Parameter]:
+    for p in model.parameters():
+        p.requires_grad_(scope == "all")
+    if scope != "all":
+        head = (model.embedding,) + ((model.head,) if model.head is not None else ())  # the head: tied or not
+        for module in (model.layers[-1], model.final_norm) + (head if scope == "last-block-head" else ()):
+            for p in module.parameters():
+                p.requires_grad_(True)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pretraining-style examples with labels on the solution tokens (body + EOS) only."""
+    texts, prompt_lengths = [], []
+    for r in range(batch):
+        task = pretraining_task(REPLAY_STREAM_OFFSET + step * batch + r)
+        texts.append(task.prompt + get_family(task.family).body)
+        prompt_lengths.append(len(ByteTokenizer().encode(task.prompt, bos=True)))
+    inputs, labels = encode_documents(texts, max(len(t.encode()) for t in texts) + 1)
+    for i, n in enumerate(prompt_lengths):
+        labels[i, : n - 1] = IGNORE_INDEX
+    return inputs.to(device), labels.to(device)
+
+
+def update_policy(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, prompt_ids,
+            completion_ids, advantages, step: int, dp: DataParallel = SINGLE) -> dict:
+    """cfg.iterations optimizer steps on the groups with signal (plus replay/KL terms); after the first, each token's
+    term is the clipped PPO objective against the log-probs the rollouts were scored with before any of them.
+    Returns the step's figures (those of the last pass, with clip fractions averaged over the passes). Under data
+    parallelism this rank computes on its share of the rows, and the figures are the step's."""
+    if not advantages and cfg.replay_coef <= 0:
+        return {"updated": False, "loss": 0.0, "grad_norm": 0.0, "entropy": None, "kl": None}
+    rows = dp.share(len(advantages))
+    mine = (prompt_ids[rows], completion_ids[rows], advantages[rows])
+    batch = make_completion_batch(cfg.update_impl, mine[0], mine[1], device) if mine[2] else None
+    # the step's totals, by which every rank divides its sums
+    totals = {"rows": len(advantages),
+              "tokens": int(dp.sum(batch.mask.sum() if batch is not None else torch.zeros((), dtype=torch.long)))}
+    old_logp, clipped = None, []
+    if cfg.iterations > 1 and batch is not None:
+        with torch.no_grad(), autocast(device, precision):
+            model.train()
+            old_logp = _token_logp(batch.logits(model), batch.targets, batch.mask).detach()
+    for _ in range(cfg.iterations):
+        figures = _update_pass(model, reference, optimizer, trainable, cfg, precision, device, batch, mine[2],
+                               bool(advantages), step, old_logp, dp, totals)
+        clipped.append((figures.pop("clipped_low", 0.0), figures.pop("clipped_high", 0.0)))
+    if cfg.iterations > 1:
+        figures["clipped_low"] = sum(c[0] for c in clipped) / len(clipped)
+        figures["clipped_high"] = sum(c[1] for c in clipped) / len(clipped)
+    return figures
+
+
+def _token_logp(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return logits.float().log_softmax(dim=-1).gather(-1, targets[..., None]).squeeze(-1) * mask
+
+
+def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, batch, advantages,
+                 policy: bool, step: int, old_logp, dp: DataParallel, totals: dict) -> dict:
+    """One optimizer step. `batch`/`advantages`: this rank's rows (batch None when it holds none); `policy`: whether
+    the step has any row at all. Every term is this rank's share of the step's value, and so is each figure in
+    `shares`; their sums over ranks are the step's loss and figures."""
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.zeros((), device=device)
+    shares: dict[str, torch.Tensor] = {}
+    tokens = max(totals["tokens"], 1)
+    if batch is not None:
+        targets, mask = batch.targets, batch.mask
+        with autocast(device, precision):
+            logits = batch.logits(model)
+        logp_all = logits.float().log_softmax(dim=-1)
+        token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
+        adv = torch.tensor(advantages, device=device)
+        if old_logp is None:
+            policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.max_new_tokens,
+                                                totals["rows"], tokens)
+        else:
+            objective, low, high = clipped_token_objective(token_logp, old_logp, adv, mask, cfg.clip_low,
+                                                           cfg.clip_high)
+            policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.max_new_tokens,
+                                              totals["rows"], tokens)
+            local = float(mask.sum()) / tokens  # the fractions are of this rank's tokens
+            shares["clipped_low"], shares["clipped_high"] = torch.tensor(low * local), torch.tensor(high * local)
+        loss = loss + policy_loss
+        with torch.set_grad_enabled(cfg.entropy_coef > 0):
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            entropy_share = (entropy * mask).sum() / tokens
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * entropy_share
+        shares["entropy"], shares["policy_loss"] = entropy_share.detach(), policy_loss.detach()
+        if reference is not None:
+            with torch.no_grad(), autocast(device, precision):
+                ref_logits = batch.logits(reference)
+            ref_logp = ref_logits.float().log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
+            log_ratio = (ref_logp - token_logp) * mask
+            kl_share = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / tokens
+            loss = loss + cfg.kl_coef * kl_share
+            shares["kl"] = kl_share.detach()
+    if cfg.replay_coef > 0:
+        r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device)
+        rows = dp.share(cfg.replay_batch)
+        r_inputs, r_labels = r_inputs[rows], r_labels[rows]
+        replay_tokens = max(int(dp.sum((r_labels != IGNORE_INDEX).sum())), 1)
+        if r_inputs.shape[0]:
+            with autocast(device, precision):
+                r_logits = model(r_inputs)
+            replay_share = F.cross_entropy(r_logits.float().reshape(-1, r_logits.shape[-1]), r_labels.reshape(-1),
+                                           ignore_index=IGNORE_INDEX, reduction="sum") / replay_tokens
+            loss = loss + cfg.replay_coef * replay_share
+            shares["replay_loss"] = replay_share.detach()
+    if loss.requires_grad:
+        loss.backward()
+    dp.sum_gradients(trainable)
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
+    optimizer.step()
+    model.update_router_biases(dp.sum if dp.active else None)
+    names = ["loss", "entropy", "policy_loss", "kl", "replay_loss", "clipped_low", "clipped_high"]
+    shares["loss"] = loss.detach()
+    summed = dp.sum(torch.stack([shares.get(n, torch.zeros(())).float().cpu() for n in names])).tolist()
+    step_figures = dict(zip(names, summed))
+    figures: dict = {"updated": True, "loss": step_figures["loss"], "grad_norm": float(grad_norm)}
+    if policy:
+        figures.update({k: step_figures[k] for k in ("entropy", "policy_loss")})
+        if cfg.iterations > 1:
+            figures.update({k: step_figures[k] for k in ("clipped_low", "clipped_high")})
+    figures["entropy"] = figures.get("entropy")
+    figures["kl"] = step_figures["kl"] if policy and reference is not None else None
+    if cfg.replay_coef > 0:
+        figures["replay_loss"] = step_figures["replay_loss"]
+    return figures

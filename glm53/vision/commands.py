@@ -1,0 +1,74 @@
+"""The `glm53 vision` command (thin: parse, then call train.py's runs and write the receipt)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..runtime.device import add_device_flag
+from ..runtime.files import atomic_write_json, refuse_nonempty_dir
+from ..runtime.settings import add_config_arguments, config_from_args
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,3, got {text!r}")
+
+
+def add_vision_parser(sub) -> None:
+    from .train import DigitTraining
+
+    p = sub.add_parser("vision", help="train the miniature vision tower on generated digits")
+    p.add_argument("--architecture", choices=["faithful", "baseline", "both"], default="both",
+                   help="which tower (default: both, with a paired test)")
+    p.add_argument("--seeds", type=_int_list, help="comma-separated seeds (default: 42; with --pilot: 73)")
+    p.add_argument("--eval-examples", type=int, default=None, help="held-out digits (default: 200; pilot 100)")
+    p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained checkpoint instead")
+    p.add_argument("--out", required=True, help="folder for vision-receipt.json (must not exist or be empty)")
+    add_device_flag(p)
+    add_config_arguments(p, DigitTraining, title="training of the miniature")
+    add_config_arguments(p, DigitTraining, prefix="pilot.", title="training of the full-model pilot "
+                         "(defaults: 40 updates of 10, lr 1e-3, tower ramp over half the updates, embedding 10x)")
+    p.set_defaults(func=cmd_vision)
+
+
+def cmd_vision(args) -> int:
+    from dataclasses import replace
+
+    from ..runtime.device import resolve_device
+    from ..runtime.files import sha256_file
+    from ..train.checkpoint import WEIGHTS_NAME
+    from .train import PILOT_TRAINING, DigitTraining, full_model_pilot, run_architectures
+
+    out = Path(args.out)
+    refuse_nonempty_dir(out)
+    device = resolve_device(args.device)
+    receipt: dict = {"device": str(device)}
+    if args.pilot:
+        training = config_from_args(DigitTraining, args, prefix="pilot.", base=vars(PILOT_TRAINING))
+        if getattr(args, "pilot.steps") is not None and getattr(args, "pilot.tower_warmup_steps") is None:
+            training = replace(training, tower_warmup_steps=training.steps // 2)  # the ramp spans half the updates
+        seeds, examples = args.seeds or [73], args.eval_examples or 100
+        if not Path(args.pilot).is_dir():
+            raise FileNotFoundError(f"--pilot {args.pilot} is not a checkpoint folder")
+        runs = {str(seed): full_model_pilot(args.pilot, seed, training, examples, device=device) for seed in seeds}
+        after = [r["after"]["correct"] for r in runs.values()]
+        mean = sum(after) / len(after)
+        receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / WEIGHTS_NAME),
+                            "runs": runs, "after_correct": after, "mean_after_correct": mean}
+        if len(seeds) > 1:
+            print(f"full-model pilot over seeds {seeds}: {after}, mean {mean:.1f}/{examples}")
+    else:
+        arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
+        receipt.update(run_architectures(arches, args.seeds or [42], config_from_args(DigitTraining, args),
+                                         eval_examples=args.eval_examples or 200, device=device))
+        if receipt["comparison"]:
+            pooled = receipt["comparison"]["pooled"]
+            print(f"faithful vs baseline, pooled over seeds: faithful-only {pooled['faithful_only']}, "
+                  f"baseline-only {pooled['baseline_only']}, exact McNemar p = {pooled['mcnemar_p']:.4g}")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "vision-receipt.json", receipt)
+    print(f"receipt {out / 'vision-receipt.json'}")
+    return 0
