@@ -22,7 +22,7 @@ from .runtime.distributed import StoppedByAnotherRank, under_torchrun
 from .runtime.settings import add_config_arguments, config_from_args
 from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
-from .train.commands import add_pretrain_parser, add_rl_parser
+from .train.commands import add_export_parser, add_pretrain_parser, add_rl_parser
 from .vision.commands import add_vision_parser
 
 
@@ -126,12 +126,23 @@ def cmd_verify(args) -> int:
 COMMANDS = (add_info_parser, add_pretrain_parser, add_generate_parser, add_bench_parser, add_calibrate_parser,
             add_run_parser, add_sweep_parser, add_analyze_parser,
             add_rl_parser, add_eval_parser, add_compare_parser, add_verify_parser, add_vision_parser,
-            add_tasks_parser)
+            add_tasks_parser, add_export_parser)
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject's), without importing the package's heavy modules."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("glm53")
+    except PackageNotFoundError:
+        return "unknown (not installed; run scripts/install.sh)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glm53", description="Train and study a tiny GLM-5.3-Flash-style model on a CPU.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser.add_argument("--version", action="version", version=f"glm53 {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
