@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
 import torch
@@ -51,7 +52,10 @@ def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, train
         model.save_pretrained(tmp)
         (tmp / "README.md").unlink(missing_ok=True)  # the hub mixin's model card; our metadata says more
         sha = sha256_file(tmp / WEIGHTS_NAME)
+        # config.json's hash too: some switches (position, hc_double_residual) leave every weight's shape alone,
+        # so an edited config would load the same weights as another model
         atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,
+                                                "config_sha256": sha256_file(tmp / "config.json"),
                                                 "parameter_counts": model.parameter_counts()})
         if trainer_state is not None:
             torch.save(trainer_state, tmp / TRAINER_STATE_NAME)
@@ -78,7 +82,12 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    sha = verify_checkpoint(path) if (path / METADATA_NAME).is_file() else sha256_file(path / WEIGHTS_NAME)
+    if (path / METADATA_NAME).is_file():
+        sha = verify_checkpoint(path)
+    else:
+        sha = sha256_file(path / WEIGHTS_NAME)
+        print(f"glm53: {path} has no {METADATA_NAME}, so its weights and config are loaded unchecked (a folder "
+              "glm53 wrote, or one from `glm53 export`, records their hashes)", file=sys.stderr)
     try:
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
     except (ValueError, TypeError) as err:
@@ -135,6 +144,10 @@ def verify_checkpoint(path: str | os.PathLike) -> str:
     if recorded != sha:
         raise ValueError(f"{Path(path) / WEIGHTS_NAME}: sha256 {sha[:16]}... does not match the {recorded and recorded[:16]}... "
                          f"recorded in {METADATA_NAME}; the checkpoint is damaged")
+    config_recorded = read_metadata(path).get("config_sha256")  # absent in checkpoints written before it was kept
+    if config_recorded is not None and config_recorded != sha256_file(Path(path) / "config.json"):
+        raise ValueError(f"{Path(path) / 'config.json'} differs from the config these weights were saved with (its "
+                         f"sha256 is recorded in {METADATA_NAME}); restore it, or the same weights compute another model")
     return sha
 
 

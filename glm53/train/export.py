@@ -1,5 +1,6 @@
 """`glm53 export CHECKPOINT --out DIR`: a weights-only folder with a model card, loadable with
-`GLM53.from_pretrained(DIR)` and ready for `push_to_hub`.
+`GLM53.from_pretrained(DIR)` (and by glm53's commands, checked against the hashes in its metadata.json) and
+ready for `push_to_hub`.
 
 The card is built from what the run left beside the checkpoint: the checkpoint's metadata.json (stage, step,
 tokens, seed, parameter counts), the run folder's run.json and training receipt (data, steps, the sandbox level of
@@ -14,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from ..runtime.files import AtomicDirectory, atomic_write_text, sha256_file
+from ..runtime.files import AtomicDirectory, atomic_write_json, atomic_write_text, sha256_file
 from .checkpoint import METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, WEIGHTS_NAME, load_model
 
 CARD_NAME = "README.md"
@@ -105,6 +106,13 @@ def export_model(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Path:
     with AtomicDirectory(out) as tmp:
         model.save_pretrained(tmp)
         atomic_write_text(tmp / CARD_NAME, model_card(model, facts, checkpoint), overwrite=True)
+        # the hashes, so that glm53's own commands load the export checked, as they load a checkpoint
+        meta = facts["metadata"]
+        atomic_write_json(tmp / METADATA_NAME, {"exported_from": str(checkpoint), "stage": meta.get("stage"),
+                                                "step": meta.get("step", meta.get("group")),
+                                                "weights_sha256": sha256_file(tmp / WEIGHTS_NAME),
+                                                "config_sha256": sha256_file(tmp / "config.json"),
+                                                "parameter_counts": model.parameter_counts()})
     if facts["metadata"].get("weights_sha256") not in (None, sha256_file(out / WEIGHTS_NAME)):
         raise RuntimeError(f"{out / WEIGHTS_NAME} differs from the checkpoint's weights")  # a save must be exact
     return out

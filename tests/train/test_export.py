@@ -25,7 +25,7 @@ def checkpoint(tmp_path_factory):
 
 def test_export_writes_a_loadable_weights_only_folder_with_a_card(checkpoint, tmp_path):
     out = export_model(checkpoint, tmp_path / "exported")
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "metadata.json", "model.safetensors"]
     card = (out / "README.md").read_text()
     meta = read_metadata(checkpoint)
     assert "library_name: glm53" in card and meta["weights_sha256"] in card
@@ -33,6 +33,23 @@ def test_export_writes_a_loadable_weights_only_folder_with_a_card(checkpoint, tm
     assert f"{GLM53.from_pretrained(out).parameter_counts()['total']:,} parameters" in card
     ids = torch.tensor([[1, 70, 71, 72]])
     torch.testing.assert_close(GLM53.from_pretrained(out)(ids), load_model(checkpoint)(ids))
+    torch.testing.assert_close(load_model(out)(ids), load_model(checkpoint)(ids))  # checked by its own hashes
+
+
+def test_an_edited_config_or_missing_metadata_does_not_load_silently(checkpoint, tmp_path, capsys):
+    import shutil
+
+    edited = tmp_path / "edited"
+    shutil.copytree(checkpoint, edited)
+    config = json.loads((edited / "config.json").read_text())
+    (edited / "config.json").write_text(json.dumps({**config, "hc_double_residual": not config["hc_double_residual"]}))
+    with pytest.raises(ValueError, match="differs from the config these weights were saved with"):
+        load_model(edited)
+    bare = tmp_path / "bare"
+    shutil.copytree(checkpoint, bare)
+    (bare / "metadata.json").unlink()
+    load_model(bare)
+    assert "loaded unchecked" in capsys.readouterr().err
 
 
 def test_export_refuses_an_existing_folder_before_writing(checkpoint, tmp_path):
