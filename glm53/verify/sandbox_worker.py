@@ -217,10 +217,15 @@ class Worker:
             data += chunk
         return data
 
+    def _take_status(self) -> int:
+        """The last child's wait status, which the template sends after every "R"."""
+        status = int.from_bytes(self._receive(4), "little")
+        self.status_pending = False
+        return status
+
     def run_job(self, job: dict) -> dict:
         if self.status_pending:
-            self._receive(4)
-            self.status_pending = False
+            self._take_status()
         message, fds, _, _ = socket.recv_fds(self.control, 4, 2)
         if len(message) != 4 or len(fds) != 2:
             raise ConnectionError("the sandbox template process did not fork a child")
@@ -233,17 +238,18 @@ class Worker:
             outcome = self._drive({**job, "timeout_s": budget}, job_fd, LineReader(out_fd), deadline)
         except TimeoutError:
             outcome = {"status": "timeout", "message": f"wall-clock limit of {budget:.3g} s"}
-        except (LineTooLong, ValueError, KeyError, TypeError, BrokenPipeError) as err:
+        except Exception as err:  # noqa: BLE001 - anything the program's process wrote is untrusted: malformed,
+            # nested past the recursion limit, of the wrong shape; it costs this job, never the next one's verdict
             outcome = {"status": "crashed", "message": f"bad reply from the program's process: {type(err).__name__}"}
         finally:
             os.close(job_fd)
             os.close(out_fd)
             self.control.sendall(b"R")  # the template kills the child's group, reaps it and forks the next
+            self.status_pending = True  # whatever happened above, the template's reply to "R" is owed
         if outcome.get("complete") or outcome["status"] in ("timeout", "invalid", "memory"):
             outcome.pop("complete", None)
-            self.status_pending = True  # the exit status cannot change this verdict: read it later
-            return outcome
-        status = int.from_bytes(self._receive(4), "little")
+            return outcome  # the exit status cannot change this verdict: it is read before the next job
+        status = self._take_status()
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
             return {"status": "timeout", "message": f"CPU-time limit (signal {os.WTERMSIG(status)})"}
         if os.WIFSIGNALED(status):
@@ -267,6 +273,8 @@ class Worker:
             if line is None:
                 return {"status": "crashed", "message": "the program ended without a result", "passed": passed}
             result = json.loads(line)
+            if not isinstance(result, dict):
+                return {"status": "crashed", "message": "a reply that is not a result record", "passed": passed}
             if "status" in result:  # the harness gave up on the whole program (memory, invalid, crashed)
                 return {"status": result["status"] if result["status"] in ("memory", "invalid") else "crashed",
                         "message": str(result.get("message", ""))[:200], "passed": passed}

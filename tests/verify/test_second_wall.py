@@ -257,3 +257,29 @@ def act(fd):
     with _full_pool(workers=1) as pool:
         assert probe(code, "act", [(3,), (4,)], pool) == [errno.EPERM, errno.EPERM]  # FIOASYNC
     assert ctypes.sizeof(ctypes.c_int) == 4
+
+
+DESYNC = '''
+def act(junk):
+    import os, stat
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, junk.encode() + b"\\n")
+        except OSError:
+            pass
+    return 0
+'''
+
+
+@pytest.mark.parametrize("junk", ["[1]", "[" * 3000, '"a string"', '{"k": 0, "value": ' + "[" * 1200])
+def test_a_malformed_reply_costs_only_its_own_job(junk):
+    """Found by review: a reply that was not a record (or nested past the recursion limit) left the template's
+    exit status unread, and the next two jobs came back crashed."""
+    with SandboxPool(workers=1) as pool:
+        try:
+            probe(DESYNC, "act", [(junk,)], pool)
+        except RuntimeError:
+            pass  # the probe's own job may come back crashed: that is the point
+        verdicts = [verify(src, "f", CASES, pool=pool) for src in (INCREMENT, "def f(x):\n    return x\n", INCREMENT)]
+        assert [v.status for v in verdicts] == ["passed", "failed", "passed"], verdicts
