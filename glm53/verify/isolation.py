@@ -6,8 +6,9 @@ each reported, so that a gap in the static stage is not an escape:
 - `namespaces`: per template, a new network namespace (only a loopback interface, down: no network at all), a
   new PID namespace whose init is the template (a program sees only itself and the template, which as init
   ignores every signal it has no handler for), and a new mount namespace in which every mount is read-only,
-  nosuid and nodev (a mount that cannot be made so turns the layer off), `/proc` and `/sys` are covered by empty
-  read-only tmpfs mounts, and only the scratch directory stays writable; per program, a new IPC namespace (no
+  nosuid and nodev (a mount that cannot be made so turns the layer off), then a pivot into an empty read-only root
+  holding only the scratch directory, the one writable place (the old root, /proc and /sys are detached: no host
+  file is in reach, even to read); per program, a new IPC namespace (no
   SysV segment or message queue of one job is visible to the next). As root this is a plain unshare; otherwise
   it goes through a user namespace, where the kernel allows one.
 - `drop-user`: as root, each program runs under a uid and gid of its own template's, `SANDBOX_ID_BASE` plus the
@@ -39,6 +40,8 @@ LAYERS = ("namespaces", "drop-user", "seccomp")
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}  # no libc wrapper
 CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
 # uids and gids [2**30, 2**30 + 2**22) are the sandboxes': one per template, by its pid (pids are below 2**22)
@@ -123,13 +126,31 @@ def enter_namespaces(scratch: str) -> str:
         # a point that no longer resolves (its folder deleted, or outside this root) cannot be reached either
         if result != 0 and not (ctypes.get_errno() == errno.ENOENT and not os.path.lexists(point)):
             _check(result, f"remount {point!r} read-only")
-    for hidden in (b"/proc", b"/sys"):
-        _check(mount(b"tmpfs", hidden, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k"),
-               f"cover {hidden.decode()}")
-    target = os.path.realpath(scratch).encode()
-    _check(mount(target, target, None, MS_BIND, None), "bind scratch")
-    _check(mount(None, target, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, None), "scratch writable")
+    enter_empty_root(libc, mount, os.path.realpath(scratch).encode())
     return how
+
+
+def enter_empty_root(libc, mount, scratch: bytes) -> None:
+    """Pivot into a new, read-only root that holds nothing but the scratch folder (at /scratch, the working
+    directory), and detach the old root whole: no file of the host's is in reach, not even to read (a task file on
+    disk holds expected values; a host's unix socket is a path). The new root is built on /proc's mount point,
+    which every Linux system has and which a program must not see anyway."""
+    number = PIVOT_ROOT_SYSCALL.get(os.uname().machine)
+    if number is None:
+        raise IsolationError(errno.ENOSYS, f"pivot_root's syscall number is not known on {os.uname().machine}")
+    _check(mount(b"tmpfs", b"/proc", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=16k,mode=0755"),
+           "mount the new root")
+    os.mkdir("/proc/scratch", 0o755)
+    os.mkdir("/proc/old", 0o700)
+    _check(mount(scratch, b"/proc/scratch", None, MS_BIND, None), "bind scratch")
+    _check(mount(None, b"/proc/scratch", None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, None), "scratch writable")
+    _check(libc.syscall(number, b"/proc", b"/proc/old"), "pivot_root")
+    os.chdir("/")
+    _check(libc.umount2(b"/old", MNT_DETACH), "detach the old root")
+    os.rmdir("/old")
+    _check(mount(None, b"/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+           "new root read-only")
+    os.chdir("/scratch")
 
 
 def sandbox_id(template_pid: int) -> int:
@@ -242,9 +263,16 @@ class TemplateSetUp:
 
 
 def set_up_template(scratch: str, wanted: tuple[str, ...]) -> TemplateSetUp:
-    """Enter every wanted layer the platform offers; the report says "on (...)" or "off: reason" per layer."""
+    """Enter every wanted layer the platform offers; the report says "on (...)" or "off: reason" per layer. The
+    seccomp filter is compiled first: libseccomp is a file, and no host file is in reach once the namespaces are."""
     setup = TemplateSetUp()
     report = setup.report
+    if "seccomp" in wanted:
+        try:
+            setup.seccomp = SeccompFilter()
+            report["seccomp"] = f"on ({setup.seccomp.instructions} BPF instructions)"
+        except (OSError, AttributeError) as err:
+            report["seccomp"] = f"off: {err}"
     for layer in LAYERS:
         if layer not in wanted:
             report[layer] = "off: not requested"
@@ -253,8 +281,8 @@ def set_up_template(scratch: str, wanted: tuple[str, ...]) -> TemplateSetUp:
             if layer == "namespaces":
                 how = enter_namespaces(scratch)
                 setup.new_pid_namespace = setup.separate_ipc = True
-                report[layer] = (f"on ({how}: network, PID and read-only mount namespaces per template, "
-                                 "an IPC namespace per program)")
+                report[layer] = (f"on ({how}: network, PID and mount namespaces per template, an empty read-only "
+                                 "root holding only the scratch folder, an IPC namespace per program)")
             elif layer == "drop-user":
                 if os.geteuid() != 0:
                     report[layer] = (f"off: not root; programs run as the caller's uid {os.geteuid()}, which can "
@@ -262,11 +290,9 @@ def set_up_template(scratch: str, wanted: tuple[str, ...]) -> TemplateSetUp:
                     continue
                 setup.uid = sandbox_id(os.getpid())
                 report[layer] = f"on (uid {setup.uid}, this template's own; the template itself stays apart)"
-            else:
-                setup.seccomp = SeccompFilter()
-                report[layer] = f"on ({setup.seccomp.instructions} BPF instructions)"
         except (OSError, AttributeError) as err:
             report[layer] = f"off: {err}"
+    setup.report = {layer: report[layer] for layer in LAYERS}  # in the layers' order, as receipts print them
     return setup
 
 

@@ -163,6 +163,10 @@ def act(what, arg):
         return attempt(lambda: open(arg, "w").write("escaped"))
     if what == "connect":
         return attempt(lambda: socket.socket().connect(("127.0.0.1", arg)))
+    if what == "connect to a unix socket":
+        return attempt(lambda: socket.socket(socket.AF_UNIX).connect(arg))
+    if what == "read a task file":
+        return attempt(lambda: open(arg).read())
     if what == "signal everyone":
         return attempt(lambda: os.kill(-1, 9))
     if what == "signal the caller":
@@ -200,14 +204,27 @@ def test_the_os_wall_holds_with_the_static_stage_off(tmp_path, skip_seccomp):
     port = listener.getsockname()[1]
     target = tmp_path / "escaped.txt"
     os.chmod(tmp_path, 0o777)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"cases": [[[1], 2]]}) + "\n")
+    os.chmod(tasks, 0o644)
+    unix_path = tmp_path / "host.sock"
+    unix_listener = socket.socket(socket.AF_UNIX)
+    unix_listener.bind(str(unix_path))
+    os.chmod(unix_path, 0o777)
+    unix_listener.listen(1)
+    unix_listener.settimeout(0.2)
     before = _sandbox_pids()
     with SandboxPool(workers=1) as pool:
         if pool.isolation()["level"] != "full":
             pytest.skip(f"OS isolation is not fully available here: {pool.isolation()}")
         run = lambda what, arg=0: probe(RAW_ATTACKS, "act", [(what, arg)], pool, skip_seccomp=skip_seccomp)[0]
-        assert run("write", str(target)) in ("EPERM", "EROFS", "EACCES")
-        assert run("write", "/tmp/glm53-pwned") in ("EPERM", "EROFS", "EACCES")
-        assert run("connect", port) in ("EPERM", "ENETUNREACH", "ECONNREFUSED")
+        assert run("write", str(target)) in ("EPERM", "ENOENT")
+        assert run("write", "/tmp/glm53-pwned") in ("EPERM", "ENOENT")
+        assert run("connect", port) in ("EPERM", "ENETUNREACH")
+        # found by review: a task file on disk holds expected values, and a host's unix socket is a path; neither is
+        # in the sandbox's root
+        assert run("read a task file", str(tasks)) == "ENOENT"
+        assert run("connect to a unix socket", str(unix_path)) in ("EPERM", "ENOENT")
         assert run("signal everyone") in ("EPERM", "ESRCH", "done")  # "done": only itself and its init were in reach
         assert run("signal the caller", os.getpid()) in ("EPERM", "ESRCH")
         forks = run("fork in a loop")
@@ -216,9 +233,10 @@ def test_the_os_wall_holds_with_the_static_stage_off(tmp_path, skip_seccomp):
         assert run("stash for the next job", "SECRET") == "stashed" and run("read the stash") == "None"
         verdict = verify("def f(x):\n    return x + 1\n", "f", [((1,), 2)], pool=pool)
         assert verdict.passed  # the pool goes on
-    with pytest.raises(socket.timeout):
-        listener.accept()
-    listener.close()
+    for server in (listener, unix_listener):
+        with pytest.raises(socket.timeout):
+            server.accept()
+        server.close()
     assert not target.exists() and not PWNED.exists()
     _assert_no_sandbox_process_left(before)
 

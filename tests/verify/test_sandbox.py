@@ -35,6 +35,10 @@ def act(what):
         return outcome(lambda: os.fork())
     if what == "kill(1)":
         return outcome(lambda: os.kill(1, 0))
+    if what == "write into the root":
+        return outcome(lambda: open("/glm53-sandbox-probe", "w"))
+    if what == "read a host file":
+        return outcome(lambda: open("/etc/passwd", "rb").read())
     if what == "read /proc/1/environ":
         return outcome(lambda: open("/proc/1/environ", "rb").read())
     if what == "ptrace":
@@ -46,10 +50,11 @@ def act(what):
 '''
 
 EVERY_LAYER = {"socket": "EPERM", "connect": "EPERM", "write outside scratch": "EPERM", "execve": "EPERM",
-               "fork": "EPERM", "kill(1)": "EPERM", "ptrace": "EPERM", "read /proc/1/environ": "ENOENT"}
-# without seccomp the other layers still hold: no network, a read-only mount view, /proc hidden, not root
-WITHOUT_SECCOMP = {"connect": "ENETUNREACH", "write outside scratch": "EROFS", "read /proc/1/environ": "ENOENT",
-                   "kill(1)": "EPERM"}
+               "fork": "EPERM", "kill(1)": "EPERM", "ptrace": "EPERM", "read /proc/1/environ": "ENOENT",
+               "read a host file": "ENOENT", "write into the root": "EPERM"}
+# without seccomp the other layers still hold: no network, an empty read-only root (no host file, no /proc), not root
+WITHOUT_SECCOMP = {"connect": "ENETUNREACH", "write outside scratch": "ENOENT", "write into the root": "EROFS",
+                   "read a host file": "ENOENT", "read /proc/1/environ": "ENOENT", "kill(1)": "EPERM"}
 
 
 @pytest.fixture(scope="module")
@@ -232,3 +237,15 @@ def test_a_correct_program_passes_a_task_with_200000_cases(pool):
     cases = [((i,), i + 1) for i in range(200_000)]
     verdict = verify("def f(x):\n    return x + 1\n", "f", cases, pool=pool)
     assert verdict.status == "passed" and verdict.passed_cases == 200_000
+
+
+def test_every_layer_is_on_where_the_machine_offers_them():
+    """Guards the skips above: as root on Linux with libseccomp installed, a layer that turns off is a regression
+    (the wall's tests would otherwise skip quietly)."""
+    import ctypes.util
+    import sys
+
+    if sys.platform != "linux" or os.geteuid() != 0 or not ctypes.util.find_library("seccomp"):
+        pytest.skip("not root on Linux with libseccomp: some layers are legitimately off here")
+    with SandboxPool(workers=1) as one:
+        assert one.isolation()["level"] == "full", one.isolation()
