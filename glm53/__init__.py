@@ -1,4 +1,7 @@
-"""glm53: a CPU-first laboratory for a tiny GLM-5.3-Flash-style language model."""
+"""glm53: a CPU-first laboratory for a tiny GLM-5.3-Flash-style language model.
+
+The face of the package (`from glm53 import GLM53, ModelConfig, ByteTokenizer`) loads lazily: importing glm53
+loads no torch, so the command line answers --help at once; the model's module loads on first use of GLM53."""
 
 import os
 
@@ -12,9 +15,21 @@ import os
 os.environ.setdefault("GOMP_SPINCOUNT", "3000")
 os.environ.setdefault("KMP_BLOCKTIME", "1")
 
-from .data.tokenizer import ByteTokenizer
-from .model.config import ModelConfig
-from .model.model import GLM53, ModelAux
-
 __all__ = ["ByteTokenizer", "ModelConfig", "GLM53", "ModelAux"]
 __version__ = "0.1.0"
+_HOMES = {"ByteTokenizer": "glm53.data.tokenizer", "ModelConfig": "glm53.model.config", "GLM53": "glm53.model.model",
+          "ModelAux": "glm53.model.model"}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'glm53' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,7 +1,11 @@
 """The `glm53` command: one small `add_<command>_parser` beside each command, flags generated from the config
 dataclasses (runtime/settings.py), so every setting has one name and one default from flag to receipt. Each
 stage's commands live in its own `commands.py` (data, train, decode, evaluate, speed, sweep, vision); `info`,
-`run` and `verify` are here."""
+`run` and `verify` are here.
+
+Light: building the parser loads the configs alone (no torch, no matplotlib), so `glm53 --help`, a command's
+--help and a refused flag answer at once; each command imports what it runs when it runs (`glm53 verify` never
+loads torch)."""
 
 from __future__ import annotations
 
@@ -17,8 +21,7 @@ from .data.commands import add_tasks_parser
 from .decode.commands import add_generate_parser
 from .evaluate.commands import add_compare_parser, add_eval_parser
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
-from .runtime.device import add_device_flag
-from .runtime.distributed import StoppedByAnotherRank, under_torchrun
+from .runtime.config import add_device_flag, under_torchrun
 from .runtime.settings import add_config_arguments, config_from_args
 from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
@@ -80,7 +83,7 @@ def cmd_info(args) -> int:
 # ---------------------------------------------------------------- run
 
 def add_run_parser(sub) -> None:
-    from .run import RunConfig
+    from .run_config import RunConfig
 
     p = sub.add_parser("run", help="the whole experiment: pretrain, RL, confirm, charts and REPORT.md",
                        description="Every pretraining and RL setting is a flag: --pretrain.NAME and --rl.NAME "
@@ -90,9 +93,13 @@ def add_run_parser(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from .run import PRESETS, RunConfig, run_pipeline
+    from .evaluate.sandbox_policy import require_isolation
+    from .run import run_pipeline
+    from .run_config import PRESETS, RunConfig
 
-    run_pipeline(config_from_args(RunConfig, args, base=PRESETS[args.preset or "full"]))
+    cfg = config_from_args(RunConfig, args, base=PRESETS[args.preset or "full"])
+    require_isolation(cfg.runtime.accept_partial_isolation, "run")
+    run_pipeline(cfg)
     return 0
 
 
@@ -169,6 +176,11 @@ def interrupted_message(args, argv: list[str]) -> str:
     return f"glm53 {args.command}: interrupted; {what}. Continue with: {again} --resume"
 
 
+def _stopped_by_another_rank(err: Exception) -> bool:
+    distributed = sys.modules.get("glm53.runtime.distributed")  # only a command that loaded it can have raised it
+    return distributed is not None and isinstance(err, distributed.StoppedByAnotherRank)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
@@ -188,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         known = isinstance(err, (ValueError, FileExistsError, FileNotFoundError))
-        if rank != 0 and (known or isinstance(err, StoppedByAnotherRank)):
+        if rank != 0 and (known or _stopped_by_another_rank(err)):
             return 2  # rank 0 met the same problem, or stopped the others for one, and says it once
         print(f"glm53 {args.command}: error: {err if known else f'{type(err).__name__}: {err}'}"
               + ("" if known else " (rerun with --debug for the traceback)"), file=sys.stderr)

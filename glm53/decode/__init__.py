@@ -1,6 +1,7 @@
 """Decoding: completions from a model. Read in this order:
 
-    generate.py     the plain generator (the whole prefix again for every token) and the sampling rules
+    sampling.py     how tokens are drawn (Sampling) and the shared defaults: temperature 0.35, 48 new tokens
+    generate.py     the plain generator (the whole prefix again for every token) and the sampler
     engine.py       the cached engine: batched group sampling, as RL and evaluation use it
     speculative.py  self-speculative greedy decoding: the MTP block drafts, the model checks
     commands.py     `glm53 generate`

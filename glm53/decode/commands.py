@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ..runtime.device import add_device_flag
+from ..runtime.config import add_device_flag
 from ..runtime.files import json_text
 from ..runtime.settings import add_config_arguments, config_from_args
 
 
 def add_generate_parser(sub) -> None:
-    from .generate import Sampling
+    from .sampling import Sampling
 
     p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
@@ -46,7 +46,8 @@ def cmd_generate(args) -> int:
     from ..runtime.device import resolve_device
     from ..train.checkpoint import load_model
     from .engine import generate_groups
-    from .generate import Sampling, function_body_complete, generate_uncached
+    from .generate import function_body_complete, generate_uncached
+    from .sampling import Sampling
 
     if args.samples < 1:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")

@@ -19,7 +19,8 @@ from ..data.tokenizer import ByteTokenizer
 from ..model.cache import InferenceCache
 from ..model.model import GLM53
 from ..runtime.device import resolve_precision
-from .generate import Sampling, StopRule, banned_ids, check_lengths, result_record, sample_next
+from .generate import StopRule, banned_ids, check_lengths, result_record, sample_next
+from .sampling import Sampling
 
 
 @torch.no_grad()

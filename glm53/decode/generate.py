@@ -2,7 +2,7 @@
 
 This is the readable reference that the cached engine (engine.py) must agree with token for token. It samples
 from an explicit `torch.Generator` and never touches the global RNG. The shared pieces (the stop rule for
-one-function tasks, the sampler, the result record) live here too.
+one-function tasks, the sampler, the result record) live here too; `Sampling`, the rules, in sampling.py.
 """
 
 from __future__ import annotations
@@ -10,37 +10,14 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 
 import torch
 
 from ..data.tokenizer import ByteTokenizer
 from ..model.model import GLM53
-from ..runtime.settings import Checks
+from .sampling import Sampling  # noqa: F401 - also imported from here
 
 StopRule = Callable[[str, str], bool]  # (prompt, completion so far) -> stop now?
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How tokens are drawn, for both generators and evaluation. temperature 0 is greedy."""
-
-    temperature: float = field(default=0.0, metadata={"help": "sampling temperature; 0 = greedy"})
-    top_k: int | None = field(default=None, metadata={"help": "keep only the k most likely tokens"})
-    top_p: float | None = field(default=None, metadata={"help": "keep the smallest set of tokens with this mass"})
-    max_new_tokens: int = field(default=48, metadata={"help": "token cap per completion"})
-    ignore_eos: bool = field(default=False, metadata={"help": "ban EOS so every row runs to the cap (benchmarks)"})
-
-    def __post_init__(self) -> None:
-        check = Checks("sampling")
-        check.require(self.temperature >= 0, f"--temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        check.require(self.top_k is None or self.top_k >= 1, f"--top-k must be >= 1 or unset, got {self.top_k}")
-        check.require(self.top_p is None or 0 < self.top_p <= 1, f"--top-p must lie in (0, 1] or be unset, got {self.top_p}")
-        check.at_least("max_new_tokens", self.max_new_tokens, 1)
-        check.done()
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def function_body_complete(prompt: str, completion: str) -> bool:

@@ -1,5 +1,7 @@
 """Evaluation: scores with receipts, and comparisons of them. Read in this order:
 
+    eval_config.py  what an evaluation does (EvalConfig), what `glm53 eval` takes, the evaluation seed
+    sandbox_policy.py  the sandbox's isolation level as a policy (--accept-partial-isolation) and its record
     evaluate.py  `glm53 eval`: greedy pass@1 or sampled pass@k on frozen splits or task files
     stats.py     paired statistics: McNemar, bootstrap intervals, Holm, sign-flip tests
     compare.py   `glm53 compare`: paired comparison of evaluation receipts on the same tasks

@@ -2,69 +2,54 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from ..data.commands import SPLITS
-from ..runtime.device import add_device_flag
 from ..runtime.files import atomic_write_json, refuse_existing
 from ..runtime.settings import add_config_arguments, config_from_args
 
 
-def _add_task_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--split", choices=SPLITS, help="a frozen split")
-    p.add_argument("--per-family", type=int, default=8, help="tasks per family of the split (default: 8)")
-    p.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
-    p.add_argument("--tasks", help="JSON Lines task file instead of a split")
-
-
-def _tasks_from(args):
+def _tasks_from(cfg):
     from ..data.tasks import frozen_tasks, read_tasks
 
-    if args.per_family < 1:
-        raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
-    if args.tasks:
-        if args.split:
-            raise ValueError("give either --tasks or --split, not both")
-        return read_tasks(args.tasks)
-    if not args.split:
-        raise ValueError("give --split (dev, rl, final, confirm) or --tasks FILE")
-    return frozen_tasks(args.split, per_family=args.per_family, families=args.families)
+    if cfg.tasks:
+        return read_tasks(cfg.tasks)
+    return frozen_tasks(cfg.split, per_family=cfg.per_family, families=cfg.families)
 
 
 def add_eval_parser(sub) -> None:
-    from .evaluate import EvalConfig
+    from ..decode.sampling import SAMPLED_TEMPERATURE
+    from .eval_config import EvalCommandConfig
 
     p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
-    p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
-    p.add_argument("--out", required=True, help="receipt file (must not exist)")
-    _add_task_source(p)
-    add_device_flag(p)
-    add_config_arguments(p, EvalConfig, title="evaluation (temperature default: 0 for one sample, 0.35 for several)")
+    add_config_arguments(p, EvalCommandConfig, title=f"evaluation (temperature default: 0 for one sample, "
+                                                     f"{SAMPLED_TEMPERATURE} for several)")
     p.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(args) -> int:
+    from ..decode.sampling import SAMPLED_TEMPERATURE
     from ..runtime.device import resolve_device
     from ..train.checkpoint import load_model
-    from .evaluate import EvalConfig, evaluate, format_summary
+    from .eval_config import EvalCommandConfig
+    from .evaluate import evaluate, format_summary
+    from .sandbox_policy import require_isolation
 
     if args.temperature is None and (args.samples or 1) > 1:
-        args.temperature = 0.35
-    cfg = config_from_args(EvalConfig, args)
-    refuse_existing(args.out)
-    tasks = _tasks_from(args)
-    device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device)
-    result = evaluate(model, tasks, cfg)
-    result["checkpoint"] = str(args.checkpoint)
+        args.temperature = SAMPLED_TEMPERATURE
+    cfg = config_from_args(EvalCommandConfig, args)
+    refuse_existing(cfg.out)
+    require_isolation(cfg.runtime.accept_partial_isolation, "eval")
+    tasks = _tasks_from(cfg)
+    model = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device))
+    result = evaluate(model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
+    result["checkpoint"] = str(cfg.checkpoint)
     result["checkpoint_sha256"] = model.weights_sha256
-    result["source"] = {"tasks_file": args.tasks} if args.tasks else {
-        "split": args.split, "per_family": args.per_family, "families": args.families}
-    atomic_write_json(args.out, result)
+    result["source"] = {"tasks_file": cfg.tasks} if cfg.tasks else {
+        "split": cfg.split, "per_family": cfg.per_family, "families": cfg.families}
+    atomic_write_json(cfg.out, result)
     print(format_summary(result))
-    print(f"{result['elapsed_seconds']:.1f} s; receipt {args.out}")
+    print(f"{result['elapsed_seconds']:.1f} s; receipt {cfg.out}")
     return 0
 
 

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from math import comb
 
 import torch
 
 from ..data.tasks import Task
 from ..decode.engine import generate_groups
-from ..decode.generate import Sampling, function_body_complete
+from ..decode.generate import function_body_complete
+from ..decode.sampling import Sampling
 from ..model.model import GLM53
-from ..runtime.device import PRECISIONS, peak_memory_bytes, resolve_precision
-from ..runtime.settings import Checks
+from ..runtime.device import peak_memory_bytes, resolve_precision
 from ..verify.rewards import binary_reward
 from ..verify.static_check import is_valid
-from ..verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, isolation_report, verify_many
+from ..verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, verify_many
+from .eval_config import EvalConfig
+from .sandbox_policy import sandbox_record
 
 MAX_ROWS_PER_BATCH = 256
 
@@ -44,25 +45,6 @@ def task_stop_rule(tasks: list[Task]):
         return function_body_complete(prompt, completion) and is_valid(prompt + completion, entry_points[prompt])
 
     return stop
-
-
-@dataclass
-class EvalConfig:
-    """What `evaluate` does: how many samples per task and how they are drawn."""
-
-    samples: int = field(default=1, metadata={"help": "samples per task (1 = greedy pass@1)"})
-    sampling: Sampling = field(default_factory=Sampling, metadata={"flatten": True})
-    seed: int = field(default=8675309, metadata={"help": "seed of the sampling generator"})
-    precision: str = field(default="fp32", metadata={"help": "decoding precision", "choices": PRECISIONS})
-    timeout_s: float = field(default=DEFAULT_TIMEOUT_S, metadata={"help": "seconds per program in the sandbox"})
-
-    def __post_init__(self) -> None:
-        check = Checks("eval")
-        check.at_least("samples", self.samples, 1)
-        check.require(self.samples == 1 or self.sampling.temperature > 0,
-                      "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
-        check.positive("timeout_s", self.timeout_s)
-        check.done()
 
 
 def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
@@ -102,8 +84,9 @@ def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
 
 
 def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
-             pool: SandboxPool | None = None) -> dict:
-    """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", ...}."""
+             pool: SandboxPool | None = None, accepted_partial: bool = False) -> dict:
+    """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", "sandbox",
+    ...}; `accepted_partial`: whether the caller accepted a sandbox below full isolation (sandbox_policy.py)."""
     started = time.perf_counter()
     samples = cfg.samples
     precision = resolve_precision(cfg.precision, model.device, purpose="decode")
@@ -131,7 +114,7 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
         "settings": {"samples": samples, "temperature": cfg.sampling.temperature, "seed": cfg.seed,
                      "max_new_tokens": cfg.sampling.max_new_tokens, "timeout_s": cfg.timeout_s, "precision": precision,
                      "greedy": samples == 1 and cfg.sampling.temperature <= 0},
-        "sandbox": isolation_report(pool),
+        "sandbox": sandbox_record(accepted_partial, pool),
         "elapsed_seconds": time.perf_counter() - started,
         "peak_memory_bytes": peak_memory_bytes(model.device),
     }

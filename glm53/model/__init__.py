@@ -24,7 +24,16 @@ sees in the plain sparse form, e experts in the MoE, D model width; j indexer he
 meets every key, p keys in a pooled block.
 """
 
-from .config import ModelConfig
-from .model import GLM53, ModelAux
-
 __all__ = ["GLM53", "ModelAux", "ModelConfig"]
+
+
+def __getattr__(name: str):  # lazily: config.py is light, model.py loads torch
+    if name == "ModelConfig":
+        from .config import ModelConfig
+
+        return ModelConfig
+    if name in ("GLM53", "ModelAux"):
+        from . import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'glm53.model' has no attribute {name!r}")

@@ -1,6 +1,9 @@
 """What every stage runs on: settings, files, devices, processes, trackers. Read in this order:
 
+    composition.py      config dataclasses made of others: walked, built, recorded flat, given flat arguments
     settings.py         command-line flags generated from config dataclasses (one name, one default)
+    config.py           RuntimeConfig (device, precision, threads, progress, resume, tracker, isolation policy),
+                        nested by every stage's config, and the one list of what a resumed run may change
     files.py            atomic, never-overwriting file output; run-folder locks; JSON Lines
     cpu.py              the CPU at hand: model, family numbers, cores, the flags that matter (native bf16)
     kernel_settings.py  the calibration cache, read: what --precision auto and --kernels auto take from it

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from .config import DEVICE_CHOICES, PRECISIONS
 from .cpu import cpu_has_native_bf16
 from .kernel_settings import cached
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
-
-
-def add_device_flag(p) -> None:
-    """The --device flag of the commands that take one (an argparse parser)."""
-    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
-                   help="auto picks cuda, then mps, then cpu (default: auto)")
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -42,9 +35,6 @@ def peak_memory_bytes(device: torch.device) -> int:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
     except Exception:
         return 0
-
-
-PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def resolve_precision(name: str, device: torch.device, purpose: str = "train") -> str:

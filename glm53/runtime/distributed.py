@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .config import under_torchrun
 from .device import resolve_device
 
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -126,10 +127,6 @@ class DataParallel:
 
 
 SINGLE = DataParallel()
-
-
-def under_torchrun() -> bool:
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def available_cores() -> int:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import torch
 
+from .config import KERNEL_CHOICES
 from .cpu import cpu_description
-
-KERNEL_CHOICES = ("auto", "config")
 
 
 def cache_file() -> Path:

@@ -3,12 +3,14 @@ flag to the code and the receipt.
 
 Each field becomes `--name-with-dashes` (help text and choices from the field's metadata, the default shown
 in --help). A field holding another config dataclass adds that config's flags under `--field.` (for example
-`glm53 run --rl.temperature 0.5`), or without a prefix when its metadata says `flatten`. Every flag's
-argparse default is None, so `config_from_args` can tell what was given: values come from the dataclass
-default, then a preset's overrides, then the command line.
+`glm53 run --rl.temperature 0.5`), or without a prefix when its metadata says `flatten` (`flatten="dev_"`: under
+that stem, `--dev-samples`); composition.py walks the nesting, and its `composed` and `record` give a config flat
+keyword arguments and the flat dict receipts hold. Every flag's argparse default is None, so `config_from_args`
+can tell what was given: values come from the default, then a preset's overrides, then the command line.
 
-Metadata keys: help, choices, required (the command needs it although the dataclass has a default),
-cli=False (no flag: set by the program).
+Metadata keys: help, choices (checked by `Checks.choices`), required (the command needs it although the dataclass
+has a default), cli=False (no flag: set by the program), shown (the default as --help describes it), and for a
+nested config flatten, skip, helps and record (composition.py).
 """
 
 from __future__ import annotations
@@ -19,25 +21,22 @@ import types
 import typing
 from typing import Any
 
+from .composition import (MISSING, Leaf, build, field_default, flag_name, leaves, nested,  # noqa: F401 - flag_name
+                          stem_of, type_hints)
 
-def setting(default: Any = dataclasses.MISSING, help: str = "", *, choices=None, required: bool = False,
-            cli: bool = True, default_factory: Any = dataclasses.MISSING, flatten: bool = False,
-            skip: tuple[str, ...] = (), shown: str | None = None):
+
+def setting(default: Any = MISSING, help: str = "", *, choices=None, required: bool = False,
+            cli: bool = True, default_factory: Any = MISSING, flatten: bool | str = False,
+            skip: tuple[str, ...] = (), shown: str | None = None, record: bool | str = True,
+            helps: dict[str, str] | None = None):
     """A dataclass field with its command-line description (`skip`: fields of a nested config given no flag;
-    `shown`: the default as --help should describe it, when the value itself is resolved later)."""
+    `shown`: the default as --help should describe it, when the value itself is resolved later; `helps`: the help
+    of a nested config's settings where this use of it says more)."""
     metadata = {"help": help, "required": required, "cli": cli, "flatten": flatten, "skip": tuple(skip),
-                "shown": shown}
+                "shown": shown, "record": record, "helps": dict(helps or {})}
     if choices is not None:
         metadata["choices"] = tuple(choices)
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
-
-
-def _default(f: dataclasses.Field):
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
 
 
 def _base_type(hint):
@@ -77,39 +76,47 @@ def _flag_type(hint):
     raise TypeError(f"no command-line form for type {hint!r}")
 
 
+def add_argument(group, leaf: Leaf) -> None:
+    """The flag of one setting."""
+    meta = leaf.field.metadata
+    required = leaf.default is MISSING or bool(meta.get("required"))
+    text = leaf.help
+    if not required:
+        text = f"{text} (default: {meta.get('shown') or _describe(leaf.default)})".strip()
+    kwargs: dict[str, Any] = {"dest": leaf.name, "default": None, "help": text}
+    if _base_type(leaf.hint)[0] is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    else:
+        kwargs["type"], kwargs["metavar"] = _flag_type(leaf.hint)
+        if "choices" in meta:
+            kwargs["choices"], kwargs["metavar"] = meta["choices"], None
+    if required:
+        kwargs["required"] = True
+    group.add_argument(flag_name(leaf.name), **kwargs)
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "", title: str | None = None,
-                         skip: tuple[str, ...] = ()) -> None:
-    """Add a flag for every field of dataclass `cls` (and of the configs nested in it)."""
-    hints = typing.get_type_hints(cls)
+                         skip: tuple[str, ...] = (), defaults=None, helps: dict[str, str] | None = None) -> None:
+    """Add a flag for every setting of dataclass `cls` (and of the configs nested in it), a group for each config
+    that is not flattened; `defaults`: the instance whose values --help shows (default: the class's); `helps`:
+    help texts that say more here than the fields' own."""
+    helps = helps or {}
+    hints = type_hints(cls)
     group = parser.add_argument_group(title or (prefix.rstrip(".") or cls.__name__) + " settings")
     for f in dataclasses.fields(cls):
-        hint, meta = hints[f.name], f.metadata
-        if f.name in skip or meta.get("cli") is False:
-            continue
-        if dataclasses.is_dataclass(hint):
-            nested = prefix if meta.get("flatten") else f"{prefix}{f.name}."
-            add_config_arguments(parser, hint, nested, skip=tuple(meta.get("skip", ())))
-            continue
-        flag = "--" + prefix + f.name.replace("_", "-")
-        default = _default(f)
-        required = default is dataclasses.MISSING or bool(meta.get("required"))
-        text = meta.get("help", "")
-        if not required:
-            text = f"{text} (default: {meta.get('shown') or _describe(default)})".strip()
-        kwargs: dict[str, Any] = {"dest": prefix + f.name, "default": None, "help": text}
-        if _base_type(hint)[0] is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        else:
-            kwargs["type"], kwargs["metavar"] = _flag_type(hint)
-            if "choices" in meta:
-                kwargs["choices"], kwargs["metavar"] = meta["choices"], None
-        if required:
-            kwargs["required"] = True
-        group.add_argument(flag, **kwargs)
-
-
-def flag_name(field_name: str) -> str:
-    return "--" + field_name.replace("_", "-")
+        default = getattr(defaults, f.name) if defaults is not None else field_default(f)
+        if dataclasses.is_dataclass(hints[f.name]) and stem_of(f.metadata) is None:
+            if f.name not in skip and f.metadata.get("cli") is not False:
+                add_config_arguments(parser, hints[f.name], f"{prefix}{f.name}.", skip=f.metadata.get("skip", ()),
+                                     defaults=None if default is MISSING else default)
+        elif dataclasses.is_dataclass(hints[f.name]):
+            inner_prefix, inner_skip, inner_default, helps = nested(f, default, prefix, skip, dotted=False)
+            for leaf in leaves(hints[f.name], inner_default, inner_prefix, inner_skip, False, helps):
+                if not leaf.skipped:
+                    add_argument(group, leaf)
+        elif not (f.name in skip or f.metadata.get("cli") is False):
+            add_argument(group, Leaf(prefix + f.name, f, hints[f.name], default, False,
+                                     helps.get(f.name, f.metadata.get("help", ""))))
 
 
 class Checks:
@@ -135,6 +142,12 @@ class Checks:
     def one_of(self, name: str, value, choices) -> None:
         self.require(value in choices, f"{flag_name(name)} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
+    def choices(self, cfg) -> None:
+        """Each field of `cfg` whose metadata names choices holds one of them."""
+        for f in dataclasses.fields(cfg):
+            if "choices" in f.metadata and getattr(cfg, f.name) is not None:  # None: an optional setting unset
+                self.one_of(f.name, getattr(cfg, f.name), f.metadata["choices"])
+
     def done(self) -> None:
         if self.problems:
             raise ValueError(f"{self.where}: " + "; ".join(self.problems))
@@ -148,39 +161,32 @@ def default_checkpoints(value, candidates: tuple[int, ...], last: int) -> tuple[
     return tuple(sorted(set(int(c) for c in value)))
 
 
+def _lookup(base: dict | None, name: str):
+    """base["pretrain"]["steps"] for "pretrain.steps"; MISSING when absent."""
+    for part in name.split(".")[:-1]:
+        base = (base or {}).get(part)
+    return (base or {}).get(name.split(".")[-1], MISSING)
+
+
 def config_from_args(cls, args: argparse.Namespace, prefix: str = "", base: dict | None = None, **fixed):
-    """Build `cls` from its defaults, then `base` (a preset's overrides, nested as dicts), then the flags given
-    on the command line, then `fixed` (values the program sets)."""
-    base = dict(base or {})
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        hint = hints[f.name]
-        if f.name in fixed:
-            values[f.name] = fixed[f.name]
-        elif dataclasses.is_dataclass(hint):
-            nested = prefix if f.metadata.get("flatten") else f"{prefix}{f.name}."
-            values[f.name] = config_from_args(hint, args, nested, base.get(f.name))
-        elif getattr(args, prefix + f.name, None) is not None:
-            values[f.name] = getattr(args, prefix + f.name)
-        elif f.name in base:
-            values[f.name] = base[f.name]
-    return cls(**values)
+    """Build `cls` from its defaults, then `base` (a preset's overrides: flat names, nested configs that are not
+    flattened as dicts), then the flags given on the command line, then `fixed` (values the program sets)."""
+    def take(leaf: Leaf):
+        name = leaf.name[len(prefix):]
+        if name in fixed:
+            return fixed[name]
+        if leaf.skipped:
+            return MISSING
+        given = getattr(args, leaf.name, None)
+        return given if given is not None else _lookup(base, name)
+
+    return build(cls, take, prefix=prefix)
 
 
 def setting_names(cls) -> list[str]:
-    """Every setting a config accepts by name (fields of flattened nested configs included; fields set by the
-    program are left out)."""
-    hints = typing.get_type_hints(cls)
-    names = []
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("cli") is False:
-            continue
-        if dataclasses.is_dataclass(hints[f.name]) and f.metadata.get("flatten"):
-            names += setting_names(hints[f.name])
-        else:
-            names.append(f.name)
-    return names
+    """Every setting a config accepts by name (flattened configs' settings included; those set by the program or
+    by an enclosing config are left out)."""
+    return [leaf.name for leaf in leaves(cls, dotted=False) if not leaf.skipped]
 
 
 def _coerce(name: str, value, hint, where: str):
@@ -211,23 +217,14 @@ def config_from_settings(cls, settings: dict, where: str, **fixed):
         raise ValueError(f"{where}: unknown setting {', '.join(map(repr, unknown))}; known settings are "
                          f"{', '.join(sorted(known))}")
 
-    def build(c):
-        hints = typing.get_type_hints(c)
-        values = {}
-        for f in dataclasses.fields(c):
-            if f.name in fixed:
-                values[f.name] = fixed[f.name]
-            elif dataclasses.is_dataclass(hints[f.name]) and f.metadata.get("flatten"):
-                nested = {n: given[n] for n in setting_names(hints[f.name]) if n in given}
-                if nested:
-                    base = dataclasses.asdict(_default(f)) if _default(f) is not dataclasses.MISSING else {}
-                    values[f.name] = hints[f.name](**{**base, **{
-                        n: _coerce(n, v, typing.get_type_hints(hints[f.name])[n], where) for n, v in nested.items()}})
-            elif f.name in given:
-                values[f.name] = _coerce(f.name, given[f.name], hints[f.name], where)
-        return c(**values)
+    def take(leaf: Leaf):
+        if leaf.name in fixed:
+            return fixed[leaf.name]
+        if leaf.skipped or leaf.name not in given:
+            return MISSING
+        return _coerce(leaf.name, given[leaf.name], leaf.hint, where)
 
     try:
-        return build(cls)
+        return build(cls, take, dotted=False)
     except TypeError as err:  # a required field left out
         raise ValueError(f"{where}: {err}") from None

@@ -94,7 +94,8 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
 def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: list[str], group_size: int,
                      new_tokens: int, seed: int, repeats: int = 1) -> dict:
     from ..decode.engine import generate_groups
-    from ..decode.generate import Sampling, generate_uncached
+    from ..decode.generate import generate_uncached
+    from ..decode.sampling import Sampling
 
     sampling = Sampling(temperature=0.8, max_new_tokens=new_tokens, ignore_eos=True)
 

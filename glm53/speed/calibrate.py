@@ -87,7 +87,7 @@ def _time_decoding(model_kwargs: dict, precisions: list[str], rounds: int = 3) -
     """Seconds to sample 4 groups of 8 x 24 tokens in each precision: one warm-up call each (it builds kernels),
     then `rounds` rounds in which the precisions take turns (`_paired`)."""
     from ..decode.engine import generate_groups
-    from ..decode.generate import Sampling
+    from ..decode.sampling import Sampling
     from ..model.config import ModelConfig
     from ..model.model import GLM53
 

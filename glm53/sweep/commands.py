@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 
 EXECUTORS = ("local", "ray")
 
 
+SWEEP_RUNTIME_SKIP = ("device", "precision", "threads", "resume")  # a spec's settings and the folder decide these
+
+
 def add_sweep_parser(sub) -> None:
-    from ..runtime.tracking import TRACKERS
+    from ..runtime.config import RuntimeConfig
+    from ..runtime.settings import add_config_arguments
     from .spec import shipped_specs
 
     p = sub.add_parser("sweep", help="run a study: every arm x seed of a spec as its own job, in parallel, resumable",
@@ -34,11 +37,11 @@ def add_sweep_parser(sub) -> None:
                                      "on this machine; or HEAD_IP:6379); without it a local Ray instance is started")
     p.add_argument("--gpus-per-job", type=float, default=0.0, help="with --executor ray: GPUs Ray gives each job "
                                                                     "(default: 0)")
-    p.add_argument("--report-to", choices=TRACKERS, default="none",
-                   help="also log every training run's figures to a tracker, one run per (arm, seed), grouped by the "
-                        "spec's name (default: none)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="log lines instead of a progress bar")
     p.add_argument("--no-analyze", dest="analyze", action="store_false", help="skip the analysis at the end")
+    add_config_arguments(p, RuntimeConfig, title="runtime", skip=SWEEP_RUNTIME_SKIP, helps={
+        "report_to": "also log every training run's figures to a tracker, one run per (arm, seed), grouped by the "
+                     "spec's name",
+        "progress": "show a progress bar of the jobs (--no-progress: a log line per job)"})
     p.set_defaults(func=cmd_sweep)
 
 
@@ -58,8 +61,21 @@ def make_executor(args):
     return RayExecutor(args.threads_per_worker, args.gpus_per_job, args.address)
 
 
+def check_isolation(spec, runtime) -> None:
+    """The isolation policy, before anything is written, for a sweep whose jobs score with the sandbox."""
+    from ..evaluate.sandbox_policy import require_isolation
+    from ..verify.verifier import SandboxPool
+    from .jobs import job_kind
+
+    kinds = [spec.job] + ([spec.setup["job"]] if spec.setup else [])
+    if any(job_kind(kind).verifies for kind in kinds):
+        with SandboxPool(workers=1) as pool:  # the jobs' own processes start theirs
+            require_isolation(runtime.accept_partial_isolation, "sweep", pool)
+
+
 def cmd_sweep(args) -> int:
-    from ..runtime.tracking import tracker_problem
+    from ..runtime.config import RuntimeConfig
+    from ..runtime.settings import config_from_args
     from .analysis import analyze
     from .runner import run_sweep
     from .spec import load_spec, parse_seeds
@@ -69,14 +85,13 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.threads_per_worker < 1:
         raise ValueError(f"--threads-per-worker must be >= 1, got {args.threads_per_worker}")
-    problem = tracker_problem(args.report_to)
-    if problem:
-        raise ValueError(problem)
+    runtime = config_from_args(RuntimeConfig, args)
+    check_isolation(spec, runtime)
     executor = make_executor(args)
     try:
-        summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=args.progress,
-                            setup_from=args.setup_from, executor=executor, report_to=args.report_to,
-                            reuse_from=args.reuse_from)
+        summary = run_sweep(spec, args.out, args.workers, args.threads_per_worker, progress=runtime.progress,
+                            setup_from=args.setup_from, executor=executor, report_to=runtime.report_to,
+                            reuse_from=args.reuse_from, accept_partial_isolation=runtime.accept_partial_isolation)
     finally:
         if executor is not None:
             executor.close()

@@ -20,10 +20,12 @@ import os
 import signal
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
+
+from ..runtime.config import RuntimeConfig
 
 RECEIPT = "receipt.json"
 ERROR = "error.json"
@@ -42,8 +44,9 @@ class Job:
     settings: dict
     checkpoints: tuple[int, ...]
     setup_dir: str | None = None  # what "{setup}" in the settings stands for
-    report_to: str = "none"  # --report-to of the sweep: the tracker every training run of the job logs to
-    group: str = ""  # the tracker's group of runs (the sweep's name)
+    # the sweep's runtime settings for its jobs: the tracker every training run logs to (report_to, with the sweep's
+    # name as report_group) and the isolation policy (accept_partial_isolation)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
 
     @property
     def name(self) -> str:
@@ -72,10 +75,14 @@ def run_job(job: Job, threads: int) -> int:
             torch.set_num_threads(threads)
             kind = job_kind(job.kind)
             cfg = kind.make(resolve_setup(job.settings, job.setup_dir), job.seed, job.checkpoints, job_dir)
-            cfg = with_reporting(cfg, job.report_to, job.name, job.group)
+            cfg = with_runtime(cfg, job.runtime, job.name)
             receipt = kind.run(cfg, job_dir, log)
             receipt = {**receipt, "arm": job.arm, "seed": job.seed, "kind": job.kind, "sweep_settings": job.settings,
                        "threads": threads}
+            if kind.verifies:
+                from ..evaluate.sandbox_policy import sandbox_record
+
+                receipt["sandbox"] = sandbox_record(job.runtime.accept_partial_isolation)
             atomic_write_json(job_dir / RECEIPT, receipt)
             return 0
         except Exception as err:  # noqa: BLE001 - recorded for the sweep; other jobs go on
@@ -89,15 +96,17 @@ def run_job(job: Job, threads: int) -> int:
             close_default_pool()  # its sandbox workers and scratch folder; job processes end by os._exit (no atexit)
 
 
-def with_reporting(cfg, report_to: str, name: str, group: str):
-    """`cfg` with every training config in it (itself or a field of it) reporting to `report_to` as run `name`
-    of `group`; configs without a tracker setting are returned as they are."""
-    if report_to == "none" or not dataclasses.is_dataclass(cfg):
+def with_runtime(cfg, runtime: RuntimeConfig, name: str):
+    """`cfg` with every runtime config in it (at any depth) taking the sweep's isolation policy and, when the sweep
+    reports to a tracker, reporting there as run `name` of the sweep's group; other settings stay as they are."""
+    if not dataclasses.is_dataclass(cfg):
         return cfg
-    changes = {f.name: with_reporting(getattr(cfg, f.name), report_to, name, group)
+    if isinstance(cfg, RuntimeConfig):
+        reporting = {"report_to": runtime.report_to, "report_name": name, "report_group": runtime.report_group} \
+            if runtime.report_to != "none" else {}
+        return dataclasses.replace(cfg, accept_partial_isolation=runtime.accept_partial_isolation, **reporting)
+    changes = {f.name: with_runtime(getattr(cfg, f.name), runtime, name)
                for f in dataclasses.fields(cfg) if dataclasses.is_dataclass(getattr(cfg, f.name))}
-    if any(f.name == "report_to" for f in dataclasses.fields(cfg)):
-        changes.update(report_to=report_to, report_name=name, report_group=group)
     return dataclasses.replace(cfg, **changes)
 
 

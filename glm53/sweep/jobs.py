@@ -8,11 +8,15 @@ a `JobKind` and add it to KINDS; `glm53 sweep` and `glm53 analyze` need nothing 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..runtime.settings import Checks, config_from_settings, setting
+from ..decode.sampling import MAX_NEW_TOKENS, SAMPLED_TEMPERATURE, Sampling
+from ..evaluate.eval_config import EvalConfig, sampled_evaluation
+from ..runtime.config import RuntimeConfig
+from ..runtime.composition import composed, record
+from ..runtime.settings import Checks, config_from_settings, setting, setting_names
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,7 @@ class JobKind:
     make: Callable[[dict, int, tuple[int, ...], Path], Any]  # (settings, seed, checkpoints, job dir) -> config
     run: Callable[[Any, Path, Callable[[str], None]], dict]  # (config, job dir, log) -> receipt
     uses_checkpoints: bool = True  # False: one evaluation, labelled "eval"
+    verifies: bool = True  # its results include the sandbox's verdicts (the isolation policy applies)
 
     def labels(self, checkpoints: tuple[int, ...]) -> list[str]:
         return [str(c) for c in checkpoints] if self.uses_checkpoints else ["eval"]
@@ -103,7 +108,7 @@ class PretrainEvalSettings:
     eval_at: tuple[int, ...] = setting((100,), "checkpoints scored greedily on the frozen split")
     eval_split: str = setting("confirm", "frozen split scored")
     eval_per_family: int = setting(8, "tasks per family")
-    eval_max_new_tokens: int = setting(48, "token cap of the greedy completions")
+    eval_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the greedy completions")
     loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N")
     speculative: bool = setting(True, "with an MTP block: also decode the split one prompt at a time, plainly and "
                                       "with self-speculation, for the acceptance rate and the speed-up")
@@ -127,8 +132,6 @@ class PretrainEvalJob:
 
 
 def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainEvalJob:
-    from ..runtime.settings import setting_names
-
     own = set(setting_names(PretrainEvalSettings))
     extra = config_from_settings(PretrainEvalSettings, {k: v for k, v in settings.items() if k.replace("-", "_") in own},
                                  "pretrain-eval")
@@ -145,8 +148,7 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
 
     from ..data.tasks import frozen_tasks
     from ..decode.engine import generate_groups
-    from ..decode.generate import Sampling
-    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..evaluate.evaluate import evaluate
     from ..runtime.files import atomic_write_json
     from ..train.checkpoint import checkpoint_name, load_model
     from ..train.pretrain import pretrain
@@ -169,7 +171,8 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     outcomes, records = {}, {}
     for step in extra.eval_at:
         model = load_model(Path(cfg.out) / checkpoint_name(step), expect=cfg.model)
-        result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy))
+        result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy),
+                          accepted_partial=cfg.runtime.accept_partial_isolation)
         metrics[str(step)]["greedy_pass_at_1"] = result["summary"]["pass_at_k"]["1"]
         # decoding alone, timed apart from the sandboxed tests: the same prompts, greedy, in one call of the engine
         started = time.perf_counter()
@@ -229,7 +232,7 @@ class FinalEvalConfig:
     eval_split: str = setting("confirm", "frozen split scored after RL")
     eval_per_family: int = setting(8, "tasks per trained family")
     eval_samples: int = setting(8, "sampled completions per task for pass@k (0: greedy only)")
-    eval_temperature: float = setting(0.35, "temperature of the sampled completions")
+    eval_temperature: float = setting(SAMPLED_TEMPERATURE, "temperature of the sampled completions")
     eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)")
     eval_seed: int = setting(20260827, "sampling seed (the same for every arm and training seed: paired)")
     keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (about 100 MB each; a screen of 65 jobs "
@@ -255,8 +258,6 @@ class RLEvalJob:
 
 
 def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> RLEvalJob:
-    from ..runtime.settings import setting_names
-
     eval_names = set(setting_names(FinalEvalConfig))
     final = config_from_settings(FinalEvalConfig, {k: v for k, v in settings.items()
                                                    if k.replace("-", "_") in eval_names}, "rl-eval")
@@ -267,8 +268,7 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
 
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     from ..data.tasks import frozen_tasks
-    from ..decode.generate import Sampling
-    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..evaluate.evaluate import evaluate
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
@@ -276,14 +276,16 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     model = _load_final(cfg, receipt)
     families = cfg.families if cfg.tasks_file is None else ",".join(sorted({r["family"] for r in receipt["rollouts"]}))
     tasks = frozen_tasks(final.eval_split, final.eval_per_family, families)
-    cap = final.eval_max_new_tokens or cfg.max_new_tokens
-    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap)))
+    cap = final.eval_max_new_tokens or cfg.sampling.max_new_tokens
+    accepted = cfg.runtime.accept_partial_isolation
+    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap)),
+                      accepted_partial=accepted)
     outcomes = {r["task_id"]: {"family": r["family"], "greedy_passed": r["passed"] > 0} for r in greedy["tasks"]}
     metrics = {"greedy_pass_at_1": greedy["summary"]["pass_at_k"]["1"]}
     sampled = None
     if final.eval_samples:
         sampled = evaluate(model, tasks, EvalConfig(samples=final.eval_samples, seed=final.eval_seed, sampling=Sampling(
-            temperature=final.eval_temperature, max_new_tokens=cap)))
+            temperature=final.eval_temperature, max_new_tokens=cap)), accepted_partial=accepted)
         for r in sampled["tasks"]:
             outcomes[r["task_id"]]["samples_passed"] = r["passed"]
         metrics["sampled_pass_at_1"] = sampled["summary"]["pass_at_k"]["1"]
@@ -324,6 +326,7 @@ def _load_final(cfg, receipt: dict):
 
 # ---------------------------------------------------------------- eval (sampled evaluation of one checkpoint)
 
+@composed
 @dataclass
 class EvalJobConfig:
     """A sampled evaluation whose seed is the sampling seed: the spread of pass rates over seeds."""
@@ -332,14 +335,12 @@ class EvalJobConfig:
     split: str = setting("confirm", "frozen task split")
     per_family: int = setting(8, "tasks per family")
     families: str = setting("", "comma-separated families (empty: all)")
-    samples: int = setting(8, "samples per task")
-    temperature: float = setting(0.35, "sampling temperature")
-    max_new_tokens: int = setting(48, "token cap per completion")
-    seed: int = setting(8675309, "sampling seed")
-    evaluations: dict = field(default_factory=dict, metadata={"cli": False})
+    evaluation: EvalConfig = setting(default_factory=sampled_evaluation, flatten=True,
+                                     skip=("top_k", "top_p", "ignore_eos", "precision", "timeout_s"))
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, cli=False, record=False)  # set by the sweep
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "evaluations"}
+        return record(self)
 
 
 def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
@@ -351,25 +352,23 @@ def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir:
 
 def _run_eval(cfg: EvalJobConfig, job_dir: Path, log) -> dict:
     from ..data.tasks import frozen_tasks
-    from ..decode.generate import Sampling
-    from ..evaluate.evaluate import EvalConfig, evaluate
+    from ..evaluate.evaluate import evaluate
     from ..train.checkpoint import load_model
 
     model = load_model(cfg.checkpoint)
     tasks = frozen_tasks(cfg.split, cfg.per_family, cfg.families or None)
-    result = evaluate(model, tasks, EvalConfig(samples=cfg.samples, seed=cfg.seed, sampling=Sampling(
-        temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)))
+    result = evaluate(model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
     passed = sum(r["passed"] for r in result["tasks"])
-    metrics = {"pass_rate": passed / (len(tasks) * cfg.samples),
+    metrics = {"pass_rate": passed / (len(tasks) * cfg.evaluation.samples),
                "tasks_solved": sum(r["passed"] > 0 for r in result["tasks"]) / len(tasks)}
-    return {"job": "eval", "settings": cfg.to_dict(), "seed": cfg.seed, "metrics": {"eval": metrics},
+    return {"job": "eval", "settings": cfg.to_dict(), "seed": cfg.evaluation.seed, "metrics": {"eval": metrics},
             "checkpoint_sha256": model.weights_sha256, "tasks": result["tasks"]}
 
 
 KINDS: dict[str, JobKind] = {k.name: k for k in (
     JobKind("expression-pretrain", "the 248K miniature on expression data, scored on held-out structures",
             ("target_byte_accuracy", "target_loss", "perplexity", "exact_match"), _make_expression,
-            _run_expression),
+            _run_expression, verifies=False),
     JobKind("pretrain", "coding pretraining (glm53 pretrain), greedy dev pass rate at each checkpoint",
             ("dev_pass_rate", "train_loss"), _make_pretrain, _run_pretrain),
     JobKind("pretrain-eval", "coding pretraining (glm53 pretrain), the mean loss before each checkpoint, training "

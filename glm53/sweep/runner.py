@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ..runtime.config import RuntimeConfig
 from ..runtime.distributed import available_cores
 from ..runtime.files import atomic_write_json, is_housekeeping, run_lock
 from .executor import RECEIPT, Executor, Job, LocalExecutor
@@ -67,11 +68,12 @@ def is_finished(job: Job) -> bool:
     return held.get("sweep_settings") == job.settings and held.get("seed") == job.seed
 
 
-def setup_job(spec: SweepSpec, out: Path) -> Job | None:
+def setup_job(spec: SweepSpec, out: Path, accept_partial_isolation: bool = False) -> Job | None:
     if spec.setup is None:
         return None
     s = spec.setup
-    return Job("setup", s["seed"], str(out / "setup"), s["job"], s["settings"], tuple(s["checkpoints"]))
+    return Job("setup", s["seed"], str(out / "setup"), s["job"], s["settings"], tuple(s["checkpoints"]),
+               runtime=RuntimeConfig(accept_partial_isolation=accept_partial_isolation))
 
 
 def shared_setup(spec: SweepSpec, other: Path) -> Path:
@@ -91,11 +93,12 @@ def shared_setup(spec: SweepSpec, other: Path) -> Path:
     return Path(setup.dir).resolve()
 
 
-def plan_jobs(spec: SweepSpec, out: Path, setup_dir: Path | None = None, report_to: str = "none") -> list[Job]:
+def plan_jobs(spec: SweepSpec, out: Path, setup_dir: Path | None = None,
+              runtime: RuntimeConfig | None = None) -> list[Job]:
     if spec.setup is not None:
         setup_dir = str(setup_dir or (out / "setup").resolve())
     return [Job(arm, seed, str(job_dir(out, arm, seed)), spec.job, spec.settings(arm), tuple(spec.checkpoints),
-                setup_dir, report_to, spec.name) for arm in spec.arms for seed in spec.seeds]
+                setup_dir, runtime or RuntimeConfig()) for arm in spec.arms for seed in spec.seeds]
 
 
 def clear_job(job: Job) -> None:
@@ -193,12 +196,15 @@ def keep_without_checkpoints(src: str | os.PathLike, dst: str | os.PathLike) -> 
 def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = None, threads_per_worker: int = 1,
               progress: bool = True, executor: Executor | None = None, log=print,
               setup_from: str | os.PathLike | None = None, report_to: str = "none",
-              reuse_from: list[str | os.PathLike] = ()) -> dict:
+              reuse_from: list[str | os.PathLike] = (), accept_partial_isolation: bool = False) -> dict:
     """Run what is left of the sweep; returns {"jobs", "skipped", "done", "failed": [{job, error}], "seconds"}.
     `setup_from`: another sweep folder whose finished setup job is this spec's; its result is used, not rerun.
     `report_to`: a tracker every job's training runs log to, one run per (arm, seed), grouped by the spec's name.
-    `reuse_from`: other sweep folders whose finished jobs equal some of this sweep's (see `reuse_finished`)."""
+    `reuse_from`: other sweep folders whose finished jobs equal some of this sweep's (see `reuse_finished`).
+    `accept_partial_isolation`: the jobs' isolation policy, recorded in their receipts (`glm53 sweep` checks it)."""
     out = Path(out)
+    runtime = RuntimeConfig(report_to=report_to, report_group=spec.name,
+                            accept_partial_isolation=accept_partial_isolation)
     shared = shared_setup(spec, Path(setup_from)) if setup_from is not None else None
     for other in reuse_from:  # refused before anything is written
         check_reuse_folder(Path(other))
@@ -211,12 +217,12 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = Non
     with run_lock(out):
         if not existed:
             atomic_write_json(out / SPEC_FILE, spec.to_dict())
-        setup = setup_job(spec, out)
+        setup = setup_job(spec, out, accept_partial_isolation)
         if shared is not None:
             log(f"setup: using the finished setup job in {shared}")
         elif setup is not None and not is_finished(setup):
             _run_setup(setup, executor, workers, threads_per_worker, out, log)
-        jobs = plan_jobs(spec, out, shared, report_to)
+        jobs = plan_jobs(spec, out, shared, runtime)
         if reuse_from:
             reuse_finished(spec, jobs, [Path(o) for o in reuse_from], log)
         todo = [j for j in jobs if not is_finished(j)]

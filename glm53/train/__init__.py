@@ -5,9 +5,9 @@
     pretrain_config.py     `glm53 pretrain`'s settings (PretrainConfig)
     pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume
     expression_pretrain.py the pretraining-data studies' own job: the miniature on expression data
+    rl_config.py           `glm53 rl`'s settings (RLConfig) and the objective's choices
     policy_gradient.py     the policy-gradient objective piece by piece: advantages, aggregations, clipping
     completion_batch.py    the update's log-probabilities: each group's prompt run once, its completions per row
-    rl_config.py           `glm53 rl`'s settings (RLConfig)
     rl_update.py           the policy update (update_policy): clipped passes, KL and replay terms; the train scope
     rl.py                  `glm53 rl`: RLOO post-training with an executable reward, the loop
     commands.py            `glm53 pretrain` and `glm53 rl`, run as this process's rank under torchrun

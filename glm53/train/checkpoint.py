@@ -151,16 +151,26 @@ def verify_checkpoint(path: str | os.PathLike) -> str:
     return sha
 
 
-def check_resume_settings(out: Path, now: dict, may_change: set[str]) -> None:
+def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "") -> list[str]:
+    """The settings in `now` that differ from `recorded`, a nested config's by their dotted names ("model.dim",
+    "pretrain.lr"); those named in `may_change` (at any depth) do not count."""
+    diffs = []
+    for key, value in now.items():
+        if key in may_change:
+            continue
+        if isinstance(value, dict) and isinstance(recorded.get(key), dict):
+            diffs += setting_differences(recorded[key], value, may_change, f"{prefix}{key}.")
+        elif recorded.get(key) != value:
+            diffs.append(prefix + key)
+    return diffs
+
+
+def check_resume_settings(out: Path, now: dict, may_change) -> None:
     """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
     recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
     if isinstance(recorded.get("model"), dict):  # runs started before the plain/fast kernel names
         recorded["model"] = ModelConfig.from_dict(recorded["model"]).to_dict()
-    now = json.loads(json.dumps(now))
-    diffs = [k for k in now if k not in may_change and recorded.get(k) != now[k]]
-    if "model" in diffs and isinstance(now.get("model"), dict) and isinstance(recorded.get("model"), dict):
-        diffs.remove("model")  # name the model fields themselves
-        diffs += [f"model.{k}" for k in now["model"] if recorded["model"].get(k) != now["model"][k]]
+    diffs = setting_differences(recorded, json.loads(json.dumps(now)), may_change)
     if diffs:
         raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
                          "Resume with the original settings, or start a new --out")
@@ -174,7 +184,7 @@ def started(out: str | os.PathLike) -> bool:
     return not out.is_dir() or any(not is_housekeeping(p.name) and p.name != RUN_CONFIG_NAME for p in out.iterdir())
 
 
-def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change: set[str]) -> None:
+def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change) -> None:
     """Before anything is written: a new run needs an empty or absent folder; a resumed one an unfinished run
     there whose settings equal these, except those in `may_change`."""
     out = Path(out)

@@ -29,7 +29,7 @@ def run_as_rank(train, cfg, **kwargs) -> int:
     or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
     from ..runtime.distributed import from_environment, shut_down
 
-    dp, device = from_environment(cfg.device, cfg.threads)
+    dp, device = from_environment(cfg.runtime.device, cfg.runtime.threads)
     try:
         train(cfg, log=print if dp.is_main else (lambda *_: None), dp=dp, device=device, **kwargs)
     except BaseException:
@@ -49,10 +49,12 @@ def add_rl_parser(sub) -> None:
 
 def cmd_rl(args) -> int:
     from ..data.tasks import read_tasks
+    from ..evaluate.sandbox_policy import require_isolation
     from .rl import rl_train
     from .rl_config import RLConfig
 
     cfg = config_from_args(RLConfig, args)
+    require_isolation(cfg.runtime.accept_partial_isolation, "rl")
     return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
 
 

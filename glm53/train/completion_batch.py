@@ -20,8 +20,8 @@ from collections import defaultdict
 import torch
 
 from ..model.cache import InferenceCache
+from .rl_config import UPDATE_IMPLS as FORMS
 
-FORMS = ("fast", "plain")
 
 
 def completion_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]], device):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,8 +27,10 @@ from ..data.expressions import DATA_ORDERS, batch_texts, heldout_metrics, item_o
 from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
 from ..model.config import ModelConfig
 from ..model.model import GLM53
+from ..runtime.config import RuntimeConfig
+from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, setting
-from ..runtime.tracking import TRACKERS, reporting, tracker_problem
+from ..runtime.tracking import reporting
 from .pretrain import decay_groups, language_loss
 
 
@@ -36,6 +38,7 @@ def miniature() -> ModelConfig:
     return ModelConfig.named("miniature")
 
 
+@composed
 @dataclass
 class ExpressionPretrainConfig:
     data_order: str = setting("diverse-88", "which structures each update sees, in which order", choices=DATA_ORDERS)
@@ -51,17 +54,19 @@ class ExpressionPretrainConfig:
     trim_padding: bool = setting(True, "cut each batch after its longest row (those positions are padding in "
                                        "every row; only the balance term counted them)")
     seed: int = setting(11, "seed of the initialization and the data")
-    report_to: str = setting("none", "also log each update's figures to a tracker (with an output folder)",
-                             choices=TRACKERS)
-    report_name: str = setting("", cli=False)  # the tracker's run name, set by sweeps
-    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
-    model: ModelConfig = setting(default_factory=miniature, flatten=True)
+    # a CPU in fp32, one process: of the runtime only the tracker applies
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
+                                     skip=("device", "precision", "threads", "progress", "resume",
+                                           "accept_partial_isolation"),
+                                     helps={"report_to": "also log each update's figures to a tracker (with an "
+                                                         "output folder)"})
+    model: ModelConfig = setting(default_factory=miniature, flatten=True, record="nested")
 
     def __post_init__(self) -> None:
         self.eval_at = tuple(sorted(set(int(s) for s in self.eval_at)))
         self.betas = tuple(self.betas)
         check = Checks("expression-pretrain")
-        check.one_of("data_order", self.data_order, DATA_ORDERS)
+        check.choices(self)
         check.at_least("steps", self.steps, 1)
         check.require(bool(self.eval_at) and all(1 <= s <= self.steps for s in self.eval_at),
                       f"--eval-at {','.join(map(str, self.eval_at))} must name updates in [1, --steps {self.steps}]")
@@ -71,14 +76,10 @@ class ExpressionPretrainConfig:
         check.at_least("weight_decay", self.weight_decay, 0)
         check.positive("grad_clip", self.grad_clip)
         check.at_least("balance_coef", self.balance_coef, 0)
-        check.one_of("report_to", self.report_to, TRACKERS)
-        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
         check.done()
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["eval_at"], d["betas"] = list(self.eval_at), list(self.betas)
-        return d
+        return record(self)
 
 
 def weights_sha256(model: torch.nn.Module) -> str:
@@ -107,11 +108,12 @@ def expression_pretrain(cfg: ExpressionPretrainConfig, log=None, out: str | Path
     """Train on CPU in fp32 and return the receipt: held-out metrics and weights hash at each update of eval_at
     (and before training), the loss curve, and what ran. With `report_to`, each update's loss and the held-out
     metrics also go to a tracker whose files live in `out` (required then)."""
-    if cfg.report_to != "none":
+    rt = cfg.runtime
+    if rt.report_to != "none":
         if out is None:
-            raise ValueError(f"expression-pretrain: --report-to {cfg.report_to} needs an output folder for its files")
+            raise ValueError(f"expression-pretrain: --report-to {rt.report_to} needs an output folder for its files")
         Path(out).mkdir(parents=True, exist_ok=True)
-    with reporting(cfg.report_to, out or ".", cfg.report_name, cfg.report_group, cfg.to_dict()) as tracker:
+    with reporting(rt.report_to, out or ".", rt.report_name, rt.report_group, cfg.to_dict()) as tracker:
         return _train(cfg, log, tracker)
 
 

@@ -24,9 +24,8 @@ import statistics
 
 import torch
 
-BASELINES = ("leave-one-out", "group-mean")
-REWARD_SCALINGS = ("none", "group-std", "batch-std")
-AGGREGATIONS = ("sequence-mean", "token-sum", "token-mean", "max-tokens")
+from .rl_config import AGGREGATIONS, BASELINES, REWARD_SCALINGS
+
 STD_EPS = 1e-4  # added to a std before dividing (TRL's choice), so a near-constant group is not blown up
 
 

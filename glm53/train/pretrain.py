@@ -33,10 +33,11 @@ from tqdm.auto import tqdm
 
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
 from ..data.tasks import Task, frozen_tasks
-from ..decode.generate import Sampling
+from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
 from ..runtime.device import autocast, peak_memory_bytes, resolve_device, resolve_precision
+from ..runtime.config import RESUMABLE_CHANGES
 from ..runtime.distributed import SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
 from ..runtime.kernel_settings import resolve_kernels
@@ -44,7 +45,7 @@ from ..runtime.tracking import reporting
 from ..verify.verifier import isolation_report
 from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
                          save_checkpoint, start_run_folder)
-from .pretrain_config import RESUMABLE_CHANGES, PretrainConfig
+from .pretrain_config import EXTENSIONS, PretrainConfig
 from .schedule import scheduled_lr
 
 LOG_NAME = "train_log.jsonl"
@@ -220,14 +221,15 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
         log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
             f"{torch.get_num_threads()} threads per rank")
     forward = torch.compile(forward) if cfg.compile else forward
-    if run.start_step == 0 and not cfg.resume and dp.is_main:
+    if run.start_step == 0 and not cfg.runtime.resume and dp.is_main:
         _save_checkpoint(run, 0)
 
     started = time.perf_counter()
     model.train()
-    with reporting(cfg.report_to if dp.is_main else "none", run.out, cfg.report_name, cfg.report_group,
+    rt = cfg.runtime
+    with reporting(rt.report_to if dp.is_main else "none", run.out, rt.report_name, rt.report_group,
                    cfg.to_dict()) as tracker, \
-            tqdm(total=cfg.steps, initial=run.start_step, disable=not (cfg.progress and dp.is_main), desc="pretrain",
+            tqdm(total=cfg.steps, initial=run.start_step, disable=not (rt.progress and dp.is_main), desc="pretrain",
                  unit="step", dynamic_ncols=True) as bar:
         for step in range(run.start_step, cfg.steps):
             t0 = time.perf_counter()
@@ -245,7 +247,7 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
                 tracker.log(row, step + 1)
             bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
             bar.update(1)
-            if not cfg.progress and ((step + 1) % 10 == 0 or step == 0):
+            if not rt.progress and ((step + 1) % 10 == 0 or step == 0):
                 log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
                     f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
             if step + 1 in cfg.checkpoints:
@@ -261,27 +263,27 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     """Resolve the device, precision and calibrated kernels, build the model and its optimizer, check the run
     folder, then start it or resume from its latest checkpoint."""
     out = Path(cfg.out)
-    device = device or resolve_device(cfg.device)
-    precision = resolve_precision(cfg.precision, device)
+    device = device or resolve_device(cfg.runtime.device)
+    precision = resolve_precision(cfg.runtime.precision, device)
     kernels = resolve_kernels(cfg.kernels, precision, device)
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
     dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks()
-    if cfg.threads and not dp.active:  # under torchrun, from_environment has set them
-        torch.set_num_threads(cfg.threads)
+    if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
+        torch.set_num_threads(cfg.runtime.threads)
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model).to(device)
     optimizer = make_optimizer(model, cfg)
     run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer)
 
     def check_folder() -> None:
-        check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES)
-        if cfg.resume and cfg.lr_schedule == "cosine" and \
+        check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS)
+        if cfg.runtime.resume and cfg.lr_schedule == "cosine" and \
                 json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
 
     dp.on_main(check_folder)
-    if not cfg.resume:
+    if not cfg.runtime.resume:
         if dp.is_main:
             start_run_folder(out, cfg.to_dict())
     else:
@@ -324,7 +326,7 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
         "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
         "steps": cfg.steps, "tokens_seen": run.tokens_seen, "device": str(run.device), "precision": run.precision,
-        "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.resume else None,
+        "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.runtime.resume else None,
         "resumed_from": run.resumed_from,
         # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)
         "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length

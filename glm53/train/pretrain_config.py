@@ -3,21 +3,22 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from ..decode.sampling import MAX_NEW_TOKENS
 from ..model.config import ModelConfig
-from ..runtime.device import DEVICE_CHOICES, PRECISIONS
-from ..runtime.kernel_settings import KERNEL_CHOICES
+from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
+from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
-from ..runtime.tracking import TRACKERS, tracker_problem
 from .schedule import SCHEDULES
 
 DEFAULT_CHECKPOINTS = (100, 200, 400)
-# Settings a resumed run may change without changing what the earlier steps computed.
-RESUMABLE_CHANGES = {"steps", "checkpoints", "device", "progress", "resume", "out", "threads", "report_to",
-                     "report_name", "report_group"}
+# Besides the runtime (runtime/config.py: RESUMABLE_CHANGES), a resumed pretraining run may go further: the batch
+# of step t is a pure function of (seed, t), so a longer run continues the shorter one (a cosine schedule excepted).
+EXTENSIONS = frozenset({"steps", "checkpoints"})
 
 
+@composed
 @dataclass
 class PretrainConfig:
     out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
@@ -40,21 +41,14 @@ class PretrainConfig:
     warmup_steps: int = setting(0, "linear warmup steps")
     min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr")
     seed: int = setting(42, "seed of the initialization and the data stream")
-    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
-    precision: str = setting("auto", "auto: bf16 autocast on hardware with native bf16, else fp32", choices=PRECISIONS)
+    # the sandbox judges only the dev completions here, so the isolation policy is the commands' that score with it
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=("accept_partial_isolation",))
     kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "
                                    "(recorded in the receipt's config); config: the model flags as given",
                            choices=KERNEL_CHOICES)
     compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
-    resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
-    progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
-    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
-    report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
-                             choices=TRACKERS)
-    report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
-    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
-    dev_max_new_tokens: int = setting(48, "token cap of the dev completions sampled at each checkpoint")
-    model: ModelConfig = setting(default_factory=ModelConfig, flatten=True)
+    dev_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the dev completions sampled at each checkpoint")
+    model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested")
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.steps)
@@ -78,22 +72,13 @@ class PretrainConfig:
         check.within("indexer_warmup_steps", self.indexer_warmup_steps, 0, self.steps)
         check.require(self.indexer_warmup_steps == 0 or self.model.sparse_selection == "indexer",
                       "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
-        check.one_of("lr_schedule", self.lr_schedule, SCHEDULES)
         check.within("warmup_steps", self.warmup_steps, 0, self.steps)
         check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
         check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
-        check.one_of("device", self.device, DEVICE_CHOICES)
-        check.one_of("precision", self.precision, PRECISIONS)
-        check.one_of("kernels", self.kernels, KERNEL_CHOICES)
-        check.at_least("threads", self.threads, 0)
-        check.one_of("report_to", self.report_to, TRACKERS)
-        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
+        check.choices(self)
         check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["checkpoints"] = list(self.checkpoints)
-        d["betas"] = list(self.betas)
-        return d
+        return record(self)

@@ -41,19 +41,20 @@ from tqdm.auto import tqdm
 
 from ..data.tasks import FAMILY_NAMES, Task, frozen_tasks
 from ..data.tokenizer import ByteTokenizer
-from ..decode.generate import Sampling
-from ..evaluate.evaluate import EvalConfig, evaluate, sample_and_verify
+from ..decode.sampling import Sampling
+from ..evaluate.evaluate import evaluate, sample_and_verify
+from ..evaluate.sandbox_policy import sandbox_record
 from ..model.model import GLM53
+from ..runtime.config import RESUMABLE_CHANGES
 from ..runtime.device import peak_memory_bytes, resolve_device, resolve_precision
 from ..runtime.distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from ..runtime.tracking import reporting
 from ..verify.rewards import reward
-from ..verify.verifier import isolation_report
 from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
                          restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .policy_gradient import group_advantages, step_advantages
-from .rl_config import RESUMABLE_CHANGES, RLConfig
+from .rl_config import RLConfig
 from .rl_update import set_train_scope, update_policy
 
 REFILL_SEED_OFFSET = 1_000_003  # seeds the fresh-task stream and its sampling apart from the schedule's
@@ -144,15 +145,16 @@ class _Run:
 def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
               device: torch.device | None) -> dict | None:
     run = _start(cfg, tasks, dev_tasks, log, dp, device)
-    if cfg.resume:
+    if cfg.runtime.resume:
         _resume(run)
-    if not cfg.resume and dp.is_main:
+    if not cfg.runtime.resume and dp.is_main:
         _save_checkpoint(run, 0)
     started = time.perf_counter()
     bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
-    with reporting(cfg.report_to if dp.is_main else "none", run.out, cfg.report_name, cfg.report_group,
+    rt = cfg.runtime
+    with reporting(rt.report_to if dp.is_main else "none", run.out, rt.report_name, rt.report_group,
                    cfg.to_dict()) as tracker, \
-            tqdm(total=cfg.groups, initial=run.done_groups, disable=not (cfg.progress and dp.is_main), desc="rl",
+            tqdm(total=cfg.groups, initial=run.done_groups, disable=not (rt.progress and dp.is_main), desc="rl",
                  unit="group", dynamic_ncols=True) as bar:
         for step, (first, end) in enumerate(bounds):
             if end <= run.done_groups:
@@ -169,7 +171,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
                 f.write("".join(json_text(r) + "\n" for r in rollouts))
             exact, zero_variance = row["exact_rollouts"], row["zero_variance_groups"]
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rollouts)}", skipped=zero_variance)
-            if not cfg.progress:
+            if not rt.progress:
                 log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rollouts)} "
                     f"zero-var {zero_variance}/{groups} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
             if end in cfg.checkpoints:
@@ -184,11 +186,11 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
            device: torch.device | None) -> _Run:
     """Check the run folder, load the policy, build its optimizer, schedule the tasks and start the folder."""
     out = Path(cfg.out)
-    dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.resume, RESUMABLE_CHANGES))
-    device = device or resolve_device(cfg.device)
-    if cfg.threads and not dp.active:  # under torchrun, from_environment has set them
-        torch.set_num_threads(cfg.threads)
-    precision = resolve_precision(cfg.precision, device)
+    dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES))
+    device = device or resolve_device(cfg.runtime.device)
+    if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
+        torch.set_num_threads(cfg.runtime.threads)
+    precision = resolve_precision(cfg.runtime.precision, device)
     model = load_model(cfg.init, device)  # checks the weights against their recorded hash
     init_sha = model.weights_sha256
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
@@ -202,11 +204,11 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
-    if not cfg.resume and dp.is_main:
+    if not cfg.runtime.resume and dp.is_main:
         start_run_folder(out, cfg.to_dict())
         atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
     tokenizer = ByteTokenizer()
-    sampling = Sampling(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+    sampling = cfg.sampling
     sample_precision = resolve_precision(cfg.sample_precision, device, purpose="decode")
     log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "
         f"{cfg.groups} groups of {cfg.group_size} over "
@@ -239,9 +241,7 @@ def _resume(run: _Run) -> None:
 def _save_checkpoint(run: _Run, group: int) -> None:
     """Score the dev tasks and save the policy with its optimizer and RNG states (rank 0 only)."""
     cfg = run.cfg
-    dev_cfg = EvalConfig(samples=cfg.dev_samples, seed=cfg.dev_seed,
-                         sampling=Sampling(temperature=cfg.dev_temperature, max_new_tokens=cfg.max_new_tokens))
-    dev = evaluate(run.model, run.dev_tasks, dev_cfg) if run.dev_tasks else None
+    dev = evaluate(run.model, run.dev_tasks, cfg.dev_eval) if run.dev_tasks else None
     dev_summary = dev["summary"] if dev else None
     meta = {"stage": "pre_rl" if group == 0 else "executable_reward_rl", "group": group, "seed": cfg.seed,
             "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "dev": dev_summary}
@@ -298,9 +298,10 @@ def _finish(run: _Run, elapsed: float) -> dict:
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "schedule_sha256": run.schedule_sha,
                "trainable_parameters": sum(p.numel() for p in run.trainable), "precision": run.precision,
-               "device": str(run.device), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
+               "device": str(run.device), "data_parallel": run.dp.to_dict(),
+               "sandbox": sandbox_record(cfg.runtime.accept_partial_isolation),
                "elapsed_seconds_this_invocation": elapsed,
-               "resumed_after_group": run.done_groups if cfg.resume else None,
+               "resumed_after_group": run.done_groups if cfg.runtime.resume else None,
                "resumed_from": run.resumed_from, "peak_memory_bytes": peak_memory_bytes(run.device),
                "checkpoints": run.checkpoints, "steps": steps_log, "rollouts": rollouts,
                "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,

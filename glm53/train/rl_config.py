@@ -3,21 +3,42 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 
-from ..runtime.device import DEVICE_CHOICES, PRECISIONS
+from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
+from ..evaluate.eval_config import EvalConfig, sampled_evaluation
+from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
+from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
-from ..runtime.tracking import TRACKERS, tracker_problem
 from ..verify.rewards import REWARD_MODES
-from .completion_batch import FORMS as UPDATE_IMPLS
-from .policy_gradient import AGGREGATIONS, BASELINES, REWARD_SCALINGS
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
+# The objective's choices (policy_gradient.py and completion_batch.py take them from here)
+BASELINES = ("leave-one-out", "group-mean")
+REWARD_SCALINGS = ("none", "group-std", "batch-std")
+AGGREGATIONS = ("sequence-mean", "token-sum", "token-mean", "max-tokens")
 NORMALIZATIONS = AGGREGATIONS  # the --normalization flag names the loss aggregation (policy_gradient.py)
-RESUMABLE_CHANGES = {"resume", "progress", "device", "threads", "report_to", "report_name", "report_group"}
+UPDATE_IMPLS = ("fast", "plain")  # completion_batch.py's forms
 DEFAULT_CHECKPOINTS = (24, 48, 72, 96)
+NOT_FOR_ROLLOUTS = ("top_k", "top_p", "ignore_eos")
 
 
+@dataclass(frozen=True)
+class RolloutSampling(Sampling):
+    """How the rollouts are sampled: above temperature 0 (at 0 every sample of a group is the same program)."""
+
+    def __post_init__(self) -> None:
+        check = Checks("rl")
+        check.require(self.temperature > 0, f"--temperature must be > 0: at 0 every sample of a group is the same "
+                                            f"program, so no group has a reward signal (got {self.temperature})")
+        check.done()
+        super().__post_init__()
+
+
+ROLLOUTS = RolloutSampling(temperature=SAMPLED_TEMPERATURE)
+
+
+@composed
 @dataclass
 class RLConfig:
     init: str = setting("", "checkpoint to start from", required=True)
@@ -26,8 +47,8 @@ class RLConfig:
     group_size: int = setting(16, "completions sampled per prompt")
     families: str = setting("increment,double,even", "task families to train on (comma-separated, or all)")
     tasks_per_family: int = setting(32, "rl-split tasks per family")
-    temperature: float = setting(0.35, "sampling temperature of the rollouts")
-    max_new_tokens: int = setting(48, "token cap per completion")
+    sampling: RolloutSampling = setting(ROLLOUTS, flatten=True, skip=NOT_FOR_ROLLOUTS,
+                                        helps={"temperature": "sampling temperature of the rollouts (> 0)"})
     lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)")
     train_scope: str = setting("last-block-head", "which parameters train", choices=TRAIN_SCOPES)
     reward: str = setting("binary", "reward from the verdict", choices=REWARD_MODES)
@@ -63,20 +84,15 @@ class RLConfig:
     replay_batch: int = setting(16, "replay examples per step")
     grad_clip: float = setting(1.0, "gradient-norm clip")
     dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint")
-    dev_samples: int = setting(8, "samples per dev task")
-    dev_temperature: float = setting(0.35, "temperature of the dev samples")
-    dev_seed: int = setting(8675309, "seed of the dev sampling")
-    device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
-    precision: str = setting("auto", "precision of the update", choices=PRECISIONS)
-    sample_precision: str = setting("fp32", "precision of the rollouts", choices=PRECISIONS)
-    progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
-    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
-    report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
-                             choices=TRACKERS)
-    report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
-    report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
+    # its token cap is the rollouts' (max_new_tokens); see dev_eval
+    dev: EvalConfig = setting(default_factory=sampled_evaluation, flatten="dev_",
+                              skip=("max_new_tokens", "precision", "timeout_s") + NOT_FOR_ROLLOUTS,
+                              helps={"samples": "samples per dev task", "temperature": "temperature of the dev samples",
+                                     "seed": "seed of the dev sampling"})
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
+                                     helps={"precision": "precision of the update"})
+    sample_precision: str = setting(DECODE_PRECISION, "precision of the rollouts", choices=PRECISIONS)
     tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
-    resume: bool = setting(False, "continue the RL run in --out from its latest checkpoint")
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
@@ -87,16 +103,8 @@ class RLConfig:
         check.require(all(1 <= c <= self.groups for c in self.checkpoints),
                       f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --groups {self.groups}]")
         check.at_least("tasks_per_family", self.tasks_per_family, 1)
-        check.require(self.temperature > 0, f"--temperature must be > 0: at 0 every sample of a group is the same "
-                                            f"program, so no group has a reward signal (got {self.temperature})")
-        check.at_least("max_new_tokens", self.max_new_tokens, 1)
         check.positive("lr", self.lr)
-        check.one_of("train_scope", self.train_scope, TRAIN_SCOPES)
-        check.one_of("reward", self.reward, REWARD_MODES)
-        check.one_of("normalization", self.normalization, NORMALIZATIONS)
-        check.one_of("advantage_baseline", self.advantage_baseline, BASELINES)
-        check.one_of("reward_scaling", self.reward_scaling, REWARD_SCALINGS)
-        check.one_of("update_impl", self.update_impl, UPDATE_IMPLS)
+        check.choices(self)
         check.at_least("entropy_coef", self.entropy_coef, 0)
         check.at_least("iterations", self.iterations, 1)
         check.at_least("dynamic_sampling_max_draws", self.dynamic_sampling_max_draws, 1)
@@ -114,20 +122,14 @@ class RLConfig:
         check.at_least("replay_batch", self.replay_batch, 1)
         check.positive("grad_clip", self.grad_clip)
         check.at_least("dev_per_family", self.dev_per_family, 0)
-        check.at_least("dev_samples", self.dev_samples, 1)
-        check.require(self.dev_samples == 1 or self.dev_temperature > 0,
-                      "--dev-temperature must be > 0 when --dev-samples > 1")
-        check.one_of("device", self.device, DEVICE_CHOICES)
-        check.one_of("precision", self.precision, PRECISIONS)
-        check.one_of("sample_precision", self.sample_precision, PRECISIONS)
-        check.at_least("threads", self.threads, 0)
-        check.one_of("report_to", self.report_to, TRACKERS)
-        check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)
 
+    @property
+    def dev_eval(self) -> EvalConfig:
+        """The dev evaluation as it runs: its samples at the rollouts' token cap."""
+        return replace(self.dev, sampling=replace(self.dev.sampling, max_new_tokens=self.sampling.max_new_tokens))
+
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["checkpoints"] = list(self.checkpoints)
-        return d
+        return record(self)

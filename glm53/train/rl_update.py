@@ -99,12 +99,12 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
         token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
         adv = torch.tensor(advantages, device=device)
         if old_logp is None:
-            policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.max_new_tokens,
+            policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.sampling.max_new_tokens,
                                                 totals["rows"], tokens)
         else:
             objective, low, high = clipped_token_objective(token_logp, old_logp, adv, mask, cfg.clip_low,
                                                            cfg.clip_high)
-            policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.max_new_tokens,
+            policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.sampling.max_new_tokens,
                                               totals["rows"], tokens)
             local = float(mask.sum()) / tokens  # the fractions are of this rank's tokens
             shares["clipped_low"], shares["clipped_high"] = torch.tensor(low * local), torch.tensor(high * local)

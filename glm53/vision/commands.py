@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..runtime.device import add_device_flag
+from ..runtime.config import add_device_flag
 from ..runtime.files import atomic_write_json, refuse_nonempty_dir
 from ..runtime.settings import add_config_arguments, config_from_args
 
@@ -18,7 +18,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_vision_parser(sub) -> None:
-    from .train import DigitTraining
+    from .training_config import PILOT_TRAINING, DigitTraining
 
     p = sub.add_parser("vision", help="train the miniature vision tower on generated digits")
     p.add_argument("--architecture", choices=["faithful", "baseline", "both"], default="both",
@@ -29,8 +29,9 @@ def add_vision_parser(sub) -> None:
     p.add_argument("--out", required=True, help="folder for vision-receipt.json (must not exist or be empty)")
     add_device_flag(p)
     add_config_arguments(p, DigitTraining, title="training of the miniature")
-    add_config_arguments(p, DigitTraining, prefix="pilot.", title="training of the full-model pilot "
-                         "(defaults: 40 updates of 10, lr 1e-3, tower ramp over half the updates, embedding 10x)")
+    add_config_arguments(p, DigitTraining, prefix="pilot.", defaults=PILOT_TRAINING,
+                         title="training of the full-model pilot (40 updates of 10, lr 1e-3, tower ramp over half the "
+                               "updates, embedding 10x)")
     p.set_defaults(func=cmd_vision)
 
 
@@ -40,7 +41,8 @@ def cmd_vision(args) -> int:
     from ..runtime.device import resolve_device
     from ..runtime.files import sha256_file
     from ..train.checkpoint import WEIGHTS_NAME
-    from .train import PILOT_TRAINING, DigitTraining, full_model_pilot, run_architectures
+    from .train import full_model_pilot, run_architectures
+    from .training_config import PILOT_TRAINING, DigitTraining
 
     out = Path(args.out)
     refuse_nonempty_dir(out)

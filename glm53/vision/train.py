@@ -8,7 +8,6 @@ prompt position, on held-out renderings never used in training.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -17,10 +16,10 @@ from ..data.tokenizer import ByteTokenizer
 from ..evaluate.stats import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from ..runtime.settings import Checks, setting
-from ..train.schedule import SCHEDULES, linear_ramp, scheduled_lr
+from ..train.schedule import linear_ramp, scheduled_lr
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
+from .training_config import PILOT_TRAINING, DigitTraining  # noqa: F401 - PILOT_TRAINING: also imported from here
 
 PROMPT = "Digit: "
 MINI_LM = dict(vocab_size=263, dim=32, layers=1, heads=4, expert_hidden=48, experts=4, top_k=2, streams=2,
@@ -68,47 +67,6 @@ def evaluate_digits(model: VisionLanguageModel, images: torch.Tensor, labels: to
     correct_t = torch.cat(correct)
     return {"correct": int(correct_t.sum()), "examples": len(labels), "loss": float(torch.cat(losses).mean()),
             "per_example": correct_t.int().tolist()}
-
-
-@dataclass(frozen=True)
-class DigitTraining:
-    """How the digit task trains: AdamW on the answer-only loss (plus the MoE balance loss), in three groups:
-    the language model's embedding, the rest of the language model, the tower. `tower_warmup_steps` ramps only
-    the tower's learning rate linearly from lr/N to lr. `embedding_eps` is the embedding's Adam epsilon: a
-    large one lets rows with a strong gradient move fast while rows with a tiny one (every token the softmax
-    barely considers) stay put."""
-
-    steps: int = setting(120, "updates")
-    batch_size: int = setting(40, "images per update")
-    lr: float = setting(2e-3, "learning rate")
-    weight_decay: float = setting(0.01, "AdamW weight decay")
-    balance_coef: float = setting(0.01, "weight of the router balance loss")
-    label_step: int = setting(1, "update t draws training batch t * label_step")
-    warmup_steps: int = setting(0, "linear warmup of every group")
-    schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
-    tower_lr_scale: float = setting(1.0, "tower learning rate / lr")
-    tower_warmup_steps: int = setting(0, "updates over which the tower's learning rate ramps up")
-    embedding_lr_scale: float = setting(1.0, "embedding learning rate / lr")
-    embedding_eps: float = setting(1e-8, "the embedding's Adam epsilon")
-    grad_clip: float = setting(1.0, "gradient-norm clip")
-
-    def __post_init__(self) -> None:
-        check = Checks("vision training")
-        for name in ("steps", "batch_size", "label_step"):
-            check.at_least(name, getattr(self, name), 1)
-        for name in ("lr", "grad_clip", "embedding_eps"):
-            check.positive(name, getattr(self, name))
-        check.one_of("schedule", self.schedule, SCHEDULES)
-        check.done()
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-# The full-model pilot (see full_model_pilot): 40 updates of 10, the tower ramped over the first half, the
-# embedding at 10x with a large Adam epsilon.
-PILOT_TRAINING = DigitTraining(steps=40, batch_size=10, lr=1e-3, label_step=3, tower_warmup_steps=20,
-                               embedding_lr_scale=10.0, embedding_eps=1e-3)
 
 
 def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int, eval_images: torch.Tensor,

@@ -1,0 +1,35 @@
+"""How tokens are drawn (`Sampling`), and the sampling defaults every stage shares, each written once here. Light:
+no torch, so the configs that nest it load without it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..runtime.composition import composed
+from ..runtime.settings import Checks, setting
+
+SAMPLED_TEMPERATURE = 0.35  # the temperature of sampled completions: RL rollouts, dev and sampled evaluations
+MAX_NEW_TOKENS = 48  # token cap of a completion (every task's body fits well within it)
+
+
+@composed
+@dataclass(frozen=True)
+class Sampling:
+    """How tokens are drawn, for both generators and evaluation. temperature 0 is greedy."""
+
+    temperature: float = setting(0.0, "sampling temperature; 0 = greedy")
+    top_k: int | None = setting(None, "keep only the k most likely tokens")
+    top_p: float | None = setting(None, "keep the smallest set of tokens with this mass")
+    max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap per completion")
+    ignore_eos: bool = setting(False, "ban EOS so every row runs to the cap (benchmarks)")
+
+    def __post_init__(self) -> None:
+        check = Checks("sampling")
+        check.require(self.temperature >= 0, f"--temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        check.require(self.top_k is None or self.top_k >= 1, f"--top-k must be >= 1 or unset, got {self.top_k}")
+        check.require(self.top_p is None or 0 < self.top_p <= 1, f"--top-p must lie in (0, 1] or be unset, got {self.top_p}")
+        check.at_least("max_new_tokens", self.max_new_tokens, 1)
+        check.done()
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,70 @@
+"""What an evaluation does (`EvalConfig`: samples per task and how they are drawn), what `glm53 eval` takes
+(`EvalCommandConfig`: a checkpoint, the tasks, the evaluation, the runtime) and the evaluation seed. Light: no
+torch, so `glm53 --help` and the configs that nest an evaluation load without it (evaluate.py runs it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..data.commands import SPLITS
+from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
+from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
+from ..runtime.composition import composed
+from ..runtime.settings import Checks, setting
+from ..verify.verifier import DEFAULT_TIMEOUT_S
+
+EVAL_SEED = 8675309  # the seed of sampled evaluations: `glm53 eval`, RL's dev scores, a sweep's eval jobs
+
+
+@composed
+@dataclass
+class EvalConfig:
+    """What `evaluate` does: how many samples per task and how they are drawn."""
+
+    samples: int = setting(1, "samples per task (1 = greedy pass@1)")
+    sampling: Sampling = setting(default_factory=Sampling, flatten=True)
+    seed: int = setting(EVAL_SEED, "seed of the sampling generator")
+    precision: str = setting(DECODE_PRECISION, "decoding precision", choices=PRECISIONS)
+    timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox")
+
+    def __post_init__(self) -> None:
+        check = Checks("eval")
+        check.at_least("samples", self.samples, 1)
+        check.require(self.samples == 1 or self.sampling.temperature > 0,
+                      "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
+        check.positive("timeout_s", self.timeout_s)
+        check.choices(self)
+        check.done()
+
+
+def sampled_evaluation() -> EvalConfig:
+    """8 samples per task at the sampled temperature: RL's dev score at each checkpoint, a sweep's eval job."""
+    return EvalConfig(samples=8, sampling=Sampling(temperature=SAMPLED_TEMPERATURE))
+
+
+# `glm53 eval` runs where it is told, and nothing else of the runtime applies to it (it decodes at
+# EvalConfig.precision, shows no progress and starts no run folder)
+EVAL_RUNTIME_SKIP = ("precision", "threads", "progress", "resume", "report_to")
+
+
+@composed
+@dataclass
+class EvalCommandConfig:
+    """`glm53 eval`: a checkpoint scored on a frozen split or a task file, the receipt written to --out."""
+
+    checkpoint: str = setting("", "checkpoint folder (holding model.safetensors)", required=True)
+    out: str = setting("", "receipt file (must not exist)", required=True)
+    split: str | None = setting(None, "a frozen split", choices=SPLITS)
+    per_family: int = setting(8, "tasks per family of the split")
+    families: str = setting("all", "comma-separated family names, or all")
+    tasks: str | None = setting(None, "JSON Lines task file instead of a split")
+    evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True)
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=EVAL_RUNTIME_SKIP)
+
+    def __post_init__(self) -> None:
+        check = Checks("eval")
+        check.at_least("per_family", self.per_family, 1)
+        check.require(not (self.tasks and self.split), "give either --tasks or --split, not both")
+        check.require(bool(self.tasks or self.split), "give --split (dev, rl, final, confirm) or --tasks FILE")
+        check.choices(self)
+        check.done()

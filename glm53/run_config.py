@@ -1,0 +1,93 @@
+"""`glm53 run`'s settings: the presets and `RunConfig`, which nests the pretraining and RL configs (every setting
+reachable as --pretrain.X and --rl.X) and the runtime both stages share. Light: no torch (run.py runs it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from .runtime.config import RuntimeConfig
+from .runtime.composition import composed, record
+from .runtime.settings import Checks, setting
+from .train.pretrain_config import PretrainConfig
+from .train.rl_config import RLConfig
+
+PRESETS = {
+    "full": {"pretrain": dict(steps=400, checkpoints=(100, 200, 400), batch_size=32, sequence_length=128, lr=1e-3,
+                              warmup_steps=20),
+             "rl_start": 100,
+             # 1,536 rollouts in groups of 4 (rl-run-start: sampled pass@1 +1.3 pp over 96 x 16, 6/6 seeds)
+             "rl": dict(groups=384, group_size=4, tasks_per_family=12, checkpoints=(96, 192, 288, 384), temperature=0.8,
+                        families="all"),
+             "confirm_per_family": 8},
+    # quick: 100 steps of 16 rows learn visibly (6/8 and 7/8 dev functions at step 100 in two runs; 60 steps: 0/8)
+    "quick": {"pretrain": dict(steps=100, checkpoints=(50, 100), batch_size=16, sequence_length=128, lr=1e-3,
+                               warmup_steps=10),
+              "rl_start": 100,
+              "rl": dict(groups=16, group_size=8, tasks_per_family=2, checkpoints=(8, 16), dev_per_family=1,
+                         dev_samples=4, temperature=0.8, families="all"),
+              "confirm_per_family": 4},
+}
+STAGE_RUNTIME = ("precision", "threads")  # runtime settings each stage has its own of: --pretrain.threads, ...
+RUN_RUNTIME = tuple(f.name for f in fields(RuntimeConfig) if f.name not in STAGE_RUNTIME)  # the run sets for both
+RUN_RECEIPT_NAME = "run-receipt.json"
+
+
+@composed
+@dataclass
+class RunConfig:
+    """`glm53 run`: the pretraining and RL configs (every setting reachable as --pretrain.X and --rl.X) plus
+    what joins them. Values come from the dataclass defaults, then the preset, then the command line."""
+
+    out: str = setting("", "run folder (must not exist)", required=True)
+    preset: str = setting("full", "full: the main job (~8 min); quick: a small version", choices=tuple(PRESETS))
+    rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from")
+    confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end")
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
+                                     skip=STAGE_RUNTIME + ("report_name", "report_group"),
+                                     helps={"progress": "show progress bars (--no-progress: plain log lines)",
+                                            "resume": "continue a stopped run in --out where it stopped",
+                                            "report_to": "also log both stages' per-step figures to a tracker "
+                                                         "(offline unless you configure it), grouped by the run folder"})
+    pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=("out",) + RUN_RUNTIME)
+    rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file") + RUN_RUNTIME)
+
+    def __post_init__(self) -> None:
+        from .train.checkpoint import checkpoint_name
+
+        check = Checks("run")
+        check.at_least("confirm_per_family", self.confirm_per_family, 1)
+        check.require(self.rl_start in self.pretrain.checkpoints,
+                      f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "
+                      f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints)")
+        check.choices(self)
+        check.done()
+        run = Path(self.out)
+        shared = {name: getattr(self.runtime, name) for name in RUN_RUNTIME}
+        shared.update(resume=False, report_group=str(run))  # the stages resume one by one; the run is the group
+        self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), **shared)
+        self.rl = replace(self.rl, init=str(run / "pretrain" / checkpoint_name(self.rl_start)), out=str(run / "rl"),
+                          **shared)
+
+    @classmethod
+    def from_preset(cls, out: str, preset: str = "full", **overrides) -> "RunConfig":
+        """A preset with overrides in its own shape, e.g. pretrain=dict(steps=3), rl_start=3."""
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        spec = {k: dict(v) if isinstance(v, dict) else v for k, v in PRESETS[preset].items()}
+        for key, value in overrides.items():
+            spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+        return cls(out=out, preset=preset, pretrain=PretrainConfig(**spec.pop("pretrain")),
+                   rl=RLConfig(**spec.pop("rl")), **spec)
+
+    def to_dict(self) -> dict:
+        settings = record(self)
+        for stage in ("pretrain", "rl"):  # the stages' own copies of the run's runtime settings
+            for key in RUN_RUNTIME:
+                settings[stage].pop(key, None)
+        return settings
+
+    def folder_settings(self) -> dict:
+        """What the run folder records (run.json) and a resumed run must match: the settings but the runtime."""
+        runtime = {f.name for f in fields(RuntimeConfig)}
+        return {k: v for k, v in self.to_dict().items() if k not in runtime}
