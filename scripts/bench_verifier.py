@@ -21,7 +21,7 @@ from glm53.data.tasks import frozen_tasks
 from glm53.verify.verifier import SandboxPool, verify_many
 
 LAYER_STEPS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]
-SPIN = "\n    while True:\n        pass\n"
+SPIN = "\n    return sum(range(10**12))\n"  # valid at the reference level; runs to the time limit
 
 
 def programs(n: int, spin_share: float) -> list[dict]:
