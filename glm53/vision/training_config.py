@@ -37,7 +37,7 @@ class DigitTraining:
             check.at_least(name, getattr(self, name), 1)
         for name in ("lr", "grad_clip", "embedding_eps"):
             check.positive(name, getattr(self, name))
-        check.one_of("schedule", self.schedule, SCHEDULES)
+        check.choices(self)
         check.done()
 
     def to_dict(self) -> dict:
