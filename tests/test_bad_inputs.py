@@ -130,7 +130,7 @@ CASES = [
     ("verify missing key", ["verify", "--in", "{missing-key}", "--out", "{new}.jsonl"], "missing key 'entry_point'"),
     ("verify no cases", ["verify", "--in", "{no-cases}", "--out", "{new}.jsonl"], "'cases' is empty"),
     ("verify missing input", ["verify", "--in", "{root}/nope.jsonl", "--out", "{new}.jsonl"], "does not exist"),
-    ("verify zero timeout", ["verify", "--in", "{no-cases}", "--out", "{new}.jsonl", "--timeout", "0"], "--timeout must be > 0"),
+    ("verify zero timeout", ["verify", "--in", "{no-cases}", "--out", "{new}.jsonl", "--timeout", "0"], "--timeout must be a finite number of seconds > 0"),
     ("compare a non-eval JSON", ["compare", "{not-a-receipt}", "{not-a-receipt}"], "not an eval receipt"),
     ("compare a non-JSON file", ["compare", "{not-json}", "{not-json}"], "is not JSON"),
     ("compare a missing receipt", ["compare", "{root}/nope.json", "{root}/nope2.json"], "does not exist"),

@@ -82,12 +82,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    if (path / METADATA_NAME).is_file():
-        sha = verify_checkpoint(path)
-    else:
-        sha = sha256_file(path / WEIGHTS_NAME)
-        print(f"glm53: {path} has no {METADATA_NAME}, so its weights and config are loaded unchecked (a folder "
-              "glm53 wrote, or one from `glm53 export`, records their hashes)", file=sys.stderr)
+    checked = (path / METADATA_NAME).is_file()
+    sha = verify_checkpoint(path) if checked else sha256_file(path / WEIGHTS_NAME)
     try:
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
     except (ValueError, TypeError) as err:
@@ -113,6 +109,9 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
                          + ", ".join(parts) + " tensors")
     model.load_state_dict(weights, strict=True)
     model.weights_sha256 = sha
+    if not checked:  # said once the load succeeded, so that a failing load stays one line
+        print(f"glm53: {path} has no {METADATA_NAME}, so its weights and config were loaded unchecked (a folder "
+              "glm53 wrote, or one from `glm53 export`, records their hashes)", file=sys.stderr)
     return model.to(device)
 
 
