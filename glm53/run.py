@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 from .evaluate.compare import compare
 from .evaluate.evaluate import evaluate
@@ -53,7 +54,7 @@ PRESETS = {
                          dev_samples=4, temperature=0.8, families="all"),
               "confirm_per_family": 4},
 }
-RUN_OWNED = ("out", "device", "progress", "resume", "report_to")  # nested settings the run sets for both stages
+RUN_OWNED = ("out", "device", "progress", "resume", "report_to", "suite")  # nested settings the run sets for both
 RESUMABLE_CHANGES = ("device", "progress", "resume", "report_to", "report_name", "report_group")
 RUN_RECEIPT_NAME = "run-receipt.json"
 
@@ -74,6 +75,8 @@ class RunConfig:
                                      "configure it), grouped by the run folder", choices=TRACKERS)
     pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=RUN_OWNED)
     rl: RLConfig = setting(default_factory=RLConfig, skip=RUN_OWNED + ("init", "tasks_file"))
+    suite: str = setting(DEFAULT_SUITE, "task suite of both stages and the evaluation, reference or broad (the broad "
+                                        "suite needs a longer context than the presets so far give)")
 
     def __post_init__(self) -> None:
         check = Checks("run")
@@ -81,10 +84,11 @@ class RunConfig:
         check.require(self.rl_start in self.pretrain.checkpoints,
                       f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "
                       f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints)")
+        check.one_of("suite", self.suite, SUITE_NAMES)
         check.done()
         run = Path(self.out)
         shared = {"device": self.device, "progress": self.progress, "resume": False,  # stages resume one by one
-                  "report_to": self.report_to, "report_group": str(run)}
+                  "report_to": self.report_to, "report_group": str(run), "suite": self.suite}
         self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), **shared)
         self.rl = replace(self.rl, init=str(run / "pretrain" / checkpoint_name(self.rl_start)), out=str(run / "rl"),
                           **shared)
@@ -101,7 +105,7 @@ class RunConfig:
                    rl=RLConfig(**spec.pop("rl")), **spec)
 
     def to_dict(self) -> dict:
-        own = ("out", "preset", "rl_start", "confirm_per_family", "device", "progress", "resume", "report_to")
+        own = ("out", "preset", "rl_start", "confirm_per_family", "device", "progress", "resume", "report_to", "suite")
         nested = {"pretrain": self.pretrain.to_dict(), "rl": self.rl.to_dict()}
         for stage in nested.values():  # the stages' own copies of run-level settings
             for key in RESUMABLE_CHANGES:
@@ -188,7 +192,7 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     write_report(run, info, before, after, comparison, charts)
     sub = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in families)  # noqa: E731
     ref = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in REFERENCE_RL_FAMILIES)  # noqa: E731
-    receipt = {**info, "config": json.loads(json.dumps(cfg.to_dict())),
+    receipt = {**info, **get_suite(cfg.suite).receipt(), "config": json.loads(json.dumps(cfg.to_dict())),
                "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
                "checkpoint_sha256": {"rl_start": rl_receipt["initial_sha256"], "after": best["weights_sha256"]},
                "confirm": {"before_all": before["summary"]["tasks_solved_any"],

@@ -1,14 +1,15 @@
 """Pretraining batches: one generated function per row, BOS + bytes + EOS, right-padded, PAD never a target.
 
 Row r of step t (0-based) is document t * batch_size + r, so the data order is a pure function of the seed
-and the step: resuming at step t needs no data-loader state. No packing, as in the reference.
+and the step: resuming at step t needs no data-loader state. No packing, as in the reference. The documents
+come from a task suite's stream (glm53/data/suites.py; the reference suite's by default).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .tasks import pretraining_text
+from .suites import DEFAULT_SUITE, get_suite
 from .tokenizer import ByteTokenizer
 
 IGNORE_INDEX = -100
@@ -30,7 +31,8 @@ def encode_documents(texts: list[str], sequence_length: int, tokenizer: ByteToke
     return inputs, labels
 
 
-def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42):
-    """The batch for 0-based optimizer step `step`."""
-    texts = [pretraining_text(step * batch_size + r, seed) for r in range(batch_size)]
+def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE):
+    """The batch for 0-based optimizer step `step`, from `suite`'s stream."""
+    stream = get_suite(suite)
+    texts = [stream.pretraining_text(step * batch_size + r, seed) for r in range(batch_size)]
     return encode_documents(texts, sequence_length)

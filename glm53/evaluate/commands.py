@@ -6,31 +6,31 @@ import argparse
 import json
 from pathlib import Path
 
-from ..data.commands import SPLITS
+from ..data.commands import add_split_flags
 from ..runtime.device import add_device_flag
 from ..runtime.files import atomic_write_json, refuse_existing
 from ..runtime.settings import add_config_arguments, config_from_args
 
 
 def _add_task_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--split", choices=SPLITS, help="a frozen split")
-    p.add_argument("--per-family", type=int, default=8, help="tasks per family of the split (default: 8)")
-    p.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
-    p.add_argument("--tasks", help="JSON Lines task file instead of a split")
+    add_split_flags(p, required=False)
+    p.add_argument("--tasks", help="JSON Lines task file instead of a split (scored with --suite's stop rule and cap)")
 
 
 def _tasks_from(args):
-    from ..data.tasks import frozen_tasks, read_tasks
+    from ..data.commands import split_tasks
+    from ..data.tasks import read_tasks
 
-    if args.per_family < 1:
+    if args.per_family is not None and args.per_family < 1:
         raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
     if args.tasks:
         if args.split:
             raise ValueError("give either --tasks or --split, not both")
         return read_tasks(args.tasks)
     if not args.split:
-        raise ValueError("give --split (dev, rl, final, confirm) or --tasks FILE")
-    return frozen_tasks(args.split, per_family=args.per_family, families=args.families)
+        raise ValueError("give --split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, compose, phrase, "
+                         "human) or --tasks FILE")
+    return split_tasks(args)
 
 
 def add_eval_parser(sub) -> None:
@@ -41,27 +41,34 @@ def add_eval_parser(sub) -> None:
     p.add_argument("--out", required=True, help="receipt file (must not exist)")
     _add_task_source(p)
     add_device_flag(p)
-    add_config_arguments(p, EvalConfig, title="evaluation (temperature default: 0 for one sample, 0.35 for several)")
+    add_config_arguments(p, EvalConfig, title="evaluation (temperature default: 0 for one sample, 0.35 for several; "
+                                              "max-new-tokens default: the suite's, 48 or 192)")
     p.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(args) -> int:
+    from ..data.suites import get_suite
     from ..runtime.device import resolve_device
     from ..train.checkpoint import load_model
     from .evaluate import EvalConfig, evaluate, format_summary
 
     if args.temperature is None and (args.samples or 1) > 1:
         args.temperature = 0.35
-    cfg = config_from_args(EvalConfig, args)
+    suite = get_suite(args.suite)
+    cfg = config_from_args(EvalConfig, args, base=suite.defaults("eval"))
     refuse_existing(args.out)
     tasks = _tasks_from(args)
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device)
+    problem = suite.context_problem(model.config.max_sequence_length)
+    if problem:
+        raise ValueError(f"{args.checkpoint}: {problem}")
     result = evaluate(model, tasks, cfg)
     result["checkpoint"] = str(args.checkpoint)
     result["checkpoint_sha256"] = model.weights_sha256
-    result["source"] = {"tasks_file": args.tasks} if args.tasks else {
-        "split": args.split, "per_family": args.per_family, "families": args.families}
+    size = {"per_family": args.per_family} if suite.count_unit == "per family" else {"count": len(tasks)}
+    result["source"] = {"tasks_file": args.tasks} if args.tasks else {"split": args.split, **size,
+                                                                      "families": args.families}
     atomic_write_json(args.out, result)
     print(format_summary(result))
     print(f"{result['elapsed_seconds']:.1f} s; receipt {args.out}")

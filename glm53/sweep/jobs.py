@@ -46,10 +46,11 @@ def _run_expression(cfg, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- pretrain (the coding pretraining)
 
 def _make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    from ..data.suites import suite_settings
     from ..train.pretrain_config import PretrainConfig
 
-    return config_from_settings(PretrainConfig, settings, "pretrain", seed=seed, checkpoints=tuple(checkpoints),
-                                out=str(job_dir / "run"), progress=False, resume=False)
+    return config_from_settings(PretrainConfig, suite_settings(settings, "pretrain"), "pretrain", seed=seed,
+                                checkpoints=tuple(checkpoints), out=str(job_dir / "run"), progress=False, resume=False)
 
 
 def _run_pretrain(cfg, job_dir: Path, log) -> dict:
@@ -143,7 +144,7 @@ def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...],
 def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     import time
 
-    from ..data.tasks import frozen_tasks
+    from ..data.suites import get_suite
     from ..decode.engine import generate_groups
     from ..decode.generate import Sampling
     from ..evaluate.evaluate import EvalConfig, evaluate
@@ -164,12 +165,12 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
             if window and all(name in r for r in window):
                 metrics[str(c["step"])][name] = sum(r[name] for r in window) / len(window)
     metrics[str(cfg.steps)]["train_tokens_per_second"] = receipt["train_tokens_per_second"]
-    tasks = frozen_tasks(extra.eval_split, extra.eval_per_family)
+    tasks = get_suite(cfg.suite).tasks(extra.eval_split, extra.eval_per_family)
     greedy = Sampling(temperature=0.0, max_new_tokens=extra.eval_max_new_tokens)
     outcomes, records = {}, {}
     for step in extra.eval_at:
         model = load_model(Path(cfg.out) / checkpoint_name(step), expect=cfg.model)
-        result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy))
+        result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy, suite=cfg.suite))
         metrics[str(step)]["greedy_pass_at_1"] = result["summary"]["pass_at_k"]["1"]
         # decoding alone, timed apart from the sandboxed tests: the same prompts, greedy, in one call of the engine
         started = time.perf_counter()
@@ -196,9 +197,10 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- rl (post-training from a given checkpoint)
 
 def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    from ..data.suites import suite_settings
     from ..train.rl_config import RLConfig
 
-    cfg = config_from_settings(RLConfig, settings, "rl", seed=seed, checkpoints=tuple(checkpoints),
+    cfg = config_from_settings(RLConfig, suite_settings(settings, "rl"), "rl", seed=seed, checkpoints=tuple(checkpoints),
                                out=str(job_dir / "run"), progress=False, resume=False)
     if not cfg.init:
         raise ValueError('rl: the spec\'s settings must name the start checkpoint (init = "runs/p/checkpoint-0100")')
@@ -266,7 +268,7 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
 
 
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
-    from ..data.tasks import frozen_tasks
+    from ..data.suites import get_suite
     from ..decode.generate import Sampling
     from ..evaluate.evaluate import EvalConfig, evaluate
     from ..train.rl import rl_train
@@ -275,15 +277,15 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     receipt = rl_train(cfg, log=log)
     model = _load_final(cfg, receipt)
     families = cfg.families if cfg.tasks_file is None else ",".join(sorted({r["family"] for r in receipt["rollouts"]}))
-    tasks = frozen_tasks(final.eval_split, final.eval_per_family, families)
+    tasks = get_suite(cfg.suite).tasks(final.eval_split, final.eval_per_family, families)  # broad: first N in all
     cap = final.eval_max_new_tokens or cfg.max_new_tokens
-    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap)))
+    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(max_new_tokens=cap), suite=cfg.suite))
     outcomes = {r["task_id"]: {"family": r["family"], "greedy_passed": r["passed"] > 0} for r in greedy["tasks"]}
     metrics = {"greedy_pass_at_1": greedy["summary"]["pass_at_k"]["1"]}
     sampled = None
     if final.eval_samples:
         sampled = evaluate(model, tasks, EvalConfig(samples=final.eval_samples, seed=final.eval_seed, sampling=Sampling(
-            temperature=final.eval_temperature, max_new_tokens=cap)))
+            temperature=final.eval_temperature, max_new_tokens=cap), suite=cfg.suite))
         for r in sampled["tasks"]:
             outcomes[r["task_id"]]["samples_passed"] = r["passed"]
         metrics["sampled_pass_at_1"] = sampled["summary"]["pass_at_k"]["1"]

@@ -144,6 +144,10 @@ def check_resume_settings(out: Path, now: dict, may_change: set[str]) -> None:
     if isinstance(recorded.get("model"), dict):  # runs started before the plain/fast kernel names
         recorded["model"] = ModelConfig.from_dict(recorded["model"]).to_dict()
     now = json.loads(json.dumps(now))
+    for key, value in [(None, now), *((k, v) for k, v in now.items() if isinstance(v, dict))]:
+        held = recorded if key is None else recorded.get(key)
+        if isinstance(held, dict) and "suite" in value:
+            held.setdefault("suite", "reference")  # runs started before task suites ran the reference suite
     diffs = [k for k in now if k not in may_change and recorded.get(k) != now[k]]
     if "model" in diffs and isinstance(now.get("model"), dict) and isinstance(recorded.get("model"), dict):
         diffs.remove("model")  # name the model fields themselves

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..model.config import ModelConfig
 from ..runtime.device import DEVICE_CHOICES, PRECISIONS
 from ..runtime.kernel_settings import KERNEL_CHOICES
@@ -54,6 +55,8 @@ class PretrainConfig:
     report_name: str = setting("", cli=False)  # the tracker's run name (default: the run folder), set by sweeps
     report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
     dev_max_new_tokens: int = setting(48, "token cap of the dev completions sampled at each checkpoint")
+    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
+                                        "also a context of 384, rows of 324 and a token cap of 192, unless given)")
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True)
 
     def __post_init__(self) -> None:
@@ -88,6 +91,10 @@ class PretrainConfig:
         check.at_least("threads", self.threads, 0)
         check.one_of("report_to", self.report_to, TRACKERS)
         check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
+        check.one_of("suite", self.suite, SUITE_NAMES)
+        if self.suite in SUITE_NAMES:
+            problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)
+            check.require(problem is None, str(problem))
         check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES
 from ..runtime.device import DEVICE_CHOICES, PRECISIONS
 from ..runtime.settings import Checks, default_checkpoints, setting
 from ..runtime.tracking import TRACKERS, tracker_problem
@@ -24,8 +25,9 @@ class RLConfig:
     out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
     groups: int = setting(96, "prompt groups in the whole run")
     group_size: int = setting(16, "completions sampled per prompt")
-    families: str = setting("increment,double,even", "task families to train on (comma-separated, or all)")
-    tasks_per_family: int = setting(32, "rl-split tasks per family")
+    families: str = setting("increment,double,even", "task families to train on (comma-separated, or all; broad "
+                                                      "suite: root primitives, or all)")
+    tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)")
     temperature: float = setting(0.35, "sampling temperature of the rollouts")
     max_new_tokens: int = setting(48, "token cap per completion")
     lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)")
@@ -62,7 +64,7 @@ class RLConfig:
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
     replay_batch: int = setting(16, "replay examples per step")
     grad_clip: float = setting(1.0, "gradient-norm clip")
-    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint")
+    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)")
     dev_samples: int = setting(8, "samples per dev task")
     dev_temperature: float = setting(0.35, "temperature of the dev samples")
     dev_seed: int = setting(8675309, "seed of the dev sampling")
@@ -77,6 +79,9 @@ class RLConfig:
     report_group: str = setting("", cli=False)  # the tracker's group of runs (a sweep), set by sweeps
     tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
     resume: bool = setting(False, "continue the RL run in --out from its latest checkpoint")
+    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
+                                        "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
+                                        "unless given)")
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
@@ -123,6 +128,7 @@ class RLConfig:
         check.at_least("threads", self.threads, 0)
         check.one_of("report_to", self.report_to, TRACKERS)
         check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
+        check.one_of("suite", self.suite, SUITE_NAMES)
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)
