@@ -92,7 +92,8 @@ def add_run_parser(sub) -> None:
 def cmd_run(args) -> int:
     from .run import PRESETS, RunConfig, run_pipeline
 
-    run_pipeline(config_from_args(RunConfig, args, base=PRESETS[args.preset or "full"]))
+    preset = args.preset or ("broad" if args.suite == "broad" else "full")  # --suite broad alone: its preset
+    run_pipeline(config_from_args(RunConfig, args, base={**PRESETS[preset], "preset": preset}))
     return 0
 
 

@@ -36,6 +36,7 @@ class Suite:
     fit_context: bool  # a long prompt's cap is cut to what the context leaves (its body is short)
     count_unit: str  # what `count` in tasks() counts
     stage_defaults: dict = field(default_factory=dict, repr=False)
+    bucket_steps: int = 0  # pretraining: >0 sorts the documents of this many steps by length (pretrain_batches.py)
 
     def defaults(self, stage: str) -> dict:
         """Settings `--suite` puts under a stage's preset and flags: stage "pretrain", "rl", "eval" or "run"."""
@@ -167,7 +168,7 @@ SUITES: dict[str, Suite] = {
             "rl": {"families": "all", "tasks_per_family": 256, "max_new_tokens": BROAD_MAX_NEW_TOKENS,
                    "dev_per_family": 32},
             "eval": {"sampling": {"max_new_tokens": BROAD_MAX_NEW_TOKENS}},
-        }),
+        }, bucket_steps=8),
 }
 
 
