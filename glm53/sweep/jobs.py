@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..runtime.settings import Checks, config_from_settings, setting
+from .split_jobs import RL_SPLITS
 
 
 @dataclass(frozen=True)
@@ -387,6 +388,7 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
              "zero_variance_fraction"), _make_rl_eval, _run_rl_eval, uses_checkpoints=False),
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
+    JobKind(**RL_SPLITS),  # split_jobs.py: RL, then every split of its suite before and after
 )}
 
 
