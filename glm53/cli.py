@@ -97,7 +97,8 @@ def cmd_run(args) -> int:
     from .run import run_pipeline
     from .run_config import PRESETS, RunConfig
 
-    cfg = config_from_args(RunConfig, args, base=PRESETS[args.preset or "full"])
+    preset = args.preset or ("broad" if args.suite == "broad" else "full")  # --suite broad alone: its preset
+    cfg = config_from_args(RunConfig, args, base={**PRESETS[preset], "preset": preset})
     require_isolation(cfg.runtime.accept_partial_isolation, "run")
     run_pipeline(cfg)
     return 0
@@ -146,8 +147,16 @@ def package_version() -> str:
         return "unknown (not installed; run scripts/install.sh)"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose errors are one line naming the problem and where to read the flags, not argparse's usage
+    block (up to 70 lines for `glm53 run`) with the error last. Subcommands' parsers are made of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="glm53", description="Train and study a tiny GLM-5.3-Flash-style model on a CPU.")
+    parser = OneLineParser(prog="glm53", description="Train and study a tiny GLM-5.3-Flash-style model on a CPU.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     parser.add_argument("--version", action="version", version=f"glm53 {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -183,7 +192,10 @@ def _stopped_by_another_rank(err: Exception) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, --version, or a one-line usage error (OneLineParser)
+        return stop.code if isinstance(stop.code, int) else 2
     rank = int(os.environ.get("RANK", "0")) if under_torchrun() else 0
     try:
         if under_torchrun() and args.command not in DATA_PARALLEL_COMMANDS:

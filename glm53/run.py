@@ -22,6 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .data.suites import get_suite
 from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 from .evaluate.compare import compare
 from .evaluate.evaluate import evaluate
@@ -30,7 +31,8 @@ from .run_config import RUN_RECEIPT_NAME, RunConfig
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
-from .train.checkpoint import RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, load_model, start_run_folder
+from .train.checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, load_model, save_checkpoint,
+                               start_run_folder)
 from .train.pretrain import pretrain
 from .train.rl import rl_train
 
@@ -70,19 +72,52 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     pretrain_receipt = _stage(pretrain, cfg.pretrain, cfg.runtime.resume, log)
     seconds["pretrain"] = time.perf_counter() - t0
 
-    start = Path(cfg.rl.init)
+    rl_cfg = cfg.rl if cfg.rl_start else replace(cfg.rl, init=str(run / "pretrain" / _dev_start(pretrain_receipt, log)))
+    start = Path(rl_cfg.init)
     t0 = time.perf_counter()
-    rl_receipt = _stage(rl_train, cfg.rl, cfg.runtime.resume, log)
+    rl_receipt = _stage(rl_train, rl_cfg, cfg.runtime.resume, log)
     seconds["rl"] = time.perf_counter() - t0
 
     scored = [c for c in rl_receipt["checkpoints"] if c["group"] > 0 and c["dev"]]
     best = max(scored, key=lambda c: (c["dev"]["exact_rollouts"], c["group"])) if scored else rl_receipt["checkpoints"][-1]
     log(f"selected RL checkpoint: group {best['group']} (dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
+    after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device))
+    final = _save_final(run, after_model, best, get_suite(cfg.suite))
+    stages = (pretrain_receipt, rl_receipt, start, best, after_model, final, seconds, started)
+    if cfg.suite == "reference":
+        return _reference_evaluation(cfg, run, log, *stages)
+    return _suite_evaluation(cfg, run, log, *stages)
 
+
+def _dev_start(pretrain_receipt: dict, log) -> str:
+    """The pretraining checkpoint (after step 0) that passes the most dev tasks, the later one on ties."""
+    trained = [c for c in pretrain_receipt["checkpoints"] if c["step"] > 0]
+    chosen = max(trained, key=lambda c: (c["dev_passed"], c["step"]))
+    log(f"RL starts from pretraining step {chosen['step']}: dev " + ", ".join(
+        f"{c['step']}: {c['dev_passed']}/{c['dev_tasks']}" for c in trained))
+    return chosen["path"]
+
+
+def _save_final(run: Path, model, best: dict, suite) -> dict:
+    """DIR/final/: the chosen model in the save_pretrained format (model.safetensors, config.json) with its
+    metadata, no trainer state: `GLM53.from_pretrained(DIR/final)` and `glm53 eval --checkpoint DIR/final` load it."""
+    if not (run / "final").is_dir():  # a resumed run that saved it keeps it
+        save_checkpoint(run / "final", model, {"stage": "final", "chosen": f"rl/{best['path']}",
+                                               "chosen_by": "dev exact rollouts, the later on ties", "group": best["group"],
+                                               **suite.receipt()})
+    sha = json.loads((run / "final" / "metadata.json").read_text())["weights_sha256"]
+    if sha != best["weights_sha256"]:
+        raise RuntimeError(f"{run / 'final'} holds other weights ({sha[:12]}) than rl/{best['path']} "
+                           f"({best['weights_sha256'][:12]})")
+    return {"path": "final", "from": f"rl/{best['path']}", "weights_sha256": sha}
+
+
+def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl_receipt: dict, start: Path,
+                          best: dict, after_model, final: dict, seconds: dict, started: float) -> dict:
+    """The reference suite's end of the main job: the confirm split opened once, before and after RL."""
     t0 = time.perf_counter()
     dev_device = resolve_device(cfg.runtime.device)
     accepted = cfg.runtime.accept_partial_isolation
-    after_model = load_model(run / "rl" / best["path"], dev_device)
     if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back
         with AtomicDirectory(run / "eval") as tmp:  # the evaluation appears whole or not at all
             write_tasks(frozen_tasks("confirm", cfg.confirm_per_family), tmp / "confirm-tasks.jsonl")
@@ -114,7 +149,7 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     write_report(run, info, before, after, comparison, charts)
     sub = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in families)  # noqa: E731
     ref = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in REFERENCE_RL_FAMILIES)  # noqa: E731
-    receipt = {**info, "config": json.loads(json.dumps(cfg.to_dict())),
+    receipt = {**info, **get_suite(cfg.suite).receipt(), "final": final, "config": json.loads(json.dumps(cfg.to_dict())),
                "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
                "checkpoint_sha256": {"rl_start": rl_receipt["initial_sha256"], "after": best["weights_sha256"]},
                "confirm": {"before_all": before["summary"]["tasks_solved_any"],
@@ -129,4 +164,58 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     log(f"confirm greedy: increment/double/even {c['before_reference_families']} -> {c['after_reference_families']} "
         f"of 24, RL families {c['before_rl_families']} -> {c['after_rl_families']} of {c['rl_family_tasks']}, "
         f"all {c['before_all']} -> {c['after_all']} of {c['tasks']}; {seconds['total']:.0f} s; report {run / 'REPORT.md'}")
+    return receipt
+
+
+def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl_receipt: dict, start: Path,
+                      best: dict, after_model, final: dict, seconds: dict, started: float) -> dict:
+    """A suite with several evaluation splits (broad): each split (its first confirm_per_family tasks; the human
+    split whole) scored greedily before and after RL with RL's token cap, paired per split; charts, REPORT.md and
+    the receipt."""
+    from .decode.sampling import Sampling
+    from .evaluate.eval_config import EvalConfig
+    from .evaluate.evaluate import subset
+    from .evaluate.report import training_charts
+    from .evaluate.suite_report import split_chart, split_rows, write_suite_report
+
+    suite, t0, device = get_suite(cfg.suite), time.perf_counter(), resolve_device(cfg.runtime.device)
+    splits = {s: suite.tasks(s, None if s == "human" else cfg.confirm_per_family) for s in suite.eval_splits}
+    if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back
+        eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=cfg.rl.sampling.max_new_tokens))  # RL's cap
+        every = [t for tasks in splits.values() for t in tasks]  # one call: larger decoding batches
+        with AtomicDirectory(run / "eval") as tmp:
+            accepted = cfg.runtime.accept_partial_isolation
+            scored = {"before": evaluate(load_model(start, device), every, eval_cfg, accepted_partial=accepted),
+                      "after": evaluate(after_model, every, eval_cfg, accepted_partial=accepted)}
+            for split, tasks in splits.items():
+                write_tasks(tasks, tmp / f"{split}-tasks.jsonl")
+                ids = [t.task_id for t in tasks]
+                parts = {name: subset(result, ids) for name, result in scored.items()}
+                for name, ckpt in (("before", start), ("after", run / "rl" / best["path"])):
+                    parts[name]["checkpoint"] = str(ckpt)
+                    atomic_write_json(tmp / f"{name}-{split}.json", parts[name])
+                atomic_write_json(tmp / f"comparison-{split}.json",
+                                  compare(parts["before"], [parts["after"]], names=["rl-start", "after-rl"]))
+    results = {split: tuple(json.loads((run / "eval" / f"{name}-{split}.json").read_text())
+                            for name in ("before", "after", "comparison")) for split in splits}
+    seconds["evaluation"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    rows = split_rows(results)
+    info = {"seed": cfg.pretrain.seed, "rl_seed": cfg.rl.seed, "preset": cfg.preset, "device": str(device),
+            **suite.receipt(), "rl_start": str(start.relative_to(run)) if start.is_relative_to(run) else str(start),
+            "rl_tasks": cfg.rl.tasks_per_family, "selected_rl_group": best["group"]}
+    charts = training_charts(run, pretrain_receipt, rl_receipt, "pass@1 (dev tasks)") + [split_chart(run, rows)]
+    seconds["report"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - started
+    info["seconds"] = seconds
+    write_suite_report(run, info, results, charts)
+    receipt = {**info, "final": final, "config": json.loads(json.dumps(cfg.to_dict())),
+               "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
+               "checkpoint_sha256": {"rl_start": rl_receipt["initial_sha256"], "after": best["weights_sha256"]},
+               "splits": rows, "charts": charts, "sandbox": results[next(iter(results))][1]["sandbox"]}
+    atomic_write_json(run / RUN_RECEIPT_NAME, receipt)
+    log("greedy pass@1 before -> after RL: " + ", ".join(f"{s} {r['before']} -> {r['after']} of {r['tasks']}"
+                                                          for s, r in rows.items())
+        + f"; {seconds['total']:.0f} s; report {run / 'REPORT.md'}")
     return receipt

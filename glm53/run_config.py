@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from .data.suites import BROAD_CONTEXT, BROAD_MAX_NEW_TOKENS, BROAD_SEQUENCE_LENGTH, DEFAULT_SUITE, SUITE_NAMES
 from .runtime.config import RuntimeConfig
 from .runtime.composition import composed, record
 from .runtime.settings import Checks, setting
@@ -27,6 +28,17 @@ PRESETS = {
               "rl": dict(groups=16, group_size=8, tasks_per_family=2, checkpoints=(8, 16), dev_per_family=1,
                          dev_samples=4, temperature=0.8, families="all"),
               "confirm_per_family": 4},
+    # broad: the broad suite in about 13 minutes on the main job's 2-core Zen 5 (docs/broad-run.md): length-bucketed
+    # rows of up to 324 tokens cost about 1.5 main-job steps each, RL rollouts about 4 main-job rollouts
+    "broad": {"suite": "broad",
+              "pretrain": dict(steps=240, checkpoints=(160, 240), batch_size=32, sequence_length=BROAD_SEQUENCE_LENGTH,
+                               lr=1e-3, warmup_steps=20, lr_schedule="cosine", dev_max_new_tokens=BROAD_MAX_NEW_TOKENS,
+                               max_sequence_length=BROAD_CONTEXT),
+              "rl_start": 0,  # the pretraining checkpoint that passes the most dev tasks
+              "rl": dict(groups=128, group_size=4, tasks_per_family=256, checkpoints=(64, 128), groups_per_step=16,
+                         temperature=0.8, families="all", max_new_tokens=BROAD_MAX_NEW_TOKENS, dev_per_family=32,
+                         dev_samples=1, dev_temperature=0.0),
+              "confirm_per_family": 64},
 }
 STAGE_RUNTIME = ("precision", "threads")  # runtime settings each stage has its own of: --pretrain.threads, ...
 RUN_RUNTIME = tuple(f.name for f in fields(RuntimeConfig) if f.name not in STAGE_RUNTIME)  # the run sets for both
@@ -40,34 +52,40 @@ class RunConfig:
     what joins them. Values come from the dataclass defaults, then the preset, then the command line."""
 
     out: str = setting("", "run folder (must not exist)", required=True)
-    preset: str = setting("full", "full: the main job (~8 min); quick: a small version", choices=tuple(PRESETS))
-    rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from")
-    confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end")
+    preset: str = setting("full", "full: the main job (~8 min); quick: a small version; broad: the broad suite "
+                                  "(at most 15 min)", choices=tuple(PRESETS))
+    rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from (0: the checkpoint that passes "
+                                 "the most dev tasks, the later one on ties)")
+    confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end (broad suite: tasks "
+                                         "of each evaluation split, the human split whole)")
+    suite: str = setting(DEFAULT_SUITE, "task suite of both stages and the evaluation, reference or broad (--suite "
+                                        "broad alone runs --preset broad, whose context and token caps fit its bodies)",
+                         choices=SUITE_NAMES)
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      skip=STAGE_RUNTIME + ("report_name", "report_group"),
                                      helps={"progress": "show progress bars (--no-progress: plain log lines)",
                                             "resume": "continue a stopped run in --out where it stopped",
                                             "report_to": "also log both stages' per-step figures to a tracker "
                                                          "(offline unless you configure it), grouped by the run folder"})
-    pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=("out",) + RUN_RUNTIME)
-    rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file") + RUN_RUNTIME)
+    pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=("out", "suite") + RUN_RUNTIME)
+    rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file", "suite") + RUN_RUNTIME)
 
     def __post_init__(self) -> None:
         from .train.checkpoint import checkpoint_name
 
         check = Checks("run")
         check.at_least("confirm_per_family", self.confirm_per_family, 1)
-        check.require(self.rl_start in self.pretrain.checkpoints,
+        check.require(self.rl_start == 0 or self.rl_start in self.pretrain.checkpoints,
                       f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "
-                      f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints)")
+                      f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints), or 0")
         check.choices(self)
         check.done()
         run = Path(self.out)
         shared = {name: getattr(self.runtime, name) for name in RUN_RUNTIME}
         shared.update(resume=False, report_group=str(run))  # the stages resume one by one; the run is the group
-        self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), **shared)
-        self.rl = replace(self.rl, init=str(run / "pretrain" / checkpoint_name(self.rl_start)), out=str(run / "rl"),
-                          **shared)
+        self.pretrain = replace(self.pretrain, out=str(run / "pretrain"), suite=self.suite, **shared)  # checks context
+        init = str(run / "pretrain" / checkpoint_name(self.rl_start)) if self.rl_start else ""  # 0: chosen on dev
+        self.rl = replace(self.rl, init=init, out=str(run / "rl"), suite=self.suite, **shared)
 
     @classmethod
     def from_preset(cls, out: str, preset: str = "full", **overrides) -> "RunConfig":

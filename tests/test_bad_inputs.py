@@ -166,10 +166,23 @@ def test_debug_shows_the_traceback(capsys):
 
 
 def test_help_shows_defaults(capsys):
-    with pytest.raises(SystemExit):
-        main(["pretrain", "--help"])
+    assert main(["pretrain", "--help"]) == 0
     text = capsys.readouterr().out
     assert "(default: 0.0003)" in text and "(default: 100,200,400, those within --steps)" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--out", "x", "--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
+    (["pretrain", "--out", "x", "--lr"], "argument --lr: expected one argument"),
+    (["eval", "--split", "dev"], "the following arguments are required: --checkpoint, --out"),
+    (["bogus"], "invalid choice: 'bogus'"),
+    (["rl", "--init", "a", "--out", "b", "--groups", "many"], "argument --groups: invalid int value: 'many'"),
+])
+def test_a_usage_error_is_one_line_that_points_to_help(capsys, argv, message):
+    """argparse's own errors, like every other refusal, are one line (not a usage block with the error last)."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and err.endswith("--help)") and len(err.splitlines()) == 1, err
 
 
 def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch, capsys):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from glm53 import ModelConfig
+from glm53 import GLM53, ModelConfig
 from glm53.run import RunConfig, run_pipeline
 
 from .tiny import TINY
@@ -45,6 +45,10 @@ def test_same_seed_same_run(tmp_path):
     report = (tmp_path / "a" / "REPORT.md").read_text()
     assert "McNemar" in report and "charts/before_after_by_family.png" in report
     assert len(a["charts"]) == 4 and all((tmp_path / "a" / c).is_file() for c in a["charts"])
+    # the chosen model in the save_pretrained format, and the suite in the receipt
+    assert a["final"]["weights_sha256"] == a["checkpoint_sha256"]["after"] and (a["suite"], a["language"]) == (
+        "reference", "reference")
+    assert GLM53.from_pretrained(tmp_path / "a" / "final").config.max_sequence_length == 160
 
 
 RESUMABLE = {"pretrain": dict(steps=3, checkpoints=(1, 3), batch_size=2, warmup_steps=1), "rl_start": 3,

@@ -4,6 +4,7 @@
     tasks.py             the reference suite: eight Python task families, frozen splits, the task-file format
     pretrain_batches.py  pretraining batches: one generated function per row, a pure function of (seed, step)
     broad/               the broad suite: a registry of primitives as data, trees, descriptions, cases, splits
+    suites.py            the suites as one registry (reference, broad): tasks per split, stream, level, stop rule
     expressions.py       the pretraining-data studies' expression data ("88 structures") and held-out scores
     commands.py          `glm53 tasks export`
 """

@@ -1,27 +1,95 @@
-"""The `glm53 tasks` command: task files of the frozen splits."""
+"""The `glm53 tasks` command: task files of the frozen splits, and the task-choosing flags `glm53 eval` shares."""
 
 from __future__ import annotations
 
-SPLITS = ("dev", "rl", "final", "confirm")
+import argparse
+
+from .suites import SUITE_NAMES, SUITES
+
+SPLITS = ("dev", "rl", "final", "confirm")  # the reference suite's
+ALL_SPLITS = tuple(dict.fromkeys(s for suite in SUITES.values() for s in suite.splits))
+DEFAULT_PER_FAMILY = 8
+DEFAULT_COUNT = 100  # broad suite: tasks of a split (the human split: all 88)
+
+
+def add_suite_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default=None, metavar="|".join(SUITE_NAMES),
+                   help="task suite (default: reference, the eight one-line families; broad: generated multi-line "
+                        "functions and the hand-written human split)")
+
+
+def add_split_flags(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--split", required=required, choices=ALL_SPLITS,
+                   help="a frozen split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, compose, phrase, "
+                        "human)")
+    p.add_argument("--per-family", type=int, default=None,
+                   help=f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})")
+    p.add_argument("--count", type=int, default=None,
+                   help=f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; human: all 88)")
+    p.add_argument("--families", default="all", help="comma-separated family names, or all (default: all; broad "
+                                                     "suite: root primitives)")
+
+
+def split_tasks(args) -> list:
+    """The tasks --suite, --split, --per-family / --count and --families choose (each checked, one line)."""
+    from .suites import get_suite
+
+    suite = get_suite(args.suite)
+    if args.split not in suite.splits:
+        raise ValueError(f"the {suite.name} suite has no split {args.split!r}; its splits are {', '.join(suite.splits)}")
+    if suite.count_unit == "per family":
+        if args.count is not None:
+            raise ValueError(f"--count is for the broad suite; the {suite.name} suite counts --per-family")
+        count = args.per_family = DEFAULT_PER_FAMILY if args.per_family is None else args.per_family
+        flag = "--per-family"
+    else:
+        if args.per_family is not None:
+            raise ValueError(f"--per-family is for the reference suite; the {suite.name} suite takes --count (the "
+                             "first N tasks of the split)")
+        count = args.count if args.count is not None else (None if args.split == "human" else DEFAULT_COUNT)
+        flag = "--count"
+    if count is not None and count < 1:
+        raise ValueError(f"{flag} must be >= 1, got {count}")
+    if count is None:  # the whole human split
+        from .broad.human import human_tasks
+
+        return human_tasks()
+    return suite.tasks(args.split, count, args.families)
 
 
 def add_tasks_parser(sub) -> None:
     p = sub.add_parser("tasks", help="task files")
     tsub = p.add_subparsers(dest="tasks_command", required=True)
     e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file")
-    e.add_argument("--split", required=True, choices=SPLITS, help="which frozen split")
-    e.add_argument("--per-family", type=int, default=8, help="tasks per family (default: 8)")
-    e.add_argument("--families", default="all", help="comma-separated family names, or all (default: all)")
+    add_suite_flag(e)
+    add_split_flags(e, required=True)
+    e.add_argument("--primitives", metavar="FILE", action="append",
+                   help="broad suite: a primitive file (TOML, glm53/data/broad/examples/extra_primitives.toml) merged "
+                        "into the registry, checked first (repeatable)")
     e.add_argument("--out", required=True, help="JSON Lines task file to write (must not exist)")
     e.set_defaults(func=cmd_tasks_export)
 
 
 def cmd_tasks_export(args) -> int:
-    from .tasks import frozen_tasks, write_tasks
+    from ..runtime.files import refuse_existing
+    from .suites import get_suite
+    from .tasks import write_tasks
 
-    if args.per_family < 1:
-        raise ValueError(f"--per-family must be >= 1, got {args.per_family}")
-    tasks = frozen_tasks(args.split, per_family=args.per_family, families=args.families)
+    suite = get_suite(args.suite)
+    refuse_existing(args.out)
+    if args.primitives:
+        if suite.name != "broad" or args.split == "human":
+            raise ValueError("--primitives extends the broad suite's generated splits (dev, rl, confirm, compose, "
+                             "phrase): give --suite broad and one of those splits")
+        from .broad.export import export_tasks
+
+        if args.families not in ("", "all") or args.per_family is not None:
+            raise ValueError("with --primitives give the split's size as --count, and no --families")
+        tasks = export_tasks(args.split, args.count or DEFAULT_COUNT, extra=args.primitives)
+    else:
+        tasks = split_tasks(args)
+    if not tasks:
+        raise ValueError(f"no task of families {args.families} in the split")
     write_tasks(tasks, args.out)
-    print(f"wrote {len(tasks)} tasks of split {args.split} to {args.out}")
+    print(f"wrote {len(tasks)} tasks of split {args.split} ({suite.name} suite) to {args.out}")
     return 0

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from ..verify.languages import LANGUAGES
+
 PROMPT_TEMPLATE = "# Complete this Python function.\n# {description}\ndef {entry_point}({arg}):"
 SPLIT_SEEDS = {"dev": 1701, "final": 2909, "rl": 3907, "confirm": 8123}
 EVAL_SPLITS = tuple(SPLIT_SEEDS)
@@ -88,17 +90,22 @@ FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
 
 @dataclass(frozen=True)
 class Task:
-    """One function to complete. `cases` are the hidden tests: [(args_list, expected), ...]."""
+    """One function to complete. `cases` are the hidden tests: [(args_list, expected), ...]. `language` is the
+    verifier's language level its programs are checked at (glm53/verify/languages.py)."""
 
     task_id: str
     family: str
     prompt: str
     entry_point: str
     cases: tuple = field(repr=False)
+    language: str = "reference"
 
     def to_json(self) -> dict:
-        return {"task_id": self.task_id, "family": self.family, "prompt": self.prompt,
-                "entry_point": self.entry_point, "cases": [[list(args), expected] for args, expected in self.cases]}
+        row = {"task_id": self.task_id, "family": self.family, "prompt": self.prompt,
+               "entry_point": self.entry_point, "cases": [[list(args), expected] for args, expected in self.cases]}
+        if self.language != "reference":  # reference rows stay as they always were
+            row["language"] = self.language
+        return row
 
     @property
     def canonical_completion(self) -> str | None:
@@ -193,7 +200,7 @@ def pretraining_text(index: int, seed: int = 42) -> str:
 
 # --- task files -------------------------------------------------------------------------------------------
 
-TASK_KEYS = ("task_id", "family", "prompt", "entry_point", "cases")
+TASK_KEYS = ("task_id", "family", "prompt", "entry_point", "cases")  # required; optional: "language"
 
 
 def task_from_json(obj: dict, where: str = "task") -> Task:
@@ -215,16 +222,22 @@ def task_from_json(obj: dict, where: str = "task") -> Task:
         if not (isinstance(case, list) and len(case) == 2 and isinstance(case[0], list)):
             raise ValueError(f"{where}: case {j} must be [args_list, expected], got {case!r}")
         parsed.append((tuple(case[0]), case[1]))
-    return Task(obj["task_id"], obj["family"], obj["prompt"], obj["entry_point"], tuple(parsed))
+    language = obj.get("language", "reference")
+    if language not in LANGUAGES:
+        raise ValueError(f"{where}: 'language' must be one of {', '.join(LANGUAGES)}, got {language!r}")
+    return Task(obj["task_id"], obj["family"], obj["prompt"], obj["entry_point"], tuple(parsed), language)
 
 
 def read_tasks(path: str | os.PathLike) -> list[Task]:
+    """A JSON Lines task file: one task object a line, with keys TASK_KEYS and optionally "language" (the
+    verifier's level for its programs, default "reference"); other keys are ignored. Blank lines and lines
+    whose first character is `#` (comments, such as a split's header) are skipped."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist; write one with `glm53 tasks export`")
     tasks, seen = [], set()
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+        if not line.strip() or line.startswith("#"):
             continue
         try:
             obj = json.loads(line)

@@ -16,8 +16,10 @@ def add_generate_parser(sub) -> None:
     p.add_argument("--escapes", action="store_true", help=r"interpret \n, \t, \\ and \xNN in --prompt")
     p.add_argument("--samples", type=int, default=1, help="completions (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling generator (default: 0)")
-    p.add_argument("--stop", choices=["function", "eos"], default="function",
-                   help="function: stop after the first complete statement; eos: only at EOS or the token cap")
+    p.add_argument("--stop", choices=["function", "end", "eos"], default="function",
+                   help="function: stop after the first complete statement (the reference suite's rule); end: where "
+                        "the function ends, at its first line that is not indented (the broad suite's multi-line "
+                        "bodies); eos: only at EOS or the token cap")
     p.add_argument("--no-cache", action="store_true", help="use the plain uncached reference generator")
     add_device_flag(p)
     p.add_argument("--json", action="store_true", help="one JSON object per completion (token ids, cap hit)")
@@ -46,7 +48,7 @@ def cmd_generate(args) -> int:
     from ..runtime.device import resolve_device
     from ..train.checkpoint import load_model
     from .engine import generate_groups
-    from .generate import function_body_complete, generate_uncached
+    from .generate import STOP_RULES, cut_to_function, generate_uncached
     from .sampling import Sampling
 
     if args.samples < 1:
@@ -56,9 +58,11 @@ def cmd_generate(args) -> int:
     model = load_model(args.checkpoint, device)
     generator = torch.Generator(device=device).manual_seed(args.seed)
     prompt = unescape(args.prompt) if args.escapes else args.prompt
-    stop = function_body_complete if args.stop == "function" else None
+    stop = {"function": STOP_RULES["statement"], "end": STOP_RULES["function"]}.get(args.stop)
     generate = generate_uncached if args.no_cache else generate_groups
     samples = generate(model, [prompt], args.samples, sampling, generator=generator, stop=stop)[0]
+    if args.stop == "end":
+        samples = [cut_to_function(s) for s in samples]
     for i, out in enumerate(samples):
         if args.json:
             print(json_text({"prompt": prompt, **out}))

@@ -19,26 +19,30 @@ from ..data.tokenizer import ByteTokenizer
 from ..model.cache import InferenceCache
 from ..model.model import GLM53
 from ..runtime.device import resolve_precision
-from .generate import StopRule, banned_ids, check_lengths, result_record, sample_next
+from .generate import StopRule, banned_ids, result_record, row_caps, sample_next
 from .sampling import Sampling
 
 
 @torch.no_grad()
 def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampling: Sampling = Sampling(),
                     generator: torch.Generator | None = None, stop: StopRule | None = None,
-                    precision: str = "fp32", tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
+                    precision: str = "fp32", tokenizer: ByteTokenizer | None = None,
+                    fit_context: bool = False) -> list[list[dict]]:
     """Same contract as `generate_uncached`: per prompt, `group_size` records
     {"completion", "token_ids", "hit_token_cap"}.
 
     precision: "fp32" (default; token-for-token equal to the plain generator), "bf16" (decode with a bf16 copy
-    of the weights: faster, slightly different numbers) or "auto" (bf16 where the hardware has native bf16)."""
+    of the weights: faster, slightly different numbers) or "auto" (bf16 where the hardware has native bf16).
+    fit_context: a prompt's rows stop at the token cap or where the context ends, whichever comes first (without
+    it, a prompt that leaves less room than the cap is an error)."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     max_new_tokens = sampling.max_new_tokens
     tokenizer = tokenizer or ByteTokenizer()
     device = model.device
     encoded = [tokenizer.encode(p, bos=True) for p in prompts]
-    max_length = check_lengths(model, encoded, max_new_tokens)
+    caps = row_caps(model, encoded, max_new_tokens, fit_context)
+    max_length = max(len(e) + c for e, c in zip(encoded, caps))
     banned = torch.tensor(banned_ids(model, tokenizer, sampling.ignore_eos), device=device)
     precision = resolve_precision(precision, device, purpose="decode")
     was_training = model.training
@@ -55,7 +59,7 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampl
         live = torch.arange(rows, device=device)  # original row number of each batch row
         tokens: list[list[int]] = [[] for _ in range(rows)]
         stopped = [False] * rows
-        for step in range(max_new_tokens):
+        for step in range(max(caps)):
             logits = logits.float()
             logits[:, banned] = float("-inf")
             chosen = sample_next(logits, sampling, generator)
@@ -65,9 +69,9 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampl
                 prompt = prompts[r // group_size]
                 if t == tokenizer.eos_id or (stop is not None and stop(prompt, tokenizer.decode(tokens[r]))):
                     stopped[r] = True
-                else:
+                elif len(tokens[r]) < caps[r // group_size]:
                     keep.append(j)
-            if not keep or step == max_new_tokens - 1:
+            if not keep:
                 break
             if len(keep) < len(live):
                 index = torch.tensor(keep, device=device)
@@ -75,7 +79,7 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampl
             logits = model(chosen[:, None], cache=cache)[:, -1]
     finally:
         model.train(was_training)
-    return [[result_record(tokenizer, tokens[p * group_size + g], stopped[p * group_size + g], max_new_tokens)
+    return [[result_record(tokenizer, tokens[p * group_size + g], stopped[p * group_size + g], caps[p])
              for g in range(group_size)] for p in range(len(prompts))]
 
 

@@ -1,8 +1,15 @@
 """Plain generation: re-run the model over the whole prefix for every new token (no cache).
 
 This is the readable reference that the cached engine (engine.py) must agree with token for token. It samples
-from an explicit `torch.Generator` and never touches the global RNG. The shared pieces (the stop rule for
-one-function tasks, the sampler, the result record) live here too; `Sampling`, the rules, in sampling.py.
+from an explicit `torch.Generator` and never touches the global RNG. The shared pieces (the stop rules for
+one-function tasks, the sampler, the result record) live here too; `Sampling`, in sampling.py.
+
+Two stop rules, one a task suite names (glm53/data/suites.py):
+- `statement` (`function_body_complete`, the reference suite's): stop after the body's first complete statement;
+- `function` (`function_ended`, the broad suite's multi-line bodies): stop where the function ends, at the first
+  line after the def line that is not indented (blank lines before it are dropped), or at EOS or the token cap.
+  That line's first character has been generated when the rule sees it: `cut_to_function` removes it (and the
+  blank lines before it) from the completion and its token ids.
 """
 
 from __future__ import annotations
@@ -33,6 +40,41 @@ def function_body_complete(prompt: str, completion: str) -> bool:
     except (SyntaxError, ValueError):
         return False
     return True
+
+
+def function_end(completion: str) -> int | None:
+    """Where the function that `completion` continues (after its def line) ends: the index just past the last
+    line before the first line that starts with a character other than a space, a tab or a newline (blank lines
+    just before that line are left out); None while no such line has begun."""
+    start = 0
+    while True:
+        newline = completion.find("\n", start)
+        if newline < 0 or newline + 1 >= len(completion):
+            return None
+        if completion[newline + 1] not in " \t\n":
+            body = completion[: newline + 1]
+            stripped = body.rstrip("\n")
+            return len(stripped) + 1 if stripped else 0
+        start = newline + 1
+
+
+def function_ended(prompt: str, completion: str) -> bool:
+    """Stop rule for multi-line bodies (the broad suite): the function has ended (see `function_end`)."""
+    return function_end(completion) is not None
+
+
+def cut_to_function(record: dict) -> dict:
+    """A record stopped by `function_ended`, cut to the function: the dedented line's first character and the
+    blank lines before it leave the completion and the token ids (one byte token each: a newline, or one
+    character that a lone byte decodes to). Other records are returned as they are."""
+    end = function_end(record["completion"])
+    if end is None:
+        return record
+    dropped = len(record["completion"]) - end
+    return {**record, "completion": record["completion"][:end], "token_ids": record["token_ids"][:-dropped]}
+
+
+STOP_RULES = {"statement": function_body_complete, "function": function_ended}
 
 
 def sample_next(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> torch.Tensor:
@@ -67,6 +109,19 @@ def check_lengths(model: GLM53, encoded: list[list[int]], max_new_tokens: int) -
     return longest + max_new_tokens
 
 
+def row_caps(model: GLM53, encoded: list[list[int]], max_new_tokens: int, fit_context: bool) -> list[int]:
+    """Each prompt's token cap: max_new_tokens, or with `fit_context` at most what the context leaves after the
+    prompt (a long prompt has a short body). Without it, a prompt that leaves too little room is an error."""
+    if not fit_context:
+        check_lengths(model, encoded, max_new_tokens)
+        return [max_new_tokens] * len(encoded)
+    context = model.config.max_sequence_length
+    longest = max(len(e) for e in encoded)
+    if longest >= context:
+        raise ValueError(f"prompt of {longest} tokens leaves no room in max_sequence_length {context}")
+    return [min(max_new_tokens, context - len(e)) for e in encoded]
+
+
 def result_record(tokenizer: ByteTokenizer, token_ids: list[int], stopped: bool, max_new_tokens: int) -> dict:
     return {"completion": tokenizer.decode(token_ids), "token_ids": token_ids,
             "hit_token_cap": not stopped and len(token_ids) == max_new_tokens}
@@ -75,13 +130,13 @@ def result_record(tokenizer: ByteTokenizer, token_ids: list[int], stopped: bool,
 @torch.no_grad()
 def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, sampling: Sampling = Sampling(),
                       generator: torch.Generator | None = None, stop: StopRule | None = None,
-                      tokenizer: ByteTokenizer | None = None) -> list[list[dict]]:
+                      tokenizer: ByteTokenizer | None = None, fit_context: bool = False) -> list[list[dict]]:
     """For each prompt, `group_size` completions: [[{"completion", "token_ids", "hit_token_cap"}, ...], ...].
 
     A row stops at EOS (kept in token_ids, cut from the text) or when `stop(prompt, completion)` is true;
     `sampling.ignore_eos` bans EOS instead, so every row runs to the token cap (for benchmarks). The
     G rows of one prompt run as a batch that is recomputed in full at every step; finished rows ride along
-    until all are done, as in the reference.
+    until all are done, as in the reference. `fit_context`: a prompt's cap is at most what the context leaves.
     """
     tokenizer = tokenizer or ByteTokenizer()
     max_new_tokens = sampling.max_new_tokens
@@ -92,11 +147,11 @@ def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, sam
     try:
         for prompt in prompts:
             ids = tokenizer.encode(prompt, bos=True)
-            check_lengths(model, [ids], max_new_tokens)
+            cap = row_caps(model, [ids], max_new_tokens, fit_context)[0]
             sequence = torch.tensor([ids] * group_size, device=model.device)
             new: list[list[int]] = [[] for _ in range(group_size)]
             done = [False] * group_size
-            for _ in range(max_new_tokens):
+            for _ in range(cap):
                 logits = model(sequence)[:, -1].float()
                 logits[:, banned] = float("-inf")
                 tokens = sample_next(logits, sampling, generator)
@@ -109,7 +164,7 @@ def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, sam
                         done[r] = True
                 if all(done):
                     break
-            results.append([result_record(tokenizer, new[r], done[r], max_new_tokens) for r in range(group_size)])
+            results.append([result_record(tokenizer, new[r], done[r], cap) for r in range(group_size)])
     finally:
         model.train(was_training)
     return results

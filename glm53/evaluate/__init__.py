@@ -6,5 +6,6 @@
     stats.py     paired statistics: McNemar, bootstrap intervals, Holm, sign-flip tests
     compare.py   `glm53 compare`: paired comparison of evaluation receipts on the same tasks
     report.py    charts and REPORT.md of a `glm53 run` folder
+    suite_report.py  REPORT.md of a `glm53 run` on the broad suite: every split before and after RL
     commands.py  `glm53 eval` and `glm53 compare`
 """

@@ -10,11 +10,16 @@ from ..runtime.settings import add_config_arguments, config_from_args
 
 
 def _tasks_from(cfg):
-    from ..data.tasks import frozen_tasks, read_tasks
+    """The tasks --tasks FILE or --suite, --split, --per-family / --count and --families choose."""
+    from types import SimpleNamespace
+
+    from ..data.commands import split_tasks
+    from ..data.tasks import read_tasks
 
     if cfg.tasks:
         return read_tasks(cfg.tasks)
-    return frozen_tasks(cfg.split, per_family=cfg.per_family, families=cfg.families)
+    return split_tasks(SimpleNamespace(suite=cfg.evaluation.suite, split=cfg.split, per_family=cfg.per_family,
+                                       count=cfg.count, families=cfg.families))
 
 
 def add_eval_parser(sub) -> None:
@@ -23,12 +28,15 @@ def add_eval_parser(sub) -> None:
 
     p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
     add_config_arguments(p, EvalCommandConfig, title=f"evaluation (temperature default: 0 for one sample, "
-                                                     f"{SAMPLED_TEMPERATURE} for several)")
+                                                     f"{SAMPLED_TEMPERATURE} for several; max-new-tokens default: "
+                                                     f"the suite's, 48 or 192)")
     p.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(args) -> int:
     from ..decode.sampling import SAMPLED_TEMPERATURE
+    from ..data.commands import DEFAULT_PER_FAMILY
+    from ..data.suites import get_suite
     from ..runtime.device import resolve_device
     from ..train.checkpoint import load_model
     from .eval_config import EvalCommandConfig
@@ -37,16 +45,22 @@ def cmd_eval(args) -> int:
 
     if args.temperature is None and (args.samples or 1) > 1:
         args.temperature = SAMPLED_TEMPERATURE
-    cfg = config_from_args(EvalCommandConfig, args)
+    suite = get_suite(args.suite)
+    cfg = config_from_args(EvalCommandConfig, args, base=suite.defaults("eval"))
     refuse_existing(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)
     model = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device))
+    problem = suite.context_problem(model.config.max_sequence_length)
+    if problem:
+        raise ValueError(f"{cfg.checkpoint}: {problem}")
     result = evaluate(model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
     result["checkpoint"] = str(cfg.checkpoint)
     result["checkpoint_sha256"] = model.weights_sha256
-    result["source"] = {"tasks_file": cfg.tasks} if cfg.tasks else {
-        "split": cfg.split, "per_family": cfg.per_family, "families": cfg.families}
+    size = {"per_family": cfg.per_family or DEFAULT_PER_FAMILY} if suite.count_unit == "per family" else \
+        {"count": len(tasks)}
+    result["source"] = {"tasks_file": cfg.tasks} if cfg.tasks else {"split": cfg.split, **size,
+                                                                     "families": cfg.families}
     atomic_write_json(cfg.out, result)
     print(format_summary(result))
     print(f"{result['elapsed_seconds']:.1f} s; receipt {cfg.out}")

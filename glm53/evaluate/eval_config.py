@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data.commands import SPLITS
+from ..data.commands import ALL_SPLITS, DEFAULT_COUNT, DEFAULT_PER_FAMILY
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed
@@ -26,6 +27,9 @@ class EvalConfig:
     seed: int = setting(EVAL_SEED, "seed of the sampling generator")
     precision: str = setting(DECODE_PRECISION, "decoding precision", choices=PRECISIONS)
     timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox")
+    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its splits, stop rule and token cap (reference: "
+                                        "48 tokens, first statement; broad: 192, to the function's end)",
+                         choices=SUITE_NAMES)
 
     def __post_init__(self) -> None:
         check = Checks("eval")
@@ -54,17 +58,20 @@ class EvalCommandConfig:
 
     checkpoint: str = setting("", "checkpoint folder (holding model.safetensors)", required=True)
     out: str = setting("", "receipt file (must not exist)", required=True)
-    split: str | None = setting(None, "a frozen split", choices=SPLITS)
-    per_family: int = setting(8, "tasks per family of the split")
-    families: str = setting("all", "comma-separated family names, or all")
-    tasks: str | None = setting(None, "JSON Lines task file instead of a split")
+    split: str | None = setting(None, "a frozen split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, "
+                                      "compose, phrase, human)", choices=ALL_SPLITS)
+    per_family: int | None = setting(None, f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})")
+    count: int | None = setting(None, f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; "
+                                      "human: all 88)")
+    families: str = setting("all", "comma-separated family names, or all (broad suite: root primitives)")
+    tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and cap)")
     evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True)
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=EVAL_RUNTIME_SKIP)
 
     def __post_init__(self) -> None:
         check = Checks("eval")
-        check.at_least("per_family", self.per_family, 1)
         check.require(not (self.tasks and self.split), "give either --tasks or --split, not both")
-        check.require(bool(self.tasks or self.split), "give --split (dev, rl, final, confirm) or --tasks FILE")
+        check.require(bool(self.tasks or self.split), "give --split (reference: dev, rl, final, confirm; broad: dev, rl, "
+                                                      "confirm, compose, phrase, human) or --tasks FILE")
         check.choices(self)
         check.done()

@@ -1,7 +1,9 @@
 """Evaluation on frozen splits or task files: greedy pass@1, sampled pass@k, with a full receipt.
 
-Generation stops a completion at EOS, or at the first newline after which the function is complete and passes
-the verifier's static check. pass@k is reported two ways: the unbiased estimator of Chen et al. (2021),
+Generation stops a completion at EOS, or where the task suite's stop rule says (glm53/data/suites.py): in the
+reference suite at the first newline after which the function is complete and passes the verifier's static check
+(its first statement); in the broad suite where the function ends (its first line that is not indented), cut
+there. Each program is verified at its task's language level. pass@k is reported two ways: the unbiased estimator of Chen et al. (2021),
 1 - C(n - c, k) / C(n, k) averaged over tasks, and the plain any-of-n rate (did any sample pass).
 """
 
@@ -13,9 +15,10 @@ from math import comb
 
 import torch
 
+from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
 from ..decode.engine import generate_groups
-from ..decode.generate import function_body_complete
+from ..decode.generate import STOP_RULES, cut_to_function, function_body_complete
 from ..decode.sampling import Sampling
 from ..model.model import GLM53
 from ..runtime.device import peak_memory_bytes, resolve_precision
@@ -37,8 +40,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def task_stop_rule(tasks: list[Task]):
-    """Stop once the completion ends a line and prompt + completion is a complete, statically valid function."""
+def task_stop_rule(tasks: list[Task], suite: str = DEFAULT_SUITE):
+    """The suite's stop rule. Reference: stop once the completion ends a line and prompt + completion is a
+    complete, statically valid function. Broad: stop where the function ends."""
+    rule = get_suite(suite).stop
+    if rule != "statement":
+        return STOP_RULES[rule]
     entry_points = {t.prompt: t.entry_point for t in tasks}
 
     def stop(prompt: str, completion: str) -> bool:
@@ -49,18 +56,22 @@ def task_stop_rule(tasks: list[Task]):
 
 def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
                       generator: torch.Generator, precision: str = "fp32", max_rows: int | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S,
-                      pool: SandboxPool | None = None) -> list[list[tuple[dict, Verdict]]]:
+                      timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+                      suite: str = DEFAULT_SUITE) -> list[list[tuple[dict, Verdict]]]:
     """For each task, `group_size` completions from the cached engine (at most `max_rows` rows per engine
-    call), each judged against the task's hidden cases: [[(sample, verdict), ...] per task]."""
-    stop = task_stop_rule(tasks)
+    call), stopped and capped as `suite` says, each judged against the task's hidden cases at the task's
+    language level: [[(sample, verdict), ...] per task]."""
+    stop, fit = task_stop_rule(tasks, suite), get_suite(suite).fit_context
     per_batch = len(tasks) if max_rows is None else max(1, max_rows // group_size)
     completions: list[list[dict]] = []
     for start in range(0, len(tasks), per_batch):
         chunk = tasks[start : start + per_batch]
         completions.extend(generate_groups(model, [t.prompt for t in chunk], group_size, sampling,
-                                           generator=generator, stop=stop, precision=precision))
-    items = [(t.prompt + s["completion"], t.entry_point, t.cases) for t, group in zip(tasks, completions) for s in group]
+                                           generator=generator, stop=stop, precision=precision, fit_context=fit))
+    if get_suite(suite).stop == "function":
+        completions = [[cut_to_function(s) for s in group] for group in completions]
+    items = [(t.prompt + s["completion"], t.entry_point, t.cases, t.language)
+             for t, group in zip(tasks, completions) for s in group]
     verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
     return [[(s, next(verdicts)) for s in group] for group in completions]
 
@@ -92,7 +103,7 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
     precision = resolve_precision(cfg.precision, model.device, purpose="decode")
     generator = torch.Generator(device=model.device).manual_seed(cfg.seed)
     judged = sample_and_verify(model, tasks, samples, cfg.sampling, generator, precision, MAX_ROWS_PER_BATCH,
-                               cfg.timeout_s, pool)
+                               cfg.timeout_s, pool, cfg.suite)
     rows = []
     for task, group in zip(tasks, judged):
         sample_rows = []
@@ -100,24 +111,38 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
             sample_rows.append({"completion": s["completion"], "token_ids": s["token_ids"],
                                 "hit_token_cap": s["hit_token_cap"], "verdict": verdict.to_json(),
                                 "reward": binary_reward(verdict)})
-        rows.append({"task_id": task.task_id, "family": task.family, "prompt": task.prompt,
+        extra = {"depth": task.depth} if hasattr(task, "depth") else {}  # broad tasks: for per-depth tables
+        rows.append({"task_id": task.task_id, "family": task.family, **extra, "prompt": task.prompt,
                      "entry_point": task.entry_point, "samples": sample_rows,
                      "passed": sum(r["verdict"]["status"] == "passed" for r in sample_rows)})
-    ks = sorted({1, samples} | {k for k in (2, 4, 8, 16, 32) if k <= samples})
-    by_family = defaultdict(list)
-    for r in rows:
-        by_family[r["family"]].append(r)
     return {
-        "summary": _summary(rows, samples, ks),
-        "by_family": {fam: _summary(fam_rows, samples, ks) for fam, fam_rows in by_family.items()},
+        **_summaries(rows, samples),
         "tasks": rows,
         "settings": {"samples": samples, "temperature": cfg.sampling.temperature, "seed": cfg.seed,
                      "max_new_tokens": cfg.sampling.max_new_tokens, "timeout_s": cfg.timeout_s, "precision": precision,
                      "greedy": samples == 1 and cfg.sampling.temperature <= 0},
+        **get_suite(cfg.suite).receipt(),  # the suite and its verifier level
         "sandbox": sandbox_record(accepted_partial, pool),
         "elapsed_seconds": time.perf_counter() - started,
         "peak_memory_bytes": peak_memory_bytes(model.device),
     }
+
+
+def _summaries(rows: list[dict], samples: int) -> dict:
+    ks = sorted({1, samples} | {k for k in (2, 4, 8, 16, 32) if k <= samples})
+    by_family = defaultdict(list)
+    for r in rows:
+        by_family[r["family"]].append(r)
+    return {"summary": _summary(rows, samples, ks),
+            "by_family": {fam: _summary(fam_rows, samples, ks) for fam, fam_rows in by_family.items()}}
+
+
+def subset(result: dict, task_ids) -> dict:
+    """An evaluation's result restricted to some of its tasks (in its order), with its summaries recomputed:
+    several splits scored in one call of `evaluate` (for larger decoding batches), reported one by one."""
+    keep = set(task_ids)
+    rows = [r for r in result["tasks"] if r["task_id"] in keep]
+    return {**result, **_summaries(rows, result["settings"]["samples"]), "tasks": rows}
 
 
 def format_summary(result: dict) -> str:

@@ -32,6 +32,14 @@ def _save(fig, charts: Path, name: str) -> str:
 
 
 def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl_receipt: dict) -> list[str]:
+    written = training_charts(run, pretrain_receipt, rl_receipt)
+    written.append(family_chart(run / "charts", before, after))
+    return written
+
+
+def training_charts(run: Path, pretrain_receipt: dict, rl_receipt: dict,
+                    dev_label: str = "pass@1 (one task per family)") -> list[str]:
+    """The pretraining loss, the dev scores while pretraining and during RL, and RL's reward per update."""
     charts = run / "charts"
     charts.mkdir(exist_ok=True)
     written = []
@@ -48,7 +56,7 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
     pts = [(c["step"], c["dev_passed"] / max(1, c["dev_tasks"])) for c in pretrain_receipt["checkpoints"]]
     axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=COLORS["line"])
     axes[0].set_ylim(-0.05, 1.05)
-    _style(axes[0], "Dev greedy pass@1 while pretraining", "step", "pass@1 (one task per family)")
+    _style(axes[0], "Dev greedy pass@1 while pretraining", "step", dev_label)
     rl_pts = [(c["group"], c["dev"]["exact_rollouts"] / c["dev"]["rollouts"]) for c in rl_receipt["checkpoints"] if c["dev"]]
     axes[1].plot([p[0] for p in rl_pts], [p[1] for p in rl_pts], marker="o", color=COLORS["accent"])
     axes[1].set_ylim(-0.05, 1.05)
@@ -65,7 +73,10 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
         ax.legend(frameon=False)
         _style(ax, "RL reward", "groups", "per update")
         written.append(_save(fig, charts, "reward_curve.png"))
+    return written
 
+
+def family_chart(charts: Path, before: dict, after: dict) -> str:
     families = list(before["by_family"])
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.38
@@ -79,8 +90,7 @@ def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl
     ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.legend(frameon=False)
     _style(ax, "Confirm split, greedy pass@1 by family", "", "tasks solved")
-    written.append(_save(fig, charts, "before_after_by_family.png"))
-    return written
+    return _save(fig, charts, "before_after_by_family.png")
 
 
 def write_report(run: Path, info: dict, before: dict, after: dict, comparison: dict, charts: list[str]) -> str:
@@ -131,6 +141,7 @@ def write_report(run: Path, info: dict, before: dict, after: dict, comparison: d
     lines += ["", "## Receipts", "", "- pretraining: `pretrain/training-receipt.json`, curve `pretrain/train_log.jsonl`",
               "- RL: `rl/training-receipt.json` (every rollout, reward and advantage), `rl/schedule.json`",
               "- evaluation: `eval/before-confirm.json`, `eval/after-confirm.json`, comparison `eval/comparison.json`",
+              "- the chosen model: `final/` (save_pretrained format: `GLM53.from_pretrained`, `glm53 eval --checkpoint`)",
               "- this run: `run-receipt.json`", ""]
     text = "\n".join(lines)
     atomic_write_text(run / "REPORT.md", text, overwrite=True)  # a resumed run writes it again, whole

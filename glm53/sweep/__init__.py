@@ -2,9 +2,11 @@
 
     spec.py          a study's spec (TOML): arms, seeds, checkpoints, comparisons; the shipped specs in specs/
     jobs.py          the kinds of job a sweep runs, one registry entry each
+    split_jobs.py    rl-splits: RL, then every split of its suite before and after (each split's lift)
     executor.py      where jobs run: the local pool, each job a process forked from a preloaded server
     ray_executor.py  `--executor ray`: every job a Ray task
     runner.py        `glm53 sweep`: every (arm, seed) as an independent job, in parallel, resumable
-    analysis.py      `glm53 analyze`: per arm and checkpoint, paired tests per comparison, REPORT.md and charts
+    analysis.py      `glm53 analyze`: per arm and checkpoint, paired tests per comparison, lifts against zero,
+                     REPORT.md and charts
     commands.py      `glm53 sweep` and `glm53 analyze`
 """

@@ -1,7 +1,9 @@
 """`glm53 analyze DIR`: per arm and checkpoint the mean and per-seed values; per comparison the paired
 difference over the seeds both arms finished, the exact sign-flip permutation test (Monte Carlo beyond 20
 seeds, its seed recorded), a paired bootstrap 95% interval (scipy.stats.bootstrap, percentile), wins out of n
-and Holm's correction across the spec's comparisons at the same checkpoint and metric.
+and Holm's correction across the spec's comparisons at the same checkpoint and metric. Metrics named `*_lift` (a
+job's own after - before, such as rl-splits' per-split RL lift) are also tested against zero per arm: the same
+exact sign-flip test over the seeds, Holm across an arm's lift metrics at each checkpoint.
 
 Writes analysis.json (no timings, so an interrupted and resumed sweep gives the same file as an uninterrupted
 one), REPORT.md and charts/: per-seed points with arm means and intervals, and each arm's curve over the
@@ -26,6 +28,11 @@ REPORT = "REPORT.md"
 LOWER_IS_BETTER = {"target_loss", "perplexity", "train_loss"}
 FRACTIONS = {"target_byte_accuracy", "exact_match", "dev_pass_rate", "pass_rate", "tasks_solved", "greedy_pass_at_1",
              "sampled_pass_at_1", "sampled_pass_at_k", "train_exact_rate", "zero_variance_fraction"}
+FRACTION_SUFFIXES = ("_pass_at_1", "_pass_at_1_before", "_lift")  # rl-splits' per-split metrics
+
+
+def is_fraction(metric: str) -> bool:
+    return metric in FRACTIONS or metric.endswith(FRACTION_SUFFIXES)
 
 
 def saved_spec(out: Path) -> SweepSpec:
@@ -122,12 +129,37 @@ def analyze(out: str | Path, charts: bool = True) -> dict:
                                                    "the paired per-task differences, resampling seeds then tasks",
                              "multiple_comparisons": "Holm across the spec's comparisons at each checkpoint and metric",
                              "seed": spec.analysis_seed}}
+    result["lifts"] = lift_tests(spec, values)
     result["curves"] = {arm: {name: _mean_curve(by_seed) for name, by_seed in by_name.items()}
                         for arm, by_name in curves.items()}
     result["charts"] = make_charts(spec, values, arms, out, result["curves"]) if charts else []
     atomic_write_json(out / ANALYSIS, result, overwrite=True)
     atomic_write_text(out / REPORT, report_text(spec, result), overwrite=True)
     return result
+
+
+def lift_tests(spec: SweepSpec, values: dict) -> list[dict]:
+    """Each arm's `*_lift` metrics (after - before within a job) tested against zero over its seeds: mean, exact
+    sign-flip p, bootstrap interval, seeds up and down; Holm across the arm's lift metrics at each checkpoint."""
+    rows = []
+    for arm in spec.arms:
+        for label in spec.labels:
+            family = []
+            for metric in (m for m in spec.metrics if m.endswith("_lift")):
+                per_seed = values[arm][label][metric]
+                d = np.array(list(per_seed.values()), dtype=float)
+                row = {"arm": arm, "checkpoint": label, "metric": metric, "n": len(d), "seeds": list(per_seed),
+                       "lifts": d.tolist()}
+                if len(d):
+                    test = sign_flip_test(d, seed=spec.analysis_seed)
+                    row.update(mean=float(d.mean()), p=test["p"], test=test["method"], up=int((d > 0).sum()),
+                               down=int((d < 0).sum()), bootstrap95=list(bootstrap_interval(d, spec.analysis_seed)))
+                family.append(row)
+            tested = [r for r in family if r["n"]]
+            for r, p in zip(tested, holm([r["p"] for r in tested])):
+                r["holm_p"] = p
+            rows += family
+    return rows
 
 
 def _summary(per_seed: dict[int, float], seed: int) -> dict:
@@ -165,7 +197,7 @@ def _compare(values: dict, arm: str, against: str, label: str, metric: str, seed
 def _fmt(metric: str, value: float | None, signed: bool = False) -> str:
     if value is None:
         return "-"
-    if metric in FRACTIONS:
+    if is_fraction(metric):
         return f"{100 * value:+.1f} pp" if signed else f"{100 * value:.1f}%"
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
@@ -215,6 +247,15 @@ def report_text(spec: SweepSpec, result: dict) -> str:
               + stats_text["test"] + "; " + stats_text["interval"] + "; "
               + (stats_text["seed_task_interval"] + "; " if two_level else "")
               + stats_text["multiple_comparisons"] + ".", ""]
+    if any(r["n"] for r in result.get("lifts", [])):
+        lines += ["## Lifts (after - before within each job), tested against zero", "",
+                  "| arm | checkpoint | metric | mean | 95% bootstrap (seeds) | up / down of n | p (exact) | Holm p |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in (r for r in result["lifts"] if r["n"]):
+            m, (lo, hi) = r["metric"], r["bootstrap95"]
+            lines.append(f"| {r['arm']} | {r['checkpoint']} | {m} | {_fmt(m, r['mean'], True)} | {_fmt(m, lo, True)} .. "
+                         f"{_fmt(m, hi, True)} | {r['up']} / {r['down']} of {r['n']} | {r['p']:.4g} | {r['holm_p']:.4g} |")
+        lines.append("")
     for chart in result["charts"]:
         lines.append(f"![{Path(chart).stem}]({chart})")
     return "\n".join(lines) + "\n"
@@ -222,8 +263,8 @@ def report_text(spec: SweepSpec, result: dict) -> str:
 
 def _per_seed_chart(plt, spec: SweepSpec, values: dict, arms: dict, names: list[str], metric: str, label: str,
                     charts_dir: Path) -> str:
-    scale = 100.0 if metric in FRACTIONS else 1.0
-    unit = " (%)" if metric in FRACTIONS else ""
+    scale = 100.0 if is_fraction(metric) else 1.0
+    unit = " (%)" if is_fraction(metric) else ""
     fig, ax = plt.subplots(figsize=(min(14.0, 1.9 * len(names) + 2), 4.6))
     for seed in spec.seeds:  # one faint line a seed joins its arms: the pairing the tests use
         ys = [values[a][label][metric].get(seed) for a in names]
@@ -259,8 +300,8 @@ def make_charts(spec: SweepSpec, values: dict, arms: dict, out: Path, curves: di
     import matplotlib.pyplot as plt
 
     head = spec.metrics[0]
-    scale = 100.0 if head in FRACTIONS else 1.0
-    unit = " (%)" if head in FRACTIONS else ""
+    scale = 100.0 if is_fraction(head) else 1.0
+    unit = " (%)" if is_fraction(head) else ""
     charts_dir = out / "charts"
     charts_dir.mkdir(exist_ok=True)
     names = list(spec.arms)

@@ -139,6 +139,10 @@ def format_headline(result: dict) -> str:
             lines.append(f"  {c['arm']} - {c['against']}: {_fmt(head, c['mean_difference'], True)} "
                          f"[{_fmt(head, lo, True)}, {_fmt(head, hi, True)}], wins {c['wins']}/{c['n']}, "
                          f"p = {c['p']:.4g}, Holm p = {c['holm_p']:.4g}")
+    for r in result.get("lifts", []):
+        if r["n"] and r["checkpoint"] == last:
+            lines.append(f"  {r['arm']} {r['metric']}: {_fmt(r['metric'], r['mean'], True)}, up {r['up']} / down "
+                         f"{r['down']} of {r['n']}, p = {r['p']:.4g}, Holm p = {r['holm_p']:.4g}")
     if result["missing_jobs"]:
         lines.append(f"  ({len(result['missing_jobs'])} jobs without a receipt)")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, config_from_settings, setting, setting_names
+from .split_jobs import RL_SPLITS
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,11 @@ def _run_expression(cfg, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- pretrain (the coding pretraining)
 
 def _make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    from ..data.suites import suite_settings
     from ..train.pretrain_config import PretrainConfig
 
-    return config_from_settings(PretrainConfig, settings, "pretrain", seed=seed, checkpoints=tuple(checkpoints),
-                                out=str(job_dir / "run"), progress=False, resume=False)
+    return config_from_settings(PretrainConfig, suite_settings(settings, "pretrain"), "pretrain", seed=seed,
+                                checkpoints=tuple(checkpoints), out=str(job_dir / "run"), progress=False, resume=False)
 
 
 def _run_pretrain(cfg, job_dir: Path, log) -> dict:
@@ -146,7 +148,7 @@ def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...],
 def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     import time
 
-    from ..data.tasks import frozen_tasks
+    from ..data.suites import get_suite
     from ..decode.engine import generate_groups
     from ..evaluate.evaluate import evaluate
     from ..runtime.files import atomic_write_json
@@ -166,12 +168,12 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
             if window and all(name in r for r in window):
                 metrics[str(c["step"])][name] = sum(r[name] for r in window) / len(window)
     metrics[str(cfg.steps)]["train_tokens_per_second"] = receipt["train_tokens_per_second"]
-    tasks = frozen_tasks(extra.eval_split, extra.eval_per_family)
+    tasks = get_suite(cfg.suite).tasks(extra.eval_split, extra.eval_per_family)
     greedy = Sampling(temperature=0.0, max_new_tokens=extra.eval_max_new_tokens)
     outcomes, records = {}, {}
     for step in extra.eval_at:
         model = load_model(Path(cfg.out) / checkpoint_name(step), expect=cfg.model)
-        result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy),
+        result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy, suite=cfg.suite),
                           accepted_partial=cfg.runtime.accept_partial_isolation)
         metrics[str(step)]["greedy_pass_at_1"] = result["summary"]["pass_at_k"]["1"]
         # decoding alone, timed apart from the sandboxed tests: the same prompts, greedy, in one call of the engine
@@ -199,9 +201,10 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- rl (post-training from a given checkpoint)
 
 def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    from ..data.suites import suite_settings
     from ..train.rl_config import RLConfig
 
-    cfg = config_from_settings(RLConfig, settings, "rl", seed=seed, checkpoints=tuple(checkpoints),
+    cfg = config_from_settings(RLConfig, suite_settings(settings, "rl"), "rl", seed=seed, checkpoints=tuple(checkpoints),
                                out=str(job_dir / "run"), progress=False, resume=False)
     if not cfg.init:
         raise ValueError('rl: the spec\'s settings must name the start checkpoint (init = "runs/p/checkpoint-0100")')
@@ -267,7 +270,7 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
 
 
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
-    from ..data.tasks import frozen_tasks
+    from ..data.suites import get_suite
     from ..evaluate.evaluate import evaluate
     from ..train.rl import rl_train
 
@@ -275,17 +278,18 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     receipt = rl_train(cfg, log=log)
     model = _load_final(cfg, receipt)
     families = cfg.families if cfg.tasks_file is None else ",".join(sorted({r["family"] for r in receipt["rollouts"]}))
-    tasks = frozen_tasks(final.eval_split, final.eval_per_family, families)
+    tasks = get_suite(cfg.suite).tasks(final.eval_split, final.eval_per_family, families)  # broad: first N in all
     cap = final.eval_max_new_tokens or cfg.sampling.max_new_tokens
     accepted = cfg.runtime.accept_partial_isolation
-    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap)),
+    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap),
+                                                  suite=cfg.suite),
                       accepted_partial=accepted)
     outcomes = {r["task_id"]: {"family": r["family"], "greedy_passed": r["passed"] > 0} for r in greedy["tasks"]}
     metrics = {"greedy_pass_at_1": greedy["summary"]["pass_at_k"]["1"]}
     sampled = None
     if final.eval_samples:
         sampled = evaluate(model, tasks, EvalConfig(samples=final.eval_samples, seed=final.eval_seed, sampling=Sampling(
-            temperature=final.eval_temperature, max_new_tokens=cap)), accepted_partial=accepted)
+            temperature=final.eval_temperature, max_new_tokens=cap), suite=cfg.suite), accepted_partial=accepted)
         for r in sampled["tasks"]:
             outcomes[r["task_id"]]["samples_passed"] = r["passed"]
         metrics["sampled_pass_at_1"] = sampled["summary"]["pass_at_k"]["1"]
@@ -384,6 +388,7 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
              "zero_variance_fraction"), _make_rl_eval, _run_rl_eval, uses_checkpoints=False),
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
+    JobKind(**RL_SPLITS),  # split_jobs.py: RL, then every split of its suite before and after
 )}
 
 

@@ -16,11 +16,12 @@ def add_pretrain_parser(sub) -> None:
 
 
 def cmd_pretrain(args) -> int:
+    from ..data.suites import get_suite
     from ..data.tasks import read_tasks
     from .pretrain import pretrain
     from .pretrain_config import PretrainConfig
 
-    cfg = config_from_args(PretrainConfig, args)
+    cfg = config_from_args(PretrainConfig, args, base=get_suite(args.suite).defaults("pretrain"))
     return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
 
 
@@ -48,12 +49,13 @@ def add_rl_parser(sub) -> None:
 
 
 def cmd_rl(args) -> int:
+    from ..data.suites import get_suite
     from ..data.tasks import read_tasks
     from ..evaluate.sandbox_policy import require_isolation
     from .rl import rl_train
     from .rl_config import RLConfig
 
-    cfg = config_from_args(RLConfig, args)
+    cfg = config_from_args(RLConfig, args, base=get_suite(args.suite).defaults("rl"))
     require_isolation(cfg.runtime.accept_partial_isolation, "rl")
     return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
 

@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
-from ..data.tasks import Task, frozen_tasks
+from ..data.suites import DEFAULT_SUITE, get_suite
+from ..data.tasks import Task
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
@@ -102,13 +103,14 @@ def expert_load_cv(usage: torch.Tensor) -> float:
     return float((usage.std(dim=1, unbiased=False) / usage.mean(dim=1)).mean())
 
 
-def default_dev_tasks() -> list[Task]:
-    return frozen_tasks("dev", per_family=1)
+def default_dev_tasks(suite: str = DEFAULT_SUITE) -> list[Task]:
+    """The reference suite's dev split, one task per family; the broad suite's first 32 dev tasks."""
+    return get_suite(suite).pretrain_dev_tasks()
 
 
-def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int) -> list[dict]:
+def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int, suite: str = DEFAULT_SUITE) -> list[dict]:
     """Greedy completion of each dev prompt, verified against its hidden cases."""
-    result = evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=max_new_tokens), seed=0))
+    result = evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=max_new_tokens), seed=0, suite=suite))
     return [{"task_id": r["task_id"], "family": r["family"], "completion": r["samples"][0]["completion"],
              "status": r["samples"][0]["verdict"]["status"], "hit_token_cap": r["samples"][0]["hit_token_cap"]}
             for r in result["tasks"]]
@@ -121,7 +123,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
 
     Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
     are scaled by the world size before backward (a no-op in one process)."""
-    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed)
+    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite)
     rows = dp.share(cfg.batch_size)
     inputs, labels = inputs[rows].to(device), labels[rows].to(device)
     lr = learning_rate(cfg, step)
@@ -268,7 +270,7 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     kernels = resolve_kernels(cfg.kernels, precision, device)
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
-    dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks()
+    dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks(cfg.suite)
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     torch.manual_seed(cfg.seed)
@@ -300,7 +302,7 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
 def _save_checkpoint(run: _Run, step: int) -> None:
     """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only)."""
     cfg, log = run.cfg, run.log
-    samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens) if run.dev_tasks else []
+    samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens, cfg.suite) if run.dev_tasks else []
     for s in samples:
         log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
     dev_pass = sum(s["status"] == "passed" for s in samples)
@@ -324,7 +326,8 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
     trained = [r for r in curve if r["step"] > run.start_step]
     receipt = {
         "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
-        "config": cfg.model.to_dict(), "run": cfg.to_dict(), "parameter_counts": counts, "seed": cfg.seed,
+        "config": cfg.model.to_dict(), "run": cfg.to_dict(), **get_suite(cfg.suite).receipt(),
+        "parameter_counts": counts, "seed": cfg.seed,
         "steps": cfg.steps, "tokens_seen": run.tokens_seen, "device": str(run.device), "precision": run.precision,
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.runtime.resume else None,
         "resumed_from": run.resumed_from,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..decode.sampling import MAX_NEW_TOKENS
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
 from ..runtime.composition import composed, record
@@ -48,6 +49,9 @@ class PretrainConfig:
                            choices=KERNEL_CHOICES)
     compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
     dev_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the dev completions sampled at each checkpoint")
+    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
+                                        "also a context of 384, rows of 324 and a token cap of 192, unless given)",
+                         choices=SUITE_NAMES)
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested")
 
     def __post_init__(self) -> None:
@@ -76,6 +80,9 @@ class PretrainConfig:
         check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
         check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
         check.choices(self)
+        if self.suite in SUITE_NAMES:
+            problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)
+            check.require(problem is None, str(problem))
         check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept

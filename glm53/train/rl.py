@@ -39,7 +39,8 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ..data.tasks import FAMILY_NAMES, Task, frozen_tasks
+from ..data.suites import get_suite
+from ..data.tasks import Task
 from ..data.tokenizer import ByteTokenizer
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
@@ -104,12 +105,13 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
 
 
 def sample_groups(dp: DataParallel, model, tasks: list[Task], group_size: int, sampling: Sampling, seed: int,
-                  sample_precision: str, device) -> list:
+                  sample_precision: str, device, suite: str = "reference") -> list:
     """A judged group of samples per task: this rank samples and verifies its share of the tasks (rank 0 with
     `seed` itself, as a single process does for all of them), and every rank gets all groups in task order."""
     mine = tasks[dp.share(len(tasks))]
     generator = torch.Generator(device=device).manual_seed(seed + RANK_SEED_OFFSET * dp.rank)
-    judged = sample_and_verify(model, mine, group_size, sampling, generator, sample_precision) if mine else []
+    judged = sample_and_verify(model, mine, group_size, sampling, generator, sample_precision,
+                               suite=suite) if mine else []
     return dp.gather(judged)
 
 
@@ -192,15 +194,20 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
         torch.set_num_threads(cfg.runtime.threads)
     precision = resolve_precision(cfg.runtime.precision, device)
     model = load_model(cfg.init, device)  # checks the weights against their recorded hash
+    suite = get_suite(cfg.suite)
+    problem = suite.context_problem(model.config.max_sequence_length)
+    if problem:
+        raise ValueError(f"rl: {cfg.init}: {problem}")
     init_sha = model.weights_sha256
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.0)
-    tasks = tasks if tasks is not None else frozen_tasks("rl", cfg.tasks_per_family, cfg.families)
+    tasks = tasks if tasks is not None else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
+    if not tasks:
+        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl split")
     if dev_tasks is None:
-        known = [f for f in FAMILY_NAMES if f in {t.family for t in tasks}]
-        dev_tasks = frozen_tasks("dev", cfg.dev_per_family, ",".join(known)) if known and cfg.dev_per_family else []
+        dev_tasks = suite.dev_tasks_for(tasks, cfg.dev_per_family, cfg.families)
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
@@ -265,7 +272,7 @@ def _step(run: _Run, step: int, first: int, end: int) -> tuple[dict, list[dict],
     t0 = time.perf_counter()
     step_tasks = run.schedule[first:end]
     judged = sample_groups(dp, model, step_tasks, cfg.group_size, run.sampling, cfg.seed + 17 * (first + 1),
-                           run.sample_precision, device)
+                           run.sample_precision, device, cfg.suite)
     dropped, drawn = [], 0
     if cfg.dynamic_sampling:
         step_tasks, judged, dropped, drawn = refill_groups(cfg, model, step_tasks, judged, run.refill_stream,
@@ -296,6 +303,7 @@ def _finish(run: _Run, elapsed: float) -> dict:
     cfg, out = run.cfg, run.out
     steps_log, rollouts = read_jsonl(out / LOG_NAME), read_jsonl(out / ROLLOUTS_NAME)
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
+               **get_suite(cfg.suite).receipt(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "schedule_sha256": run.schedule_sha,
                "trainable_parameters": sum(p.numel() for p in run.trainable), "precision": run.precision,
                "device": str(run.device), "data_parallel": run.dp.to_dict(),
@@ -332,7 +340,7 @@ def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, st
             break
         seed = cfg.seed + REFILL_SEED_OFFSET * (position + drawn + 1)
         for task, pairs in zip(fresh, sample_groups(dp, model, fresh, cfg.group_size, sampling, seed,
-                                                    sample_precision, device)):
+                                                    sample_precision, device, cfg.suite)):
             if missing and informative(cfg, pairs):
                 slot = missing.pop(0)
                 dropped.append((slot, tasks[slot], judged[slot]))

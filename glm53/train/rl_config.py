@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
 from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
@@ -45,8 +46,9 @@ class RLConfig:
     out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
     groups: int = setting(96, "prompt groups in the whole run")
     group_size: int = setting(16, "completions sampled per prompt")
-    families: str = setting("increment,double,even", "task families to train on (comma-separated, or all)")
-    tasks_per_family: int = setting(32, "rl-split tasks per family")
+    families: str = setting("increment,double,even", "task families to train on (comma-separated, or all; broad "
+                                                      "suite: root primitives, or all)")
+    tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)")
     sampling: RolloutSampling = setting(ROLLOUTS, flatten=True, skip=NOT_FOR_ROLLOUTS,
                                         helps={"temperature": "sampling temperature of the rollouts (> 0)"})
     lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)")
@@ -83,16 +85,19 @@ class RLConfig:
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
     replay_batch: int = setting(16, "replay examples per step")
     grad_clip: float = setting(1.0, "gradient-norm clip")
-    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint")
+    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)")
     # its token cap is the rollouts' (max_new_tokens); see dev_eval
     dev: EvalConfig = setting(default_factory=sampled_evaluation, flatten="dev_",
-                              skip=("max_new_tokens", "precision", "timeout_s") + NOT_FOR_ROLLOUTS,
+                              skip=("max_new_tokens", "precision", "timeout_s", "suite") + NOT_FOR_ROLLOUTS,
                               helps={"samples": "samples per dev task", "temperature": "temperature of the dev samples",
                                      "seed": "seed of the dev sampling"})
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      helps={"precision": "precision of the update"})
     sample_precision: str = setting(DECODE_PRECISION, "precision of the rollouts", choices=PRECISIONS)
     tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
+    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
+                                        "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
+                                        "unless given)", choices=SUITE_NAMES)
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
@@ -129,7 +134,8 @@ class RLConfig:
     @property
     def dev_eval(self) -> EvalConfig:
         """The dev evaluation as it runs: its samples at the rollouts' token cap."""
-        return replace(self.dev, sampling=replace(self.dev.sampling, max_new_tokens=self.sampling.max_new_tokens))
+        return replace(self.dev, suite=self.suite,
+                       sampling=replace(self.dev.sampling, max_new_tokens=self.sampling.max_new_tokens))
 
     def to_dict(self) -> dict:
         return record(self)

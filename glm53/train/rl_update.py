@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
-from ..data.tasks import get_family, pretraining_task
+from ..data.suites import get_suite
 from ..data.tokenizer import ByteTokenizer
 from ..model.model import GLM53
 from ..runtime.device import autocast
@@ -35,12 +35,13 @@ def set_train_scope(model: GLM53, scope: str) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def replay_batch(step: int, batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pretraining-style examples with labels on the solution tokens (body + EOS) only."""
+def replay_batch(step: int, batch: int, device, suite: str = "reference") -> tuple[torch.Tensor, torch.Tensor]:
+    """Pretraining-style examples of `suite`'s stream with labels on the solution tokens (body + EOS) only."""
     texts, prompt_lengths = [], []
+    stream = get_suite(suite)
     for r in range(batch):
-        task = pretraining_task(REPLAY_STREAM_OFFSET + step * batch + r)
-        texts.append(task.prompt + get_family(task.family).body)
+        task = stream.pretraining_task(REPLAY_STREAM_OFFSET + step * batch + r)
+        texts.append(task.prompt + task.canonical_completion)
         prompt_lengths.append(len(ByteTokenizer().encode(task.prompt, bos=True)))
     inputs, labels = encode_documents(texts, max(len(t.encode()) for t in texts) + 1)
     for i, n in enumerate(prompt_lengths):
@@ -124,7 +125,7 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
             loss = loss + cfg.kl_coef * kl_share
             shares["kl"] = kl_share.detach()
     if cfg.replay_coef > 0:
-        r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device)
+        r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device, cfg.suite)
         rows = dp.share(cfg.replay_batch)
         r_inputs, r_labels = r_inputs[rows], r_labels[rows]
         replay_tokens = max(int(dp.sum((r_labels != IGNORE_INDEX).sum())), 1)

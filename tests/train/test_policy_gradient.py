@@ -150,7 +150,7 @@ def test_dynamic_sampling_replaces_groups_without_signal_in_order_within_the_cap
     tasks = frozen_tasks("rl", 8, "increment")
     signal = {t.task_id for t in tasks[5:7]}  # only these fresh tasks give a group with unequal rewards
 
-    def fake_sample_and_verify(model, step_tasks, group_size, sampling, generator, precision):
+    def fake_sample_and_verify(model, step_tasks, group_size, sampling, generator, precision, suite="reference"):
         verdicts = lambda t: [Verdict("passed", 5, 5) if t.task_id in signal and i == 0 else  # noqa: E731
                               Verdict("failed", 0, 5) for i in range(group_size)]
         return [[({"completion": "x", "token_ids": [5], "hit_token_cap": False}, v) for v in verdicts(t)]

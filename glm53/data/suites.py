@@ -1,0 +1,189 @@
+"""Task suites: which functions a run pretrains on, post-trains on and is scored on, as one small registry.
+
+    reference   the eight one-line families of tasks.py (the default everywhere); splits dev, rl, final, confirm
+    broad       the generated suite of broad/ (75 primitives composed to depth 1-3, multi-line bodies); splits
+                dev, rl, confirm, compose, phrase, and the hand-written human split (broad/human.py; scored only)
+
+A suite gives: its frozen tasks per split (`tasks(split, count, families)`: `count` is tasks per family in the
+reference suite, the first `count` tasks of the split in the broad one), its pretraining stream
+(`pretraining_text(index, seed)`), the verifier's language level its bodies need, the splits a run scores
+before and after RL, the token cap and stop rule (a name in decode/generate.py's STOP_RULES) its bodies need,
+and the context its longest prompt + body needs (`context_problem`).
+
+`--suite NAME` (pretrain, rl, eval, run, tasks export; `suite = "..."` in a sweep spec) puts the suite's
+`defaults(stage)` under the preset and the flags: the reference suite's are empty, so nothing about the
+reference changes; the broad suite's raise the context, the token caps and the task counts its bodies need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SUITE_NAMES = ("reference", "broad")
+DEFAULT_SUITE = "reference"
+BOS_EOS = 2  # a document's ids: BOS + UTF-8 bytes + EOS
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    language: str  # the verifier's language level (glm53/verify/languages.py)
+    splits: tuple[str, ...]  # every split `tasks` accepts
+    eval_splits: tuple[str, ...]  # what a run scores before and after RL
+    stop: str  # decode/generate.py STOP_RULES: "statement" (first complete statement) or "function"
+    max_new_tokens: int  # the token cap its bodies need
+    fit_context: bool  # a long prompt's cap is cut to what the context leaves (its body is short)
+    count_unit: str  # what `count` in tasks() counts
+    stage_defaults: dict = field(default_factory=dict, repr=False)
+    bucket_steps: int = 0  # pretraining: >0 sorts the documents of this many steps by length (pretrain_batches.py)
+
+    def defaults(self, stage: str) -> dict:
+        """Settings `--suite` puts under a stage's preset and flags: stage "pretrain", "rl", "eval" or "run"."""
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in self.stage_defaults.get(stage, {}).items()}
+
+    def context_problem(self, max_sequence_length: int, sequence_length: int | None = None) -> str | None:
+        """Why a model context (and pretraining rows of `sequence_length`) cannot hold this suite, or None."""
+        return None
+
+    def receipt(self) -> dict:
+        return {"suite": self.name, "language": self.language}
+
+
+class ReferenceSuite(Suite):
+    def tasks(self, split: str, count: int, families=None) -> list:
+        from .tasks import frozen_tasks
+
+        return frozen_tasks(split, per_family=count, families=families)
+
+    def pretraining_task(self, index: int, seed: int = 42):
+        from .tasks import pretraining_task
+
+        return pretraining_task(index, seed)
+
+    def pretraining_text(self, index: int, seed: int = 42) -> str:
+        from .tasks import pretraining_text
+
+        return pretraining_text(index, seed)
+
+    def pretrain_dev_tasks(self) -> list:
+        return self.tasks("dev", 1)
+
+    def dev_tasks_for(self, train_tasks: list, count: int, families=None) -> list:
+        """Dev tasks of the families of `train_tasks` (`count` per family)."""
+        from .tasks import FAMILY_NAMES
+
+        known = [f for f in FAMILY_NAMES if f in {t.family for t in train_tasks}]
+        return self.tasks("dev", count, ",".join(known)) if known and count else []
+
+    def family_names(self, families) -> tuple[str, ...]:
+        from .tasks import parse_families
+
+        return parse_families(families)
+
+
+class BroadSuite(Suite):
+    def tasks(self, split: str, count: int, families=None) -> list:
+        """The first `count` tasks of `split`, those of the root primitives in `families` ("all" or None: every
+        one; otherwise comma-separated primitive names, "broad/" optional) kept."""
+        from .broad.human import HUMAN_SPLIT, human_tasks
+        from .broad.splits import frozen_broad_tasks
+
+        if split not in self.splits:
+            raise ValueError(f"unknown split {split!r} of the broad suite; its splits are {', '.join(self.splits)}")
+        tasks = human_tasks(count) if split == HUMAN_SPLIT else frozen_broad_tasks(split, count)
+        roots = self.family_names(families)
+        return tasks if roots is None else [t for t in tasks if t.family in roots]
+
+    def family_names(self, families) -> tuple[str, ...] | None:
+        """None for every family; else the families named ("broad/<root primitive>"), each checked."""
+        if families is None or families in ("", "all"):
+            return None
+        from .broad.registry import builtin_registry
+
+        names = [s.strip() for s in families.split(",")] if isinstance(families, str) else list(families)
+        known = builtin_registry().by_name
+        out = []
+        for name in names:
+            root = name.removeprefix("broad/")
+            if root not in known:
+                raise ValueError(f"the broad suite has no family {name!r}: its families are its root primitives "
+                                 f"(such as {', '.join(sorted(known)[:4])}), or all")
+            out.append(f"broad/{root}")
+        return tuple(out)
+
+    def pretraining_task(self, index: int, seed: int = 42):
+        from .broad.splits import broad_pretraining_task
+
+        return broad_pretraining_task(index, seed)
+
+    def pretraining_text(self, index: int, seed: int = 42) -> str:
+        return self.pretraining_task(index, seed).text
+
+    def pretrain_dev_tasks(self) -> list:
+        return self.tasks("dev", 32)
+
+    def dev_tasks_for(self, train_tasks: list, count: int, families=None) -> list:
+        """The first `count` dev tasks, of the families RL trains on (`families`, as in `tasks`)."""
+        return self.tasks("dev", count, families) if count else []
+
+    def max_document_tokens(self) -> int:
+        """The longest prompt + reference body of any broad task (generated: at most MAX_BYTES bytes; the human
+        split: its longest prompt + solution), with BOS and EOS."""
+        from .broad.generate import MAX_BYTES
+        from .broad.human import human_rows
+
+        human = max(len((r["prompt"] + r["solution"]).encode()) for r in human_rows())
+        return max(MAX_BYTES, human) + BOS_EOS
+
+    def context_problem(self, max_sequence_length: int, sequence_length: int | None = None) -> str | None:
+        from .broad.generate import MAX_BYTES
+
+        need = self.max_document_tokens()
+        if max_sequence_length < need:
+            return (f"--max-sequence-length {max_sequence_length} is too short for the broad suite, whose longest "
+                    f"prompt + body is {need} tokens with BOS and EOS: use at least {need} (the broad preset: 384)")
+        if sequence_length is not None and sequence_length + 1 < MAX_BYTES + BOS_EOS:
+            return (f"--sequence-length {sequence_length} is too short for the broad pretraining stream, whose "
+                    f"documents reach {MAX_BYTES + BOS_EOS} tokens with BOS and EOS: use at least "
+                    f"{MAX_BYTES + BOS_EOS - 1}")
+        return None
+
+
+BROAD_MAX_NEW_TOKENS = 192  # the longest reference body of the broad splits is 172 bytes (compose), of human 114
+BROAD_CONTEXT = 384
+BROAD_SEQUENCE_LENGTH = 324  # pretraining rows: the stream's documents reach 322 tokens
+
+SUITES: dict[str, Suite] = {
+    "reference": ReferenceSuite(
+        "reference", "eight one-line families (tasks.py)", "reference", ("dev", "rl", "final", "confirm"),
+        ("confirm",), "statement", 48, False, "per family"),
+    "broad": BroadSuite(
+        "broad", "generated functions from 75 primitives to depth 3 (broad/), and the hand-written human split",
+        "python", ("dev", "rl", "confirm", "compose", "phrase", "human"),
+        ("dev", "rl", "confirm", "compose", "phrase", "human"), "function", BROAD_MAX_NEW_TOKENS, True, "in all",
+        stage_defaults={
+            "pretrain": {"sequence_length": BROAD_SEQUENCE_LENGTH, "dev_max_new_tokens": BROAD_MAX_NEW_TOKENS,
+                         "max_sequence_length": BROAD_CONTEXT},
+            "rl": {"families": "all", "tasks_per_family": 256, "max_new_tokens": BROAD_MAX_NEW_TOKENS,
+                   "dev_per_family": 32},
+            "eval": {"max_new_tokens": BROAD_MAX_NEW_TOKENS},
+        }, bucket_steps=8),
+}
+
+
+def suite_settings(settings: dict, stage: str) -> dict:
+    """Flat settings (a sweep spec's) over the defaults of the suite they name (`suite`, default reference) for
+    `stage`, nested settings (model, sampling) flattened: what `--suite` does on the command line."""
+    flat: dict = {}
+    for key, value in get_suite(settings.get("suite")).defaults(stage).items():
+        flat.update(value if isinstance(value, dict) else {key: value})
+    return {**flat, **settings}
+
+
+def get_suite(name: str | None) -> Suite:
+    """The suite called `name` (None: the reference); an unknown name is a one-line ValueError."""
+    name = DEFAULT_SUITE if name is None else name
+    if name not in SUITES:
+        raise ValueError(f"unknown suite {name!r}; suites are {', '.join(SUITE_NAMES)}")
+    return SUITES[name]

@@ -1,0 +1,124 @@
+"""The rl-splits job: RL from a given checkpoint (glm53 rl), then greedy pass@1 on every evaluation split of its
+suite, for the start checkpoint and for the RL run's last one. Its metrics, at the one label "eval", are per
+split: `<split>_pass_at_1_before`, `<split>_pass_at_1` (after RL) and `<split>_lift` (after - before); the
+seed is the RL seed. `glm53 analyze` tests every `*_lift` metric against zero over the seeds (the exact sign-flip
+test; analysis.py), so a spec of one arm and several seeds gives each split's RL lift with its p.
+
+The start's score is the same for every seed (greedy decoding of one checkpoint); each job computes it again
+rather than share a file between parallel jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..runtime.settings import Checks, config_from_settings, setting, setting_names
+
+SPLITS = ("dev", "rl", "final", "confirm", "compose", "phrase", "human")  # every split of every suite
+
+
+@dataclass
+class SplitEvalConfig:
+    """The evaluation that ends an rl-splits job, the same for every seed."""
+
+    eval_splits: str = setting("all", "comma-separated splits to score, or all (the suite's evaluation splits)")
+    eval_count: int = setting(64, "tasks of each split (reference suite: per family); the human split is scored whole")
+    eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)")
+    keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (their hashes stay in the receipts)")
+
+    def __post_init__(self) -> None:
+        check = Checks("rl-splits")
+        check.at_least("eval_count", self.eval_count, 1)
+        check.at_least("eval_max_new_tokens", self.eval_max_new_tokens, 0)
+        check.done()
+
+
+@dataclass
+class RLSplitsJob:
+    rl: Any
+    final: SplitEvalConfig
+
+    def to_dict(self) -> dict:
+        return {**self.rl.to_dict(), **asdict(self.final)}
+
+    def splits(self) -> tuple[str, ...]:
+        from ..data.suites import get_suite
+
+        suite = get_suite(self.rl.suite)
+        if self.final.eval_splits in ("", "all"):
+            return suite.eval_splits
+        names = tuple(s.strip() for s in self.final.eval_splits.split(","))
+        unknown = [s for s in names if s not in suite.splits]
+        if unknown:
+            raise ValueError(f"rl-splits: eval_splits {unknown} are not splits of the {suite.name} suite "
+                             f"({', '.join(suite.splits)})")
+        return names
+
+
+def make_rl_splits(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> RLSplitsJob:
+    from ..data.suites import suite_settings
+    from ..train.rl_config import RLConfig
+
+    own = set(setting_names(SplitEvalConfig))
+    final = config_from_settings(SplitEvalConfig, {k: v for k, v in settings.items() if k.replace("-", "_") in own},
+                                 "rl-splits")
+    rl_settings = suite_settings({"dev_per_family": 0, **{k: v for k, v in settings.items()
+                                                          if k.replace("-", "_") not in own}}, "rl")
+    rl = config_from_settings(RLConfig, rl_settings, "rl", seed=seed, checkpoints=tuple(checkpoints or ()),
+                              out=str(job_dir / "run"), progress=False, resume=False)
+    if not rl.init:
+        raise ValueError('rl-splits: the spec\'s settings must name the start checkpoint (init = "{setup}/run/'
+                         'checkpoint-0100")')
+    job = RLSplitsJob(rl, final)
+    job.splits()  # unknown splits are refused before anything runs
+    return job
+
+
+def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
+    from ..data.suites import get_suite
+    from ..decode.sampling import Sampling
+    from ..evaluate.eval_config import EvalConfig
+    from ..evaluate.evaluate import evaluate, subset
+    from ..train.checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME, load_model
+    from ..train.rl import rl_train
+
+    cfg, final = job.rl, job.final
+    suite = get_suite(cfg.suite)
+    receipt = rl_train(cfg, log=log)
+    last = max(receipt["checkpoints"], key=lambda c: c["group"])
+    models = {"before": load_model(cfg.init), "after": load_model(Path(cfg.out) / last["path"])}
+    tasks = {s: suite.tasks(s, None if s == "human" else final.eval_count) for s in job.splits()}
+    every = [t for split in tasks.values() for t in split]
+    eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=final.eval_max_new_tokens or
+                                                              cfg.sampling.max_new_tokens))
+    accepted = cfg.runtime.accept_partial_isolation
+    scored = {name: evaluate(model, every, eval_cfg, accepted_partial=accepted) for name, model in models.items()}
+    metrics, outcomes = {}, {}
+    for split, split_tasks in tasks.items():
+        ids = [t.task_id for t in split_tasks]
+        rate = {name: subset(result, ids)["summary"]["pass_at_k"]["1"] for name, result in scored.items()}
+        metrics.update({f"{split}_pass_at_1_before": rate["before"], f"{split}_pass_at_1": rate["after"],
+                        f"{split}_lift": rate["after"] - rate["before"]})
+        outcomes[f"{split}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0)
+                                          for r in subset(scored["after"], ids)["tasks"]}
+    if not final.keep_weights:
+        for folder in Path(cfg.out).glob("checkpoint-*"):
+            for name in (WEIGHTS_NAME, TRAINER_STATE_NAME):
+                (folder / name).unlink(missing_ok=True)
+    log(", ".join(f"{s} {metrics[f'{s}_pass_at_1_before']:.3f} -> {metrics[f'{s}_pass_at_1']:.3f}" for s in tasks))
+    return {"job": "rl-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
+            "metrics": {"eval": metrics}, "task_outcomes": outcomes,
+            "final_weights_sha256": models["after"].weights_sha256, "initial_sha256": receipt["initial_sha256"],
+            "eval_settings": scored["after"]["settings"], "rl_seconds": receipt["elapsed_seconds_this_invocation"],
+            "eval_seconds": sum(r["elapsed_seconds"] for r in scored.values()),
+            "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json")}
+
+
+RL_SPLITS = dict(
+    name="rl-splits",
+    description="post-training from init (glm53 rl), then greedy pass@1 on every evaluation split of its suite "
+                "before and after RL, and each split's lift; the seed is the RL seed",
+    metrics=tuple(f"{s}_{m}" for s in SPLITS for m in ("lift", "pass_at_1", "pass_at_1_before")),
+    make=make_rl_splits, run=run_rl_splits, uses_checkpoints=False)

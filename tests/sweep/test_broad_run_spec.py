@@ -1,0 +1,72 @@
+"""The broad-run sweep spec: it parses and plans (six RL seeds from one shared broad pretraining) without running;
+the rl-splits job runs on a tiny model; `glm53 analyze` tests each split's lift against zero (exact sign flip)."""
+
+import json
+from pathlib import Path
+
+from glm53 import GLM53, ModelConfig
+from glm53.sweep.analysis import analyze
+from glm53.sweep.jobs import job_kind
+from glm53.sweep.runner import SPEC_FILE, job_dir, plan_jobs, setup_job
+from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
+from glm53.train.checkpoint import save_checkpoint
+
+from ..tiny import TINY
+
+SPLITS = ("confirm", "compose", "phrase", "human", "dev", "rl")
+
+
+def test_broad_run_parses_and_plans(tmp_path):
+    assert "broad-run" in shipped_specs()
+    spec = load_spec("broad-run")
+    assert spec.job == "rl-splits" and len(spec.seeds) >= 6 and list(spec.arms) == ["broad"]
+    assert [m for m in spec.metrics if m.endswith("_lift")] == [f"{s}_lift" for s in SPLITS]
+    setup = setup_job(spec, tmp_path)
+    pretraining = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
+    assert (pretraining.suite, pretraining.sequence_length, pretraining.model.max_sequence_length) == ("broad", 324, 384)
+    assert (pretraining.steps, pretraining.lr_schedule, pretraining.dev_max_new_tokens) == (240, "cosine", 192)
+    jobs = plan_jobs(spec, tmp_path)
+    assert len(jobs) == len(spec.seeds) and {j.seed for j in jobs} == set(spec.seeds)
+    for job in jobs:
+        made = job_kind(job.kind).make(resolve_setup(job.settings, job.setup_dir), job.seed, job.checkpoints,
+                                       Path(job.dir))
+        assert made.rl.init == str(tmp_path.resolve() / "setup" / "run" / "checkpoint-0240")
+        assert (made.rl.suite, made.rl.sampling.max_new_tokens, made.rl.families, made.rl.seed) == ("broad", 192, "all", job.seed)
+        assert made.splits() == ("dev", "rl", "confirm", "compose", "phrase", "human")
+    assert not any(tmp_path.iterdir())  # planning wrote nothing
+
+
+def test_rl_splits_job_on_a_tiny_model(tmp_path):
+    start = tmp_path / "start"
+    save_checkpoint(start, GLM53(ModelConfig(**{**TINY, "max_sequence_length": 384})), {"step": 0})
+    kind = job_kind("rl-splits")
+    settings = {"init": str(start), "suite": "broad", "groups": 2, "group_size": 2, "groups_per_step": 2,
+                "tasks_per_family": 4, "max_new_tokens": 8, "eval_count": 2, "eval_splits": "confirm,compose"}
+    job = kind.make(settings, 7, (2,), tmp_path / "job")
+    receipt = kind.run(job, tmp_path / "job", lambda *_: None)
+    metrics = receipt["metrics"]["eval"]
+    assert receipt["suite"] == "broad" and receipt["language"] == "python"
+    assert set(metrics) == {f"{s}_{m}" for s in ("confirm", "compose") for m in ("lift", "pass_at_1", "pass_at_1_before")}
+    assert metrics["confirm_lift"] == metrics["confirm_pass_at_1"] - metrics["confirm_pass_at_1_before"]
+    assert not list((tmp_path / "job" / "run").glob("checkpoint-*/model.safetensors"))  # weights dropped
+
+
+def test_analyze_tests_each_lift_against_zero(tmp_path):
+    spec = load_spec("broad-run")
+    (tmp_path / SPEC_FILE).write_text(json.dumps(spec.to_dict()))
+    for n, seed in enumerate(spec.seeds):
+        metrics = {}
+        for s in SPLITS:
+            lift = {"confirm": 0.05 + 0.01 * n, "compose": (-1) ** n * 0.02}.get(s, 0.0)
+            metrics.update({f"{s}_pass_at_1_before": 0.3, f"{s}_pass_at_1": 0.3 + lift, f"{s}_lift": lift})
+        folder = job_dir(tmp_path, "broad", seed)
+        folder.mkdir(parents=True)
+        (folder / "receipt.json").write_text(json.dumps({"metrics": {"eval": metrics}, "seed": seed}))
+    result = analyze(tmp_path, charts=False)
+    lifts = {r["metric"]: r for r in result["lifts"]}
+    assert lifts["confirm_lift"]["up"] == 6 and lifts["confirm_lift"]["p"] == 2 / 64  # every seed up: exact 1/32
+    assert lifts["confirm_lift"]["test"] == "exact" and lifts["confirm_lift"]["holm_p"] >= 2 / 64
+    assert lifts["compose_lift"]["p"] == 1.0 and (lifts["compose_lift"]["up"], lifts["compose_lift"]["down"]) == (3, 3)
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## Lifts (after - before within each job), tested against zero" in report
+    assert "| broad | eval | confirm_lift | +7.5 pp |" in report
