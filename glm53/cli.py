@@ -22,6 +22,7 @@ from .decode.commands import add_generate_parser
 from .evaluate.commands import add_compare_parser, add_eval_parser
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
 from .runtime.config import add_device_flag, under_torchrun
+from .runtime.config_file import add_config_file_flags, config_from_command
 from .runtime.settings import add_config_arguments, config_from_args
 from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
@@ -87,18 +88,26 @@ def add_run_parser(sub) -> None:
 
     p = sub.add_parser("run", help="the whole experiment: pretrain, RL, confirm, charts and REPORT.md",
                        description="Every pretraining and RL setting is a flag: --pretrain.NAME and --rl.NAME "
-                                   "(defaults: the dataclass, then the preset, then what you give).")
+                                   "(defaults: the dataclass, then the preset, then --config FILE, then the flags "
+                                   "given).")
     add_config_arguments(p, RunConfig, title="run")
+    add_config_file_flags(p)
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args) -> int:
     from .evaluate.sandbox_policy import require_isolation
-    from .run import run_pipeline
     from .run_config import PRESETS, RunConfig
 
-    preset = args.preset or ("broad" if args.suite == "broad" else "full")  # --suite broad alone: its preset
-    cfg = config_from_args(RunConfig, args, base={**PRESETS[preset], "preset": preset})
+    def preset(given) -> dict:
+        name = given("preset") or ("broad" if given("suite") == "broad" else "full")  # --suite broad: its preset
+        return {**PRESETS.get(name, {}), "preset": name}  # an unknown name: RunConfig's check names the choices
+
+    cfg = config_from_command(RunConfig, args, preset)
+    if cfg is None:  # --print-config printed it (without loading torch)
+        return 0
+    from .run import run_pipeline
+
     require_isolation(cfg.runtime.accept_partial_isolation, "run")
     run_pipeline(cfg)
     return 0

@@ -47,3 +47,11 @@ def test_the_package_face_is_unchanged_and_lazy():
                    "from glm53.model.model import GLM53 as G; assert GLM53 is G; "
                    "assert ModelConfig().dim == 192 and ByteTokenizer().encode('a') == [ByteTokenizer().encode('a')[0]]")
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_print_config_answers_without_torch():
+    # (not `glm53 run`: RunConfig's check names the RL start checkpoint with train/checkpoint.py, which loads torch)
+    for argv in (["pretrain"], ["rl", "--init", "a", "--out", "b"],
+                 ["eval", "--checkpoint", "c", "--out", "o.json", "--split", "dev"]):
+        p = run_python(NO_TORCH + "sys.exit(main(sys.argv[1:]))", *argv, "--print-config")
+        assert p.returncode == 0 and "settings, resolved" in p.stdout, (argv, p.stderr[-2000:])

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from ..runtime.files import atomic_write_json, refuse_existing
-from ..runtime.settings import add_config_arguments, config_from_args
+from ..runtime.config_file import add_config_file_flags, config_from_command
+from ..runtime.settings import add_config_arguments
 
 
 def _tasks_from(cfg):
@@ -30,6 +31,7 @@ def add_eval_parser(sub) -> None:
     add_config_arguments(p, EvalCommandConfig, title=f"evaluation (temperature default: 0 for one sample, "
                                                      f"{SAMPLED_TEMPERATURE} for several; max-new-tokens default: "
                                                      f"the suite's, 48 or 192)")
+    add_config_file_flags(p)
     p.set_defaults(func=cmd_eval)
 
 
@@ -37,16 +39,23 @@ def cmd_eval(args) -> int:
     from ..decode.sampling import SAMPLED_TEMPERATURE
     from ..data.commands import DEFAULT_PER_FAMILY
     from ..data.suites import get_suite
-    from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
     from .eval_config import EvalCommandConfig
-    from .evaluate import evaluate, format_summary
     from .sandbox_policy import require_isolation
 
-    if args.temperature is None and (args.samples or 1) > 1:
-        args.temperature = SAMPLED_TEMPERATURE
-    suite = get_suite(args.suite)
-    cfg = config_from_args(EvalCommandConfig, args, base=suite.defaults("eval"))
+    def defaults(given) -> dict:  # the suite's, and several samples' own temperature unless one is given
+        found = get_suite(given("suite")).defaults("eval")
+        if given("temperature") is None and (given("samples") or 1) > 1:
+            found["temperature"] = SAMPLED_TEMPERATURE
+        return found
+
+    cfg = config_from_command(EvalCommandConfig, args, defaults)
+    if cfg is None:  # --print-config printed it (without loading torch)
+        return 0
+    from ..runtime.device import resolve_device
+    from ..train.checkpoint import load_model
+    from .evaluate import evaluate, format_summary
+
+    suite = get_suite(cfg.evaluation.suite)
     refuse_existing(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)

@@ -2,6 +2,7 @@
 
     composition.py      config dataclasses made of others: walked, built, recorded flat, given flat arguments
     settings.py         command-line flags generated from config dataclasses (one name, one default)
+    config_file.py      settings from a TOML file or a run's record (--config), printed as TOML (--print-config)
     config.py           RuntimeConfig (device, precision, threads, progress, resume, tracker, isolation policy),
                         nested by every stage's config, and the one list of what a resumed run may change
     files.py            atomic, never-overwriting file output; run-folder locks; JSON Lines

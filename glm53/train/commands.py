@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..runtime.settings import add_config_arguments, config_from_args
+from ..runtime.config_file import add_config_file_flags, config_from_command
+from ..runtime.settings import add_config_arguments
 
 
 def add_pretrain_parser(sub) -> None:
@@ -12,16 +13,20 @@ def add_pretrain_parser(sub) -> None:
     p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint "
                                    "(default: dev split, one per family)")
     add_config_arguments(p, PretrainConfig, title="pretraining")
+    add_config_file_flags(p)
     p.set_defaults(func=cmd_pretrain)
 
 
 def cmd_pretrain(args) -> int:
     from ..data.suites import get_suite
     from ..data.tasks import read_tasks
-    from .pretrain import pretrain
     from .pretrain_config import PretrainConfig
 
-    cfg = config_from_args(PretrainConfig, args, base=get_suite(args.suite).defaults("pretrain"))
+    cfg = config_from_command(PretrainConfig, args, lambda given: get_suite(given("suite")).defaults("pretrain"))
+    if cfg is None:  # --print-config printed it (without loading torch)
+        return 0
+    from .pretrain import pretrain
+
     return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
 
 
@@ -45,6 +50,7 @@ def add_rl_parser(sub) -> None:
 
     p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
     add_config_arguments(p, RLConfig, title="RL")
+    add_config_file_flags(p)
     p.set_defaults(func=cmd_rl)
 
 
@@ -52,10 +58,13 @@ def cmd_rl(args) -> int:
     from ..data.suites import get_suite
     from ..data.tasks import read_tasks
     from ..evaluate.sandbox_policy import require_isolation
-    from .rl import rl_train
     from .rl_config import RLConfig
 
-    cfg = config_from_args(RLConfig, args, base=get_suite(args.suite).defaults("rl"))
+    cfg = config_from_command(RLConfig, args, lambda given: get_suite(given("suite")).defaults("rl"))
+    if cfg is None:  # --print-config printed it (without loading torch)
+        return 0
+    from .rl import rl_train
+
     require_isolation(cfg.runtime.accept_partial_isolation, "rl")
     return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
 
