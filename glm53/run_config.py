@@ -55,9 +55,9 @@ class RunConfig:
     preset: str = setting("full", "full: the main job (~8 min); quick: a small version; broad: the broad suite "
                                   "(at most 15 min)", choices=tuple(PRESETS))
     rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from (0: the checkpoint that passes "
-                                 "the most dev tasks, the later one on ties)")
+                                 "the most dev tasks, the later one on ties)", at_least=0)
     confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end (broad suite: tasks "
-                                         "of each evaluation split, the human split whole)")
+                                         "of each evaluation split, the human split whole)", at_least=1)
     suite: str = setting(DEFAULT_SUITE, "task suite of both stages and the evaluation, reference or broad (--suite "
                                         "broad alone runs --preset broad, whose context and token caps fit its bodies)",
                          choices=SUITE_NAMES)
@@ -74,11 +74,10 @@ class RunConfig:
         from .train.checkpoint import checkpoint_name
 
         check = Checks("run")
-        check.at_least("confirm_per_family", self.confirm_per_family, 1)
         check.require(self.rl_start == 0 or self.rl_start in self.pretrain.checkpoints,
                       f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "
                       f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints), or 0")
-        check.choices(self)
+        check.declared(self)
         check.done()
         run = Path(self.out)
         shared = {name: getattr(self.runtime, name) for name in RUN_RUNTIME}

@@ -17,18 +17,15 @@ MAX_NEW_TOKENS = 48  # token cap of a completion (every task's body fits well wi
 class Sampling:
     """How tokens are drawn, for both generators and evaluation. temperature 0 is greedy."""
 
-    temperature: float = setting(0.0, "sampling temperature; 0 = greedy")
-    top_k: int | None = setting(None, "keep only the k most likely tokens")
-    top_p: float | None = setting(None, "keep the smallest set of tokens with this mass")
-    max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap per completion")
+    temperature: float = setting(0.0, "sampling temperature; 0 = greedy", at_least=0)
+    top_k: int | None = setting(None, "keep only the k most likely tokens", at_least=1)
+    top_p: float | None = setting(None, "keep the smallest set of tokens with this mass", above=0, at_most=1)
+    max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap per completion", at_least=1)
     ignore_eos: bool = setting(False, "ban EOS so every row runs to the cap (benchmarks)")
 
     def __post_init__(self) -> None:
         check = Checks("sampling")
-        check.require(self.temperature >= 0, f"--temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        check.require(self.top_k is None or self.top_k >= 1, f"--top-k must be >= 1 or unset, got {self.top_k}")
-        check.require(self.top_p is None or 0 < self.top_p <= 1, f"--top-p must lie in (0, 1] or be unset, got {self.top_p}")
-        check.at_least("max_new_tokens", self.max_new_tokens, 1)
+        check.declared(self)
         check.done()
 
     def to_dict(self) -> dict:

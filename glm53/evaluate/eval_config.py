@@ -22,22 +22,20 @@ EVAL_SEED = 8675309  # the seed of sampled evaluations: `glm53 eval`, RL's dev s
 class EvalConfig:
     """What `evaluate` does: how many samples per task and how they are drawn."""
 
-    samples: int = setting(1, "samples per task (1 = greedy pass@1)")
+    samples: int = setting(1, "samples per task (1 = greedy pass@1)", at_least=1)
     sampling: Sampling = setting(default_factory=Sampling, flatten=True)
-    seed: int = setting(EVAL_SEED, "seed of the sampling generator")
+    seed: int = setting(EVAL_SEED, "seed of the sampling generator", at_least=0)
     precision: str = setting(DECODE_PRECISION, "decoding precision", choices=PRECISIONS)
-    timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox")
+    timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox", above=0)
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its splits, stop rule and token cap (reference: "
                                         "48 tokens, first statement; broad: 192, to the function's end)",
                          choices=SUITE_NAMES)
 
     def __post_init__(self) -> None:
         check = Checks("eval")
-        check.at_least("samples", self.samples, 1)
         check.require(self.samples == 1 or self.sampling.temperature > 0,
                       "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
-        check.positive("timeout_s", self.timeout_s)
-        check.choices(self)
+        check.declared(self)
         check.done()
 
 
@@ -60,9 +58,9 @@ class EvalCommandConfig:
     out: str = setting("", "receipt file (must not exist)", required=True)
     split: str | None = setting(None, "a frozen split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, "
                                       "compose, phrase, human)", choices=ALL_SPLITS)
-    per_family: int | None = setting(None, f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})")
+    per_family: int | None = setting(None, f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})", at_least=1)
     count: int | None = setting(None, f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; "
-                                      "human: all 88)")
+                                      "human: all 88)", at_least=1)
     families: str = setting("all", "comma-separated family names, or all (broad suite: root primitives)")
     tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and cap)")
     evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True)
@@ -73,5 +71,5 @@ class EvalCommandConfig:
         check.require(not (self.tasks and self.split), "give either --tasks or --split, not both")
         check.require(bool(self.tasks or self.split), "give --split (reference: dev, rl, final, confirm; broad: dev, rl, "
                                                       "confirm, compose, phrase, human) or --tasks FILE")
-        check.choices(self)
+        check.declared(self)
         check.done()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
-from ..runtime.settings import setting
+from ..runtime.settings import Checks, setting
 
 # Every component with two mathematically equal forms names them the same way: "plain" (the readable
 # reference) and "fast" (the default). Checkpoints written before this naming still load.
@@ -35,22 +35,22 @@ class ModelConfig:
     never change the weights, so a checkpoint loads under either.
     """
 
-    vocab_size: int = setting(260, "output vocabulary (the 260 byte-level ids)")
-    dim: int = setting(192, "model width")
-    layers: int = setting(12, "number of blocks")
-    heads: int = setting(6, "attention heads (head_dim = dim / heads)")
-    expert_hidden: int = setting(384, "hidden width of each SwiGLU expert")
-    experts: int = setting(8, "routed experts per MoE layer")
-    top_k: int = setting(2, "routed experts each token uses")
-    shared_experts: int = setting(1, "always-on experts per MoE layer")
-    streams: int = setting(4, "residual streams (hyper-connections)")
-    sparse_window: int = setting(32, "sparse attention: local keys each query sees")
-    sparse_stride: int = setting(32, "sparse attention: every stride-th key is an anchor")
-    max_sequence_length: int = setting(192, "context length")
-    sparse_every: int = setting(4, "layer i is sparse when (i + 1) % sparse_every == 0: L L L S")
-    rope_base: float = setting(10000.0, "RoPE frequency base")
-    norm_eps: float = setting(1e-6, "RMSNorm epsilon")
-    init_std: float = setting(0.02, "std of the Normal init of every matrix")
+    vocab_size: int = setting(260, "output vocabulary (the 260 byte-level ids)", at_least=260)
+    dim: int = setting(192, "model width", at_least=1)
+    layers: int = setting(12, "number of blocks", at_least=1)
+    heads: int = setting(6, "attention heads (head_dim = dim / heads)", at_least=1)
+    expert_hidden: int = setting(384, "hidden width of each SwiGLU expert", at_least=1)
+    experts: int = setting(8, "routed experts per MoE layer", at_least=1)
+    top_k: int = setting(2, "routed experts each token uses", at_least=1)
+    shared_experts: int = setting(1, "always-on experts per MoE layer", at_least=0)
+    streams: int = setting(4, "residual streams (hyper-connections)", at_least=1)
+    sparse_window: int = setting(32, "sparse attention: local keys each query sees", at_least=1)
+    sparse_stride: int = setting(32, "sparse attention: every stride-th key is an anchor", at_least=1)
+    max_sequence_length: int = setting(192, "context length", at_least=2)
+    sparse_every: int = setting(4, "layer i is sparse when (i + 1) % sparse_every == 0: L L L S", at_least=1)
+    rope_base: float = setting(10000.0, "RoPE frequency base", above=0)
+    norm_eps: float = setting(1e-6, "RMSNorm epsilon", above=0)
+    init_std: float = setting(0.02, "std of the Normal init of every matrix", above=0)
     # The reference writes the block's output *including its input* back onto every stream, so the
     # residual is counted twice; False writes only the block's update. See hyper_connections.py.
     hc_double_residual: bool = setting(False, "write input + update back to the streams, as the reference did")
@@ -58,43 +58,43 @@ class ModelConfig:
     linear_attention: str = setting("elu", "linear layers: elu (elu+1 linear attention, the reference) or kda "
                                            "(Kimi delta attention: per-channel decay and a delta-rule state)",
                                     choices=LINEAR_ATTENTIONS)
-    kda_decay_lower_bound: float = setting(-5.0, "KDA: the most negative log-decay a token may apply per channel")
-    kda_conv_kernel: int = setting(4, "KDA: width of the short causal depthwise convolution on q, k and v")
-    kda_decay_rank: int = setting(32, "KDA: rank of the low-rank projection that produces the decay")
+    kda_decay_lower_bound: float = setting(-5.0, "KDA: the most negative log-decay a token may apply per channel", below=0)
+    kda_conv_kernel: int = setting(4, "KDA: width of the short causal depthwise convolution on q, k and v", at_least=1)
+    kda_decay_rank: int = setting(32, "KDA: rank of the low-rank projection that produces the decay", at_least=1)
     kda_chunk: int = setting(16, "KDA: tokens per chunk in the fast (chunked) form; chunk x |lower bound| must "
-                                 f"stay <= {KDA_MAX_CHUNK_DECAY:g} so exp() of a chunk's decay fits fp32")
+                                 f"stay <= {KDA_MAX_CHUNK_DECAY:g} so exp() of a chunk's decay fits fp32", at_least=1)
     sparse_selection: str = setting("fixed", "sparse layers: fixed (local window + strided anchors, the reference) "
                                              "or indexer (a learned lightning indexer picks each query's keys)",
                                     choices=SPARSE_SELECTIONS)
-    indexer_top_k: int = setting(32, "indexer: keys each query keeps, besides itself (all when fewer exist)")
-    indexer_heads: int = setting(4, "indexer: number of small indexer heads")
-    indexer_dim: int = setting(32, "indexer: width of each indexer head")
+    indexer_top_k: int = setting(32, "indexer: keys each query keeps, besides itself (all when fewer exist)", at_least=1)
+    indexer_heads: int = setting(4, "indexer: number of small indexer heads", at_least=1)
+    indexer_dim: int = setting(32, "indexer: width of each indexer head", at_least=1)
     index_pool: int = setting(1, "indexer: score blocks of this many keys by their mean indexer key (the "
-                                 "released KPool); 1 scores every key")
+                                 "released KPool); 1 scores every key", at_least=1)
     position: str = setting("rope", "rope (rotary, the reference) or none (no positional encoding, as the "
                                     "released text model)", choices=POSITIONS)
     # The released model's streams, router and head
     residual: str = setting("hc", "residual streams: hc (static read/write weights, the reference) or mhc "
                                   "(input-dependent, with a Sinkhorn-projected doubly stochastic stream mixing)",
                             choices=RESIDUALS)
-    sinkhorn_iterations: int = setting(20, "mhc: alternating row/column normalisations of the stream mixing")
+    sinkhorn_iterations: int = setting(20, "mhc: alternating row/column normalisations of the stream mixing", at_least=1)
     router: str = setting("softmax-balance", "softmax-balance (softmax top-k plus a balance loss, the reference) or "
                                              "sigmoid-bias (sigmoid scores; a per-expert bias, nudged after each "
                                              "step toward even load, picks the experts)", choices=ROUTERS)
-    router_bias_rate: float = setting(1e-3, "sigmoid-bias: how far each expert's bias moves per optimizer step")
-    router_scale: float = setting(1.0, "sigmoid-bias: the renormalised routing weights are multiplied by this")
+    router_bias_rate: float = setting(1e-3, "sigmoid-bias: how far each expert's bias moves per optimizer step", at_least=0)
+    router_scale: float = setting(1.0, "sigmoid-bias: the renormalised routing weights are multiplied by this", above=0)
     tie_embeddings: bool = setting(True, "share the input embedding with the output head (False: a separate head)")
     mtp_depth: int = setting(0, "multi-token prediction blocks (0 or 1): from the final hidden state at t and the "
-                                "embedding of token t+1, predict token t+2; a draft model for speculative decoding")
+                                "embedding of token t+1, predict token t+2; a draft model for speculative decoding", at_least=0, at_most=1)
     linear_attention_impl: str = setting("fast", "linear attention form", choices=IMPLS)
-    linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention")
+    linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention", at_least=1)
     sparse_attention_impl: str = setting("fast", "sparse attention form", choices=IMPLS)
     moe_impl: str = setting("fast", "mixture-of-experts form", choices=IMPLS)
     residual_impl: str = setting("fast", "hyper-connection form (residual = hc)", choices=IMPLS)
     # Kernel settings: how the fast forms run, never what they compute beyond rounding. `glm53 calibrate` times
     # them on the machine at hand, and `--kernels auto` uses its choice (see calibrate.py).
     expert_row_padding: int = setting(64, "under bf16 autocast, pad each expert's rows to a multiple of this, so "
-                                          "matrix shapes repeat from step to step (0: no padding)")
+                                          "matrix shapes repeat from step to step (0: no padding)", at_least=0)
     sparse_attention_core: str = setting("fp32", "dtype of the sparse attention core under bf16 autocast",
                                          choices=CORE_DTYPES)
     linear_attention_core: str = setting("fp32", "dtype of the fast linear attention's chunk matrix products under "
@@ -109,48 +109,19 @@ class ModelConfig:
         for f in fields(self):
             if f.type in ("int",) and getattr(self, f.name) is not None:
                 need(isinstance(getattr(self, f.name), int), f"{f.name} must be an int, got {getattr(self, f.name)!r}")
-        need(self.dim > 0 and self.layers > 0 and self.heads > 0, "dim, layers and heads must be positive")
+        check = Checks("ModelConfig")  # choices, finite numbers and the bounds each field declares
+        check.declared(self)
+        check.done()
         need(self.dim % self.heads == 0, f"dim ({self.dim}) must be divisible by heads ({self.heads})")
         need(self.position == "none" or self.head_dim % 2 == 0,
              f"head_dim = dim/heads = {self.head_dim} must be even for RoPE (or position = none)")
-        need(self.experts >= 1, "experts must be at least 1")
         need(1 <= self.top_k <= self.experts, f"top_k ({self.top_k}) must lie in [1, experts={self.experts}]")
-        need(self.shared_experts >= 0, "shared_experts must be >= 0")
-        need(self.streams >= 1, "streams must be at least 1")
-        need(self.sparse_window >= 1 and self.sparse_stride >= 1, "sparse_window and sparse_stride must be >= 1")
-        need(self.sparse_every >= 1, "sparse_every must be >= 1")
-        need(self.vocab_size >= 260, "vocab_size must be at least 260 (the byte vocabulary)")
-        need(self.max_sequence_length >= 2, "max_sequence_length must be at least 2")
-        for name in IMPL_FIELDS:
-            need(getattr(self, name) in IMPLS, f"{name} must be one of {IMPLS}, got {getattr(self, name)!r}")
-        need(self.linear_attention_chunk >= 1, "linear_attention_chunk must be >= 1")
-        need(self.expert_row_padding >= 0, "expert_row_padding must be >= 0")
-        need(self.sparse_attention_core in CORE_DTYPES, f"sparse_attention_core must be one of {CORE_DTYPES}")
-        need(self.linear_attention_core in CORE_DTYPES, f"linear_attention_core must be one of {CORE_DTYPES}")
-        need(self.linear_attention in LINEAR_ATTENTIONS,
-             f"linear_attention must be one of {LINEAR_ATTENTIONS}, got {self.linear_attention!r}")
-        need(self.sparse_selection in SPARSE_SELECTIONS,
-             f"sparse_selection must be one of {SPARSE_SELECTIONS}, got {self.sparse_selection!r}")
-        need(self.position in POSITIONS, f"position must be one of {POSITIONS}, got {self.position!r}")
-        need(self.kda_decay_lower_bound < 0, f"kda_decay_lower_bound must be negative, got {self.kda_decay_lower_bound}")
-        need(self.kda_conv_kernel >= 1, f"kda_conv_kernel must be >= 1, got {self.kda_conv_kernel}")
-        need(self.kda_decay_rank >= 1, f"kda_decay_rank must be >= 1, got {self.kda_decay_rank}")
-        need(self.kda_chunk >= 1 and self.kda_chunk * -self.kda_decay_lower_bound <= KDA_MAX_CHUNK_DECAY,
+        need(self.kda_chunk * -self.kda_decay_lower_bound <= KDA_MAX_CHUNK_DECAY,
              f"kda_chunk ({self.kda_chunk}) x |kda_decay_lower_bound| ({-self.kda_decay_lower_bound:g}) must lie in "
              f"[1, {KDA_MAX_CHUNK_DECAY:g}] so the chunk's decay stays finite in fp32; lower kda_chunk")
-        need(self.indexer_top_k >= 1, f"indexer_top_k must be >= 1, got {self.indexer_top_k}")
-        need(self.indexer_heads >= 1 and self.indexer_dim >= 1,
-             f"indexer_heads and indexer_dim must be >= 1, got {self.indexer_heads} and {self.indexer_dim}")
-        need(self.index_pool >= 1, f"index_pool must be >= 1, got {self.index_pool}")
-        need(self.residual in RESIDUALS, f"residual must be one of {RESIDUALS}, got {self.residual!r}")
-        need(self.sinkhorn_iterations >= 1, f"sinkhorn_iterations must be >= 1, got {self.sinkhorn_iterations}")
         need(not (self.residual == "mhc" and self.hc_double_residual),
              "hc_double_residual applies to residual = hc only; mhc writes H_post times the update")
-        need(self.router in ROUTERS, f"router must be one of {ROUTERS}, got {self.router!r}")
-        need(self.router_bias_rate >= 0, f"router_bias_rate must be >= 0, got {self.router_bias_rate}")
-        need(self.router_scale > 0, f"router_scale must be positive, got {self.router_scale}")
         need(isinstance(self.tie_embeddings, bool), f"tie_embeddings must be true or false, got {self.tie_embeddings!r}")
-        need(self.mtp_depth in (0, 1), f"mtp_depth must be 0 or 1, got {self.mtp_depth}")
         need(self.mtp_depth == 0 or self.max_sequence_length >= 3,
              f"mtp_depth = 1 predicts two tokens ahead: max_sequence_length ({self.max_sequence_length}) must be >= 3")
         need(self.position == "none" or self.sparse_selection != "indexer" or self.indexer_dim % 2 == 0,

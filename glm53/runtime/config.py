@@ -25,7 +25,7 @@ class RuntimeConfig:
     device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
     precision: str = setting("auto", "auto: bf16 autocast on hardware with native bf16 (or this machine's "
                                      "calibration), else fp32", choices=PRECISIONS)
-    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)")
+    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)", at_least=0)
     progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
     resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
     report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
@@ -38,8 +38,7 @@ class RuntimeConfig:
 
     def __post_init__(self) -> None:
         check = Checks("runtime")
-        check.choices(self)
-        check.at_least("threads", self.threads, 0)
+        check.declared(self)
         check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
         check.done()
 

@@ -8,7 +8,8 @@ that stem, `--dev-samples`); composition.py walks the nesting, and its `composed
 keyword arguments and the flat dict receipts hold. Every flag's argparse default is None, so `config_from_args`
 can tell what was given: values come from the default, then a preset's overrides, then the command line.
 
-Metadata keys: help, choices (checked by `Checks.choices`), required (the command needs it although the dataclass
+Metadata keys: help, choices and bounds (checked by `Checks.declared`: at_least, above, at_most, below; every
+float must be finite), required (the command needs it although the dataclass
 has a default), cli=False (no flag: set by the program), shown (the default as --help describes it), and for a
 nested config flatten, skip, helps and record (composition.py).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from typing import Any
@@ -28,14 +30,24 @@ from .composition import (MISSING, Leaf, build, field_default, flag_name, leaves
 def setting(default: Any = MISSING, help: str = "", *, choices=None, required: bool = False,
             cli: bool = True, default_factory: Any = MISSING, flatten: bool | str = False,
             skip: tuple[str, ...] = (), shown: str | None = None, record: bool | str = True,
-            helps: dict[str, str] | None = None):
+            helps: dict[str, str] | None = None, at_least=None, above=None, at_most=None, below=None,
+            unbounded: bool = False):
     """A dataclass field with its command-line description (`skip`: fields of a nested config given no flag;
     `shown`: the default as --help should describe it, when the value itself is resolved later; `helps`: the help
-    of a nested config's settings where this use of it says more)."""
+    of a nested config's settings where this use of it says more).
+
+    A number's meaning is declared here, once: `at_least`/`above` and `at_most`/`below` bound it (inclusive /
+    exclusive), `unbounded=True` says any finite value means something (a seed, a penalty whose sign the config
+    checks against others). `Checks.declared` enforces them, and tests/runtime/test_checks_by_meaning.py makes a
+    table of bad values from them, so a number field cannot be added without saying which values it takes."""
     metadata = {"help": help, "required": required, "cli": cli, "flatten": flatten, "skip": tuple(skip),
                 "shown": shown, "record": record, "helps": dict(helps or {})}
     if choices is not None:
         metadata["choices"] = tuple(choices)
+    bounds = {k: v for k, v in (("at_least", at_least), ("above", above), ("at_most", at_most), ("below", below))
+              if v is not None}
+    if bounds or unbounded:
+        metadata["bounds"] = bounds
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
@@ -142,11 +154,26 @@ class Checks:
     def one_of(self, name: str, value, choices) -> None:
         self.require(value in choices, f"{flag_name(name)} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
-    def choices(self, cfg) -> None:
-        """Each field of `cfg` whose metadata names choices holds one of them."""
+    def declared(self, cfg) -> None:
+        """Each field of `cfg` holds what its metadata declares (see `setting`): one of its choices, a finite
+        number, within its bounds. None is an optional setting left unset; nested configs check themselves."""
         for f in dataclasses.fields(cfg):
-            if "choices" in f.metadata and getattr(cfg, f.name) is not None:  # None: an optional setting unset
-                self.one_of(f.name, getattr(cfg, f.name), f.metadata["choices"])
+            value = getattr(cfg, f.name)
+            if value is None:
+                continue
+            if "choices" in f.metadata:
+                self.one_of(f.name, value, f.metadata["choices"])
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not math.isfinite(value):
+                self.problems.append(f"{flag_name(f.name)} must be a finite number, got {value}")
+                continue
+            bounds = f.metadata.get("bounds", {})
+            for key, ok, word in (("at_least", value >= bounds.get("at_least", value), ">="),
+                                  ("above", "above" not in bounds or value > bounds["above"], ">"),
+                                  ("at_most", value <= bounds.get("at_most", value), "<="),
+                                  ("below", "below" not in bounds or value < bounds["below"], "<")):
+                self.require(ok, f"{flag_name(f.name)} must be {word} {bounds.get(key)}, got {value}")
 
     def done(self) -> None:
         if self.problems:

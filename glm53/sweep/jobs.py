@@ -109,18 +109,16 @@ class PretrainEvalSettings:
 
     eval_at: tuple[int, ...] = setting((100,), "checkpoints scored greedily on the frozen split")
     eval_split: str = setting("confirm", "frozen split scored")
-    eval_per_family: int = setting(8, "tasks per family")
-    eval_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the greedy completions")
-    loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N")
+    eval_per_family: int = setting(8, "tasks per family", at_least=1)
+    eval_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the greedy completions", at_least=1)
+    loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N", at_least=1)
     speculative: bool = setting(True, "with an MTP block: also decode the split one prompt at a time, plainly and "
                                       "with self-speculation, for the acceptance rate and the speed-up")
 
     def __post_init__(self) -> None:
         self.eval_at = tuple(self.eval_at)
         check = Checks("pretrain-eval")
-        check.at_least("eval_per_family", self.eval_per_family, 1)
-        check.at_least("eval_max_new_tokens", self.eval_max_new_tokens, 1)
-        check.at_least("loss_window", self.loss_window, 1)
+        check.declared(self)
         check.done()
 
 
@@ -233,19 +231,17 @@ class FinalEvalConfig:
     (the unbiased estimator, k up to eval_samples) on a frozen split, over the families RL trained on."""
 
     eval_split: str = setting("confirm", "frozen split scored after RL")
-    eval_per_family: int = setting(8, "tasks per trained family")
-    eval_samples: int = setting(8, "sampled completions per task for pass@k (0: greedy only)")
-    eval_temperature: float = setting(SAMPLED_TEMPERATURE, "temperature of the sampled completions")
-    eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)")
-    eval_seed: int = setting(20260827, "sampling seed (the same for every arm and training seed: paired)")
+    eval_per_family: int = setting(8, "tasks per trained family", at_least=1)
+    eval_samples: int = setting(8, "sampled completions per task for pass@k (0: greedy only)", at_least=0)
+    eval_temperature: float = setting(SAMPLED_TEMPERATURE, "temperature of the sampled completions", at_least=0)
+    eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)", at_least=0)
+    eval_seed: int = setting(20260827, "sampling seed (the same for every arm and training seed: paired)", at_least=0)
     keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (about 100 MB each; a screen of 65 jobs "
                                         "would keep 13 GB); their hashes stay in the receipts either way")
 
     def __post_init__(self) -> None:
         check = Checks("rl-eval")
-        check.at_least("eval_per_family", self.eval_per_family, 1)
-        check.at_least("eval_samples", self.eval_samples, 0)
-        check.at_least("eval_max_new_tokens", self.eval_max_new_tokens, 0)
+        check.declared(self)
         check.require(self.eval_samples <= 1 or self.eval_temperature > 0,
                       "eval_samples > 1 needs an eval_temperature > 0")
         check.done()
@@ -337,11 +333,16 @@ class EvalJobConfig:
 
     checkpoint: str = setting("", "checkpoint folder to evaluate", required=True)
     split: str = setting("confirm", "frozen task split")
-    per_family: int = setting(8, "tasks per family")
+    per_family: int = setting(8, "tasks per family", at_least=1)
     families: str = setting("", "comma-separated families (empty: all)")
     evaluation: EvalConfig = setting(default_factory=sampled_evaluation, flatten=True,
                                      skip=("top_k", "top_p", "ignore_eos", "precision", "timeout_s"))
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, cli=False, record=False)  # set by the sweep
+
+    def __post_init__(self) -> None:
+        check = Checks("eval")
+        check.declared(self)
+        check.done()
 
     def to_dict(self) -> dict:
         return record(self)

@@ -24,14 +24,13 @@ class SplitEvalConfig:
     """The evaluation that ends an rl-splits job, the same for every seed."""
 
     eval_splits: str = setting("all", "comma-separated splits to score, or all (the suite's evaluation splits)")
-    eval_count: int = setting(64, "tasks of each split (reference suite: per family); the human split is scored whole")
-    eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)")
+    eval_count: int = setting(64, "tasks of each split (reference suite: per family); the human split is scored whole", at_least=1)
+    eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)", at_least=0)
     keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (their hashes stay in the receipts)")
 
     def __post_init__(self) -> None:
         check = Checks("rl-splits")
-        check.at_least("eval_count", self.eval_count, 1)
-        check.at_least("eval_max_new_tokens", self.eval_max_new_tokens, 0)
+        check.declared(self)
         check.done()
 
 

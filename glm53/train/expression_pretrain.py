@@ -42,18 +42,18 @@ def miniature() -> ModelConfig:
 @dataclass
 class ExpressionPretrainConfig:
     data_order: str = setting("diverse-88", "which structures each update sees, in which order", choices=DATA_ORDERS)
-    steps: int = setting(200, "optimizer updates")
+    steps: int = setting(200, "optimizer updates", at_least=1)
     eval_at: tuple[int, ...] = setting((50, 100, 200), "updates after which the held-out structures are scored")
-    batch_size: int = setting(24, "examples per update")
-    sequence_length: int = setting(128, "tokens per row")
-    lr: float = setting(8e-4, "constant learning rate (AdamW)")
+    batch_size: int = setting(24, "examples per update", at_least=1)
+    sequence_length: int = setting(128, "tokens per row", at_least=2)
+    lr: float = setting(8e-4, "constant learning rate (AdamW)", above=0)
     betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
-    weight_decay: float = setting(0.1, "AdamW weight decay on matrices")
-    grad_clip: float = setting(1.0, "gradient-norm clip")
-    balance_coef: float = setting(0.01, "weight of the router balance loss")
+    weight_decay: float = setting(0.1, "AdamW weight decay on matrices", at_least=0)
+    grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
+    balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
     trim_padding: bool = setting(True, "cut each batch after its longest row (those positions are padding in "
                                        "every row; only the balance term counted them)")
-    seed: int = setting(11, "seed of the initialization and the data")
+    seed: int = setting(11, "seed of the initialization and the data", at_least=0)
     # a CPU in fp32, one process: of the runtime only the tracker applies
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      skip=("device", "precision", "threads", "progress", "resume",
@@ -66,16 +66,10 @@ class ExpressionPretrainConfig:
         self.eval_at = tuple(sorted(set(int(s) for s in self.eval_at)))
         self.betas = tuple(self.betas)
         check = Checks("expression-pretrain")
-        check.choices(self)
-        check.at_least("steps", self.steps, 1)
+        check.declared(self)
         check.require(bool(self.eval_at) and all(1 <= s <= self.steps for s in self.eval_at),
                       f"--eval-at {','.join(map(str, self.eval_at))} must name updates in [1, --steps {self.steps}]")
-        check.at_least("batch_size", self.batch_size, 1)
-        check.within("sequence_length", self.sequence_length, 2, self.model.max_sequence_length)
-        check.positive("lr", self.lr)
-        check.at_least("weight_decay", self.weight_decay, 0)
-        check.positive("grad_clip", self.grad_clip)
-        check.at_least("balance_coef", self.balance_coef, 0)
+        check.require(self.sequence_length <= self.model.max_sequence_length, f"--sequence-length {self.sequence_length} must be <= --max-sequence-length {self.model.max_sequence_length}")
         check.done()
 
     def to_dict(self) -> dict:

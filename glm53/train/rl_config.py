@@ -44,22 +44,24 @@ ROLLOUTS = RolloutSampling(temperature=SAMPLED_TEMPERATURE)
 class RLConfig:
     init: str = setting("", "checkpoint to start from", required=True)
     out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
-    groups: int = setting(96, "prompt groups in the whole run")
-    group_size: int = setting(16, "completions sampled per prompt")
+    groups: int = setting(96, "prompt groups in the whole run", at_least=1)
+    group_size: int = setting(16, "completions sampled per prompt (>= 2: leave-one-out needs another sample)",
+                                 at_least=2)
     families: str = setting("increment,double,even", "task families to train on (comma-separated, or all; broad "
                                                       "suite: root primitives, or all)")
-    tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)")
+    tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)", at_least=1)
     sampling: RolloutSampling = setting(ROLLOUTS, flatten=True, skip=NOT_FOR_ROLLOUTS,
                                         helps={"temperature": "sampling temperature of the rollouts (> 0)"})
-    lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)")
+    lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)", above=0)
     train_scope: str = setting("last-block-head", "which parameters train", choices=TRAIN_SCOPES)
     reward: str = setting("binary", "reward from the verdict", choices=REWARD_MODES)
-    invalid_penalty: float = setting(-0.1, "reward of a statically invalid program")
-    exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes")
+    invalid_penalty: float = setting(-0.1, "reward of a statically invalid program (<= 0, the reward of "
+                                                  "a valid program that fails every case: never paid for)", at_most=0)
+    exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes", at_least=0)
     checkpoints: tuple[int, ...] | None = setting(None, "groups done at which to save and score on dev",
                                                   shown="24,48,72,96, those within --groups")
-    seed: int = setting(31415, "seed of the task schedule and the sampling")
-    groups_per_step: int = setting(16, "prompt groups per optimizer step")
+    seed: int = setting(31415, "seed of the task schedule and the sampling", at_least=0)
+    groups_per_step: int = setting(16, "prompt groups per optimizer step", at_least=1)
     normalization: str = setting("sequence-mean", "loss aggregation: each completion's mean or summed token "
                                  "log-prob (then the mean over completions), token-mean over the batch (DAPO) or the "
                                  "batch sum over completions x max-new-tokens (Dr. GRPO)", choices=NORMALIZATIONS)
@@ -69,23 +71,23 @@ class RLConfig:
                                   choices=REWARD_SCALINGS)
     mask_truncated: bool = setting(False, "leave completions that hit the token cap out of the update")
     iterations: int = setting(1, "optimisation passes over each step's rollouts (PPO-style ratio clipping after the "
-                                 "first)")
-    clip_low: float = setting(0.2, "with --iterations > 1: the ratio is clipped below at 1 - clip_low")
+                                 "first)", at_least=1)
+    clip_low: float = setting(0.2, "with --iterations > 1: the ratio is clipped below at 1 - clip_low", at_least=0, at_most=1)
     clip_high: float = setting(0.2, "with --iterations > 1: the ratio is clipped above at 1 + clip_high "
-                                    "(0.28: DAPO's clip-higher)")
-    entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss")
+                                    "(0.28: DAPO's clip-higher)", at_least=0)
+    entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss", at_least=0)
     dynamic_sampling: bool = setting(False, "replace groups whose rewards are all equal by groups of fresh tasks (DAPO) "
                                             "until the step's groups all carry signal or the draw cap is reached")
     dynamic_sampling_max_draws: int = setting(3, "with --dynamic-sampling: at most this many times a step's "
-                                                 "groups are sampled in all")
+                                                 "groups are sampled in all", at_least=1)
     update_impl: str = setting("fast", "forward of the policy update: fast runs each group's shared prompt once and "
                                        "copies its cache to the group's rows; plain runs every row in full (equal up "
                                        "to rounding)", choices=UPDATE_IMPLS)
-    kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)")
-    replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)")
-    replay_batch: int = setting(16, "replay examples per step")
-    grad_clip: float = setting(1.0, "gradient-norm clip")
-    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)")
+    kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)", at_least=0)
+    replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)", at_least=0)
+    replay_batch: int = setting(16, "replay examples per step", at_least=1)
+    grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
+    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)", at_least=0)
     # its token cap is the rollouts' (max_new_tokens); see dev_eval
     dev: EvalConfig = setting(default_factory=sampled_evaluation, flatten="dev_",
                               skip=("max_new_tokens", "precision", "timeout_s", "suite") + NOT_FOR_ROLLOUTS,
@@ -102,31 +104,15 @@ class RLConfig:
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
         check = Checks("rl")
-        check.at_least("groups", self.groups, 1)
-        check.require(self.group_size >= 2, f"--group-size must be >= 2 (leave-one-out needs another sample), "
-                                            f"got {self.group_size}")
         check.require(all(1 <= c <= self.groups for c in self.checkpoints),
                       f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --groups {self.groups}]")
-        check.at_least("tasks_per_family", self.tasks_per_family, 1)
-        check.positive("lr", self.lr)
-        check.choices(self)
-        check.at_least("entropy_coef", self.entropy_coef, 0)
-        check.at_least("iterations", self.iterations, 1)
-        check.at_least("dynamic_sampling_max_draws", self.dynamic_sampling_max_draws, 1)
+        check.declared(self)
         check.require(not self.dynamic_sampling or self.dynamic_sampling_max_draws >= 2,
                       f"--dynamic-sampling needs --dynamic-sampling-max-draws >= 2 (1 draws no fresh group), got "
                       f"{self.dynamic_sampling_max_draws}")
-        check.within("clip_low", self.clip_low, 0, 1)
-        check.at_least("clip_high", self.clip_high, 0)
         check.require(self.iterations == 1 or (self.clip_low > 0 and self.clip_high > 0),
                       f"--iterations {self.iterations} needs a clipping range on both sides (--clip-low and "
                       f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
-        check.at_least("groups_per_step", self.groups_per_step, 1)
-        check.at_least("kl_coef", self.kl_coef, 0)
-        check.at_least("replay_coef", self.replay_coef, 0)
-        check.at_least("replay_batch", self.replay_batch, 1)
-        check.positive("grad_clip", self.grad_clip)
-        check.at_least("dev_per_family", self.dev_per_family, 0)
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)

@@ -17,27 +17,23 @@ class DigitTraining:
     large one lets rows with a strong gradient move fast while rows with a tiny one (every token the softmax
     barely considers) stay put."""
 
-    steps: int = setting(120, "updates")
-    batch_size: int = setting(40, "images per update")
-    lr: float = setting(2e-3, "learning rate")
-    weight_decay: float = setting(0.01, "AdamW weight decay")
-    balance_coef: float = setting(0.01, "weight of the router balance loss")
-    label_step: int = setting(1, "update t draws training batch t * label_step")
-    warmup_steps: int = setting(0, "linear warmup of every group")
+    steps: int = setting(120, "updates", at_least=1)
+    batch_size: int = setting(40, "images per update", at_least=1)
+    lr: float = setting(2e-3, "learning rate", above=0)
+    weight_decay: float = setting(0.01, "AdamW weight decay", at_least=0)
+    balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
+    label_step: int = setting(1, "update t draws training batch t * label_step", at_least=1)
+    warmup_steps: int = setting(0, "linear warmup of every group", at_least=0)
     schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
-    tower_lr_scale: float = setting(1.0, "tower learning rate / lr")
-    tower_warmup_steps: int = setting(0, "updates over which the tower's learning rate ramps up")
-    embedding_lr_scale: float = setting(1.0, "embedding learning rate / lr")
-    embedding_eps: float = setting(1e-8, "the embedding's Adam epsilon")
-    grad_clip: float = setting(1.0, "gradient-norm clip")
+    tower_lr_scale: float = setting(1.0, "tower learning rate / lr", at_least=0)
+    tower_warmup_steps: int = setting(0, "updates over which the tower's learning rate ramps up", at_least=0)
+    embedding_lr_scale: float = setting(1.0, "embedding learning rate / lr", at_least=0)
+    embedding_eps: float = setting(1e-8, "the embedding's Adam epsilon", above=0)
+    grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
 
     def __post_init__(self) -> None:
         check = Checks("vision training")
-        for name in ("steps", "batch_size", "label_step"):
-            check.at_least(name, getattr(self, name), 1)
-        for name in ("lr", "grad_clip", "embedding_eps"):
-            check.positive(name, getattr(self, name))
-        check.choices(self)
+        check.declared(self)
         check.done()
 
     def to_dict(self) -> dict:
