@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..decode.sampling import MAX_NEW_TOKENS
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
@@ -52,6 +53,15 @@ class PretrainConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
                                         "also a context of 384, rows of 324 and a token cap of 192, unless given)",
                          choices=SUITE_NAMES)
+    corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive) or a JSON Lines file "
+                              "with a \"text\" field per row (empty: the suite's generated stream only)")
+    corpus_validation_share: float = setting(0.05, "--corpus: share of its documents held out for the validation "
+                                                   "loss (chosen by a hash of each file's path or row's text)")
+    corpus_mix: float | None = setting(None, "--corpus: share of each step's rows from the corpus, the rest from "
+                                             "the generated stream", shown="1.0 with --corpus")
+    eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)")
+    validation_rows: int = setting(64, "rows the validation loss averages over: the corpus's held-out rows, or "
+                                       "generated documents training never reads (0: no validation loss)")
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested")
 
     def __post_init__(self) -> None:
@@ -79,6 +89,7 @@ class PretrainConfig:
         check.within("warmup_steps", self.warmup_steps, 0, self.steps)
         check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
         check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
+        self.check_data(check)
         check.choices(self)
         if self.suite in SUITE_NAMES:
             problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)
@@ -86,6 +97,20 @@ class PretrainConfig:
         check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
+
+    def check_data(self, check: Checks) -> None:
+        """The corpus and validation settings (the corpus's content is read, and checked, when the run starts)."""
+        if self.corpus:
+            check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
+                                                      ".py/.txt files or a JSON Lines file")
+            self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
+            check.within("corpus_mix", self.corpus_mix, 0, 1)
+        else:
+            check.require(self.corpus_mix is None, "--corpus-mix needs --corpus (the share of rows from it)")
+        check.require(0 < self.corpus_validation_share < 1, "--corpus-validation-share must lie in (0, 1), got "
+                                                            f"{self.corpus_validation_share}")
+        check.at_least("eval_every", self.eval_every, 0)
+        check.at_least("validation_rows", self.validation_rows, 0)
 
     def to_dict(self) -> dict:
         return record(self)
