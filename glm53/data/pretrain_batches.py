@@ -9,10 +9,21 @@ instead: the documents of steps [w * 8, w * 8 + 8) are sorted by length and cut 
 take in an order shuffled by (seed, w), and each batch is cut to its longest row. The same documents are seen,
 in another order, at about 60% of the cost of padding every row to sequence_length (no row attends to another,
 and PAD is never a target, so a row's loss does not depend on its padding). Still a pure function of the step.
+
+With a corpus of one's own (corpus.py, `--corpus`), `corpus_mix` of the rows come from it: of the run's first
+g rows, floor(g * mix) are corpus rows, so step t takes corpus rows floor(t * B * mix) .. floor((t + 1) * B * mix)
+- 1 of the corpus order, then generated documents from where the earlier steps' generated rows left off (the
+stream in plain order, padded to sequence_length: length bucketing is left out), still a pure function of the step.
+
+The validation rows of the generated stream are documents VALIDATION_FIRST_INDEX (2^40) + i of the same seed's
+stream. Training reads documents [0, steps * batch_size) only (bucketing: to the end of the last window of 8
+steps), and train/validation.py refuses a run long enough to reach 2^40, so the two sets of indices cannot
+overlap; a document is a pure function of (seed, index), so validation draws from no RNG that training uses.
 """
 
 from __future__ import annotations
 
+import math
 import random
 
 import torch
@@ -21,6 +32,7 @@ from .suites import DEFAULT_SUITE, get_suite
 from .tokenizer import ByteTokenizer
 
 IGNORE_INDEX = -100
+VALIDATION_FIRST_INDEX = 1 << 40
 
 
 def encode_documents(texts: list[str], sequence_length: int, tokenizer: ByteTokenizer | None = None):
@@ -39,9 +51,13 @@ def encode_documents(texts: list[str], sequence_length: int, tokenizer: ByteToke
     return inputs, labels
 
 
-def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE):
-    """The batch for 0-based optimizer step `step`, from `suite`'s stream."""
+def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
+                      corpus=None, corpus_mix: float = 1.0):
+    """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
+    `corpus_mix` of its rows from the corpus (the module docstring)."""
     stream = get_suite(suite)
+    if corpus is not None:
+        return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix)
     if not stream.bucket_steps:
         texts = [stream.pretraining_text(step * batch_size + r, seed) for r in range(batch_size)]
         return encode_documents(texts, sequence_length)
@@ -60,3 +76,26 @@ def bucketed_texts(stream, step: int, batch_size: int, seed: int) -> list[str]:
     batches = [order[k * batch_size:(k + 1) * batch_size] for k in range(stream.bucket_steps)]
     random.Random(f"length-buckets:{seed}:{window}").shuffle(batches)
     return [texts[i] for i in sorted(batches[slot])]
+
+
+def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: int, corpus, mix: float):
+    """Step `step`'s corpus rows first, then its generated documents (the module docstring)."""
+    first = step * batch_size
+    corpus_first, corpus_end = math.floor(first * mix), math.floor((first + batch_size) * mix)
+    inputs, labels = corpus.training_batch(corpus_first, corpus_end - corpus_first, seed)
+    generated_first = first - corpus_first
+    texts = [stream.pretraining_text(generated_first + i, seed) for i in range(batch_size - len(inputs))]
+    if not texts:
+        return inputs, labels
+    more_inputs, more_labels = encode_documents(texts, sequence_length)
+    return torch.cat([inputs, more_inputs]), torch.cat([labels, more_labels])
+
+
+def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None):
+    """The held-out rows the validation loss averages over: at most `rows` rows of the corpus's held-out documents,
+    or without a corpus the generated documents VALIDATION_FIRST_INDEX .. + rows - 1 (the module docstring)."""
+    if corpus is not None:
+        return corpus.validation_batch(rows)
+    stream = get_suite(suite)
+    return encode_documents([stream.pretraining_text(VALIDATION_FIRST_INDEX + i, seed) for i in range(rows)],
+                            sequence_length)

@@ -47,7 +47,14 @@ def training_charts(run: Path, pretrain_receipt: dict, rl_receipt: dict,
     curve = read_jsonl(run / "pretrain" / "train_log.jsonl")
     if curve:
         fig, ax = plt.subplots(figsize=(7, 4))
-        ax.plot([r["step"] for r in curve], [r["loss"] for r in curve], color=COLORS["line"], lw=1.5)
+        ax.plot([r["step"] for r in curve], [r["loss"] for r in curve], color=COLORS["line"], lw=1.5, label="training")
+        # the validation loss: the log's rows that carry one, and step 0's, which only its checkpoint record holds
+        val = sorted({**{c["step"]: c["val_loss"] for c in pretrain_receipt["checkpoints"] if "val_loss" in c},
+                      **{r["step"]: r["val_loss"] for r in curve if "val_loss" in r}}.items())
+        if val:
+            ax.plot([s for s, _ in val], [v for _, v in val], marker="o", ms=4, color=COLORS["accent"], lw=1.5,
+                    label="validation (held out)")
+            ax.legend(frameon=False)
         ax.set_yscale("log")
         _style(ax, "Pretraining loss", "step", "next-byte cross-entropy (log scale)")
         written.append(_save(fig, charts, "training_loss.png"))

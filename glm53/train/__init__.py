@@ -3,6 +3,7 @@
     schedule.py            learning-rate schedules (warmup, constant or cosine)
     checkpoint.py          checkpoint folders written atomically, loaded with their hash checked; run folders
     pretrain_config.py     `glm53 pretrain`'s settings (PretrainConfig)
+    validation.py          pretraining's validation loss on held-out rows, leaving training untouched
     pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume
     expression_pretrain.py the pretraining-data studies' own job: the miniature on expression data
     rl_config.py           `glm53 rl`'s settings (RLConfig) and the objective's choices

@@ -1,4 +1,5 @@
-"""Pretraining on the generated-function stream: next-byte cross-entropy plus the router balance term.
+"""Pretraining on the generated-function stream, or on one's own corpus (`--corpus`, data/corpus.py), mixed
+with it or not: next-byte cross-entropy plus the router balance term, and a validation loss (validation.py).
 
 Reference settings (the defaults): 400 steps of 32 x 128, AdamW lr 3e-4 with betas (0.9, 0.95), weight decay
 0.1 on matrices only, gradient clipping 1.0, balance coefficient 0.01, constant learning rate (warmup and
@@ -31,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ..data.corpus import Corpus, load_corpus
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
 from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
@@ -48,8 +50,13 @@ from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_r
                          save_checkpoint, start_run_folder)
 from .pretrain_config import EXTENSIONS, PretrainConfig
 from .schedule import scheduled_lr
+from .validation import Validation, validation_due, validation_set
 
 LOG_NAME = "train_log.jsonl"
+# what a resumed run may change besides EXTENSIONS: when the validation loss is measured leaves training alone
+VALIDATION_SETTINGS = frozenset({"eval_every", "validation_rows"})
+# settings this file's runs did not record before --corpus existed: at these values, an older run resumes
+NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None}
 
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
@@ -117,13 +124,14 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int, suite:
 
 
 def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str,
-               dp: DataParallel = SINGLE) -> dict:
+               dp: DataParallel = SINGLE, corpus: Corpus | None = None) -> dict:
     """One optimizer step on the batch of 0-based `step` (this rank's rows of it); returns its log row (without
     timings), the same on every rank.
 
     Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
     are scaled by the world size before backward (a no-op in one process)."""
-    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite)
+    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
+                                       cfg.corpus_mix)
     rows = dp.share(cfg.batch_size)
     inputs, labels = inputs[rows].to(device), labels[rows].to(device)
     lr = learning_rate(cfg, step)
@@ -181,11 +189,12 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     if cfg.batch_size % dp.world_size:
         raise ValueError(f"pretrain: --batch-size {cfg.batch_size} does not divide among {dp.world_size} ranks; use a "
                          f"multiple of {dp.world_size} or another --nproc-per-node")
+    corpus = load_corpus(cfg.corpus, cfg.corpus_validation_share, cfg.sequence_length) if cfg.corpus else None
     if not dp.is_main:
-        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device)
+        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device, corpus)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
-        return _pretrain(cfg, dev_tasks, log, dp, device)
+        return _pretrain(cfg, dev_tasks, log, dp, device, corpus)
 
 
 @dataclass
@@ -207,17 +216,21 @@ class _Run:
     curve: list[dict] = field(default_factory=list)
     checkpoints: list[dict] = field(default_factory=list)
     resumed_from: str | None = None
+    corpus: Corpus | None = None
+    validation: Validation | None = None
 
 
 def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
-              device: torch.device | None) -> dict | None:
-    run = _start(cfg, dev_tasks, log, dp, device)
+              device: torch.device | None, corpus: Corpus | None = None) -> dict | None:
+    run = _start(cfg, dev_tasks, log, dp, device, corpus)
     cfg, model, optimizer, device, precision = run.cfg, run.model, run.optimizer, run.device, run.precision
     counts = model.parameter_counts()
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
         f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
         f"{', calibrated kernels ' + str(run.kernels) if run.kernels else ''}), "
         f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+    for line in ([corpus.describe(cfg.corpus_mix)] if corpus else []) + [Validation.describe(run.validation)]:
+        log(line)
     forward = data_parallel_forward(model, dp, device)
     if dp.active:
         log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
@@ -226,16 +239,18 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     if run.start_step == 0 and not cfg.runtime.resume and dp.is_main:
         _save_checkpoint(run, 0)
 
-    started = time.perf_counter()
+    started, val_loss = time.perf_counter(), None
     model.train()
     rt = cfg.runtime
     with reporting(rt.report_to if dp.is_main else "none", run.out, rt.report_name, rt.report_group,
                    cfg.to_dict()) as tracker, \
             tqdm(total=cfg.steps, initial=run.start_step, disable=not (rt.progress and dp.is_main), desc="pretrain",
                  unit="step", dynamic_ncols=True) as bar:
+        if tracker is not None and run.start_step == 0 and "val_loss" in run.checkpoints[0]:
+            tracker.log({"val_loss": run.checkpoints[0]["val_loss"]}, 0)  # the random initialization's
         for step in range(run.start_step, cfg.steps):
             t0 = time.perf_counter()
-            row = train_step(cfg, step, model, forward, optimizer, device, precision, dp)
+            row = train_step(cfg, step, model, forward, optimizer, device, precision, dp, run.corpus)
             run.tokens_seen += row["tokens"]
             row["tokens_seen"] = run.tokens_seen
             row["seconds"] = time.perf_counter() - t0
@@ -243,17 +258,22 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
             run.curve.append(row)
             if not dp.is_main:
                 continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
+            if run.validation is not None and validation_due(cfg, step + 1):
+                row["val_loss"] = run.validation.loss(model, device, precision)
             with open(run.out / LOG_NAME, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
             if tracker is not None:
                 tracker.log(row, step + 1)
-            bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
+            val_loss = row.get("val_loss", val_loss)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", **({"val": f"{val_loss:.3f}"} if val_loss is not None else {}),
+                            tok_s=f"{row['tokens_per_second']:.0f}")
             bar.update(1)
-            if not rt.progress and ((step + 1) % 10 == 0 or step == 0):
+            if not rt.progress and ((step + 1) % 10 == 0 or step == 0 or "val_loss" in row):
                 log(f"step {step + 1:5d} loss {row['loss']:.4f} balance {row['balance_loss']:.3f} "
-                    f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s")
+                    f"grad {row['grad_norm']:.2f} {row['tokens_per_second']:.0f} tok/s"
+                    + (f" val_loss {row['val_loss']:.4f}" if "val_loss" in row else ""))
             if step + 1 in cfg.checkpoints:
-                _save_checkpoint(run, step + 1)
+                _save_checkpoint(run, step + 1, row.get("val_loss"))
     elapsed = time.perf_counter() - started
     if not dp.is_main:
         return None
@@ -261,9 +281,9 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
 
 
 def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
-           device: torch.device | None) -> _Run:
+           device: torch.device | None, corpus: Corpus | None = None) -> _Run:
     """Resolve the device, precision and calibrated kernels, build the model and its optimizer, check the run
-    folder, then start it or resume from its latest checkpoint."""
+    folder, then start it or resume from its latest checkpoint (with the same corpus)."""
     out = Path(cfg.out)
     device = device or resolve_device(cfg.runtime.device)
     precision = resolve_precision(cfg.runtime.precision, device)
@@ -276,10 +296,12 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model).to(device)
     optimizer = make_optimizer(model, cfg)
-    run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer)
+    run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer, corpus=corpus)
+    run.validation = validation_set(cfg, corpus)  # before anything is written: it may refuse the run
 
     def check_folder() -> None:
-        check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS)
+        check_run_folder(out, cfg.to_dict(), cfg.runtime.resume,
+                         RESUMABLE_CHANGES | EXTENSIONS | VALIDATION_SETTINGS | _unrecorded_defaults(out, cfg))
         if cfg.runtime.resume and cfg.lr_schedule == "cosine" and \
                 json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
@@ -290,6 +312,9 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
             start_run_folder(out, cfg.to_dict())
     else:
         latest, state = restore_latest(out, model, optimizer, device)
+        if state.get("corpus_sha256") != (corpus.summary["sha256"] if corpus else None):
+            raise ValueError(f"--resume: the --corpus files differ from those {out} was trained on (sha256 "
+                             f"{state.get('corpus_sha256')}); resume with the same files, or start a new --out")
         run.start_step, run.tokens_seen, run.resumed_from = state["step"], state["tokens_seen"], state["resumed_from"]
         run.checkpoints = state["checkpoints"]
         start_step = run.start_step
@@ -299,9 +324,24 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     return run
 
 
-def _save_checkpoint(run: _Run, step: int) -> None:
-    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only)."""
+def _unrecorded_defaults(out: Path, cfg: PretrainConfig) -> set[str]:
+    """The settings of NEW_SETTINGS that a run folder's recorded settings lack while this run keeps their defaults
+    (a run started before they existed trained as those defaults do)."""
+    recorded = out / RUN_CONFIG_NAME
+    if not (cfg.runtime.resume and recorded.is_file()):
+        return set()
+    held = json.loads(recorded.read_text())
+    return {k for k, v in NEW_SETTINGS.items() if k not in held and getattr(cfg, k) == v}
+
+
+def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> None:
+    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only); the validation
+    loss of step 0 is measured here, the others' by the training loop."""
     cfg, log = run.cfg, run.log
+    if step == 0 and run.validation is not None:
+        val_loss = run.validation.loss(run.model, run.device, run.precision)
+    if val_loss is not None:
+        log(f"  [step {step}] validation loss {val_loss:.4f}")
     samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens, cfg.suite) if run.dev_tasks else []
     for s in samples:
         log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
@@ -309,9 +349,10 @@ def _save_checkpoint(run: _Run, step: int) -> None:
     if samples:
         log(f"  [step {step}] dev greedy pass@1: {dev_pass}/{len(samples)}")
     record = {"step": step, "path": checkpoint_name(step), "dev_completions": samples, "dev_passed": dev_pass,
-              "dev_tasks": len(samples)}
+              "dev_tasks": len(samples), **({"val_loss": val_loss} if val_loss is not None else {})}
     trainer_state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "step": step,
-                     "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record]}
+                     "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record],
+                     "corpus_sha256": run.corpus.summary["sha256"] if run.corpus else None}
     meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
             "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
             "dev_pass_at_1": dev_pass / len(samples) if samples else None}
@@ -327,7 +368,8 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
     receipt = {
         "schema_version": "1.0", "status": "completed", "stage": "coding_pretraining",
         "config": cfg.model.to_dict(), "run": cfg.to_dict(), **get_suite(cfg.suite).receipt(),
-        "parameter_counts": counts, "seed": cfg.seed,
+        "parameter_counts": counts, "seed": cfg.seed, "corpus": run.corpus.summary if run.corpus else None,
+        "validation": run.validation.to_dict() if run.validation else None,
         "steps": cfg.steps, "tokens_seen": run.tokens_seen, "device": str(run.device), "precision": run.precision,
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.runtime.resume else None,
         "resumed_from": run.resumed_from,
@@ -335,7 +377,9 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(run.device), "checkpoints": run.checkpoints,
-        "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
+        "final_loss": curve[-1]["loss"] if curve else None,
+        "final_val_loss": next((r["val_loss"] for r in reversed(curve) if "val_loss" in r), None),
+        "torch_version": torch.__version__,
         "threads": torch.get_num_threads(), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
     }
     atomic_write_json(out / RECEIPT_NAME, receipt)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..decode.sampling import MAX_NEW_TOKENS
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
@@ -52,6 +53,18 @@ class PretrainConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
                                         "also a context of 384, rows of 324 and a token cap of 192, unless given)",
                          choices=SUITE_NAMES)
+    corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive) or a JSON Lines file "
+                              "with a \"text\" field per row (empty: the suite's generated stream only)")
+    corpus_validation_share: float = setting(0.05, "--corpus: share of its documents held out for the validation "
+                                                   "loss (chosen by a hash of each file's path or row's text)",
+                                             above=0, below=1)
+    corpus_mix: float | None = setting(None, "--corpus: share of each step's rows from the corpus, the rest from "
+                                             "the generated stream", shown="1.0 with --corpus",
+                                       at_least=0, at_most=1)
+    eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0)
+    validation_rows: int = setting(64, "rows the validation loss averages over: the corpus's held-out rows, or "
+                                       "generated documents training never reads (0: no validation loss)",
+                                   at_least=0)
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested")
 
     def __post_init__(self) -> None:
@@ -70,6 +83,7 @@ class PretrainConfig:
         check.require(self.indexer_warmup_steps == 0 or self.model.sparse_selection == "indexer",
                       "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
         check.require(self.warmup_steps <= self.steps, f"--warmup-steps {self.warmup_steps} must be <= --steps {self.steps}")
+        self.check_data(check)
         check.declared(self)
         if self.suite in SUITE_NAMES:
             problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)
@@ -77,6 +91,15 @@ class PretrainConfig:
         check.done()
         if self.steps not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.steps,)  # the final weights are always kept
+
+    def check_data(self, check: Checks) -> None:
+        """The corpus and validation settings (the corpus's content is read, and checked, when the run starts)."""
+        if self.corpus:
+            check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
+                                                      ".py/.txt files or a JSON Lines file")
+            self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
+        else:
+            check.require(self.corpus_mix is None, "--corpus-mix needs --corpus (the share of rows from it)")
 
     def to_dict(self) -> dict:
         return record(self)

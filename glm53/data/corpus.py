@@ -1,0 +1,231 @@
+"""A pretraining corpus of one's own (`glm53 pretrain --corpus PATH`): read, tokenized, cut into rows, split.
+
+PATH is a folder of `.py` and `.txt` files (found recursively, read in the order of their sorted relative paths)
+or a JSON Lines file (`.jsonl`, `.ndjson`, `.json`) whose every non-blank line is an object with a "text" string.
+Each file or row is one document, byte-tokenized as the generated stream is (tokenizer.py: BOS + UTF-8 bytes +
+EOS). A file with a NUL byte (binary), one that is not UTF-8 and an empty one are skipped and counted, as are such
+rows; a JSON Lines line that is not JSON or has no "text" string is refused with its line number.
+
+Rows follow the generated stream's conventions (pretrain_batches.py) exactly: a row holds one document's ids
+and nothing else, right-padded, PAD never a target, so no token attends to or predicts across a document
+boundary. A document longer than a row is split into pieces of sequence_length + 1 ids that overlap by one
+(the last id of a piece is the first input of the next), so every id after BOS is a target exactly once; a
+continuation row starts without BOS and without the context before it. The price of never mixing documents in a
+row is the padding of each document's last row (`padding_fraction` in the summary).
+
+Held out by document: a document goes to validation when a hash of its key (a file's relative path; a JSON Lines
+row's text, so identical rows land together) falls below the share. The choice depends on that document alone,
+so adding files moves no other document between the sets, and it does not depend on the seed. A corpus whose
+hashes hold out nothing (a few documents) holds out its lowest-hashed one, so a validation loss exists.
+
+Training order: corpus row g (counting corpus rows only, over the whole run) is row order(seed, g // N)[g % N] of
+the N training rows, a permutation per epoch: a pure function of (seed, g), so a resumed run needs no loader
+state. Simplification: the whole corpus is held in memory (two bytes an id), which suits megabytes, not gigabytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from .pretrain_batches import IGNORE_INDEX
+from .tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID
+
+TEXT_SUFFIXES = (".py", ".txt")
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+SKIP_REASONS = ("binary", "not_utf8", "empty")
+
+
+@dataclass(frozen=True)
+class Document:
+    name: str  # what the sha256 names it by: its relative path, or "line N" of a JSON Lines file
+    key: str  # what decides held-out: the relative path, or a row's text
+    data: bytes  # UTF-8
+
+
+def _unit_hash(text: str, salt: str) -> float:
+    """A number in [0, 1) fixed by `text` alone (sha256, so the same on every machine and Python)."""
+    digest = hashlib.sha256(f"{salt}\0{text}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+
+def _usable(data: bytes) -> str | None:
+    """Why a document's bytes are skipped (one of SKIP_REASONS), or None when it is usable."""
+    if b"\0" in data:
+        return "binary"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not_utf8"
+    return "empty" if not data else None
+
+
+def _folder_documents(root: Path, skipped: dict) -> list[Document]:
+    files = sorted((p.relative_to(root).as_posix(), p) for p in root.rglob("*")
+                   if p.suffix in TEXT_SUFFIXES and p.is_file())
+    documents = []
+    for name, path in files:
+        data = path.read_bytes()
+        reason = _usable(data)
+        if reason:
+            skipped[reason] += 1
+        else:
+            documents.append(Document(name, name, data))
+    return documents
+
+
+def _jsonl_documents(path: Path, where: str, skipped: dict) -> list[Document]:
+    documents = []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue  # a blank line (a trailing newline) is no row
+            try:
+                row = json.loads(line)
+            except ValueError as err:  # JSONDecodeError and UnicodeDecodeError both
+                raise ValueError(f"{where}: line {number} is not JSON ({getattr(err, 'msg', err)}); each line must "
+                                 'be an object with a "text" string') from None
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                raise ValueError(f'{where}: line {number} has no "text" string; each line must be an object with a '
+                                 '"text" string, such as {"text": "def f(x):\\n    return x\\n"}')
+            try:
+                data = row["text"].encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate written as a JSON escape: no UTF-8 text
+                skipped["not_utf8"] += 1
+                continue
+            reason = _usable(data)
+            if reason:
+                skipped[reason] += 1
+            else:
+                documents.append(Document(f"line {number}", row["text"], data))
+    return documents
+
+
+@dataclass
+class RowSet:
+    """Rows of `sequence_length` + 1 ids, each a slice (start, length) of one flat tensor of ids."""
+    tokens: torch.Tensor  # int16, every document's BOS + bytes + EOS end to end
+    starts: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    order_keys: list[float] = field(default_factory=list)  # validation: which rows come first (seed-independent)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def batch(self, indices, sequence_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows `indices` -> (inputs, labels) [n, sequence_length], PAD labels -100, as encode_documents makes."""
+        rows = torch.full((len(indices), sequence_length + 1), PAD_ID, dtype=torch.long)
+        for r, i in enumerate(indices):
+            start, length = self.starts[i], self.lengths[i]
+            rows[r, :length] = self.tokens[start:start + length]
+        labels = rows[:, 1:].clone()
+        labels[labels == PAD_ID] = IGNORE_INDEX
+        return rows[:, :-1].clone(), labels
+
+
+def _rows(documents: list[Document], sequence_length: int) -> RowSet:
+    """Every document's ids, cut into overlapping pieces of at most sequence_length + 1 ids (module docstring)."""
+    pieces, offset = [], 0
+    for doc in documents:
+        pieces.append(torch.cat([torch.tensor([BOS_ID], dtype=torch.int16),
+                                 torch.frombuffer(bytearray(doc.data), dtype=torch.uint8).to(torch.int16) + BYTE_OFFSET,
+                                 torch.tensor([EOS_ID], dtype=torch.int16)]))
+    rows = RowSet(torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int16))
+    for doc, ids in zip(documents, pieces):
+        for k, start in enumerate(range(0, len(ids) - 1, sequence_length)):
+            rows.starts.append(offset + start)
+            rows.lengths.append(min(sequence_length + 1, len(ids) - start))
+            rows.order_keys.append(_unit_hash(f"{doc.key}\0{k}", "glm53-validation-order"))
+        offset += len(ids)
+    return rows
+
+
+@lru_cache(maxsize=4)
+def _epoch_order(rows: int, seed: int, epoch: int) -> tuple[int, ...]:
+    order = list(range(rows))
+    random.Random(f"corpus-order:{seed}:{epoch}").shuffle(order)
+    return tuple(order)
+
+
+@dataclass
+class Corpus:
+    """A corpus read and split: its training and validation rows, and what the receipt records of it."""
+    train: RowSet
+    validation: RowSet
+    summary: dict
+    sequence_length: int
+    heldout: frozenset[str]  # the names of the held-out documents
+
+    def training_batch(self, first: int, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Corpus rows first .. first + count - 1 of the run's order (module docstring)."""
+        n = len(self.train)
+        picks = [_epoch_order(n, seed, g // n)[g % n] for g in range(first, first + count)]
+        return self.train.batch(picks, self.sequence_length)
+
+    def describe(self, mix: float) -> str:
+        """The log line a run starts with."""
+        c = self.summary
+        return (f"corpus {c['path']}: {c['documents']} documents, {c['bytes']:,} bytes ({c['skipped']} files or rows "
+                f"skipped), {c['validation_documents']} held out; {c['train_rows']} training rows, "
+                f"{c['padding_fraction']:.1%} padding; {mix:g} of each step's rows")
+
+    def validation_batch(self, limit: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """At most `limit` held-out rows: all of them, or those first in a fixed hash order (the same every run)."""
+        picks = sorted(range(len(self.validation)), key=lambda i: self.validation.order_keys[i])[:limit]
+        return self.validation.batch(sorted(picks), self.sequence_length)
+
+
+def read_documents(path: str) -> tuple[list[Document], dict, str]:
+    """(usable documents, skipped counts by reason, "folder" or "jsonl"); a path that is neither a folder nor a
+    JSON Lines file, and a bad JSON Lines line, are one-line ValueErrors."""
+    where, source = f"--corpus {path}", Path(path)
+    skipped = dict.fromkeys(SKIP_REASONS, 0)
+    if source.is_dir():
+        return _folder_documents(source, skipped), skipped, "folder"
+    if not source.exists():
+        raise ValueError(f"{where} does not exist; give a folder of .py/.txt files or a JSON Lines file")
+    if source.suffix not in JSONL_SUFFIXES:
+        raise ValueError(f"{where} is a file but not JSON Lines ({', '.join(JSONL_SUFFIXES)}); give a folder of "
+                         f".py/.txt files (a single file: put it in a folder) or a JSON Lines file")
+    return _jsonl_documents(source, where, skipped), skipped, "jsonl"
+
+
+def load_corpus(path: str, validation_share: float, sequence_length: int) -> Corpus:
+    """Read, split by document and cut into rows; an empty corpus, or one left with no training document, is a
+    one-line ValueError (raised before anything is written)."""
+    documents, skipped, kind = read_documents(path)
+    where = f"--corpus {path}"
+    if not documents:
+        raise ValueError(f"{where} holds no usable document ({sum(skipped.values())} skipped: "
+                         f"{', '.join(f'{k} {v}' for k, v in skipped.items())}); it needs .py/.txt files "
+                         "(or JSON Lines rows) of non-empty UTF-8 text")
+    position = {d.name: _unit_hash(d.key, "glm53-heldout") for d in documents}
+    heldout = {name for name, u in position.items() if u < validation_share}
+    if not heldout and len(documents) > 1:  # the lowest-hashed key instead (with any rows identical to it)
+        heldout = {name for name, u in position.items() if u == min(position.values())}
+    train = [d for d in documents if d.name not in heldout]
+    if not train:
+        raise ValueError(f"{where}: all {len(documents)} usable documents fall in the held-out share; lower "
+                         f"--corpus-validation-share or add documents")
+    validation = [d for d in documents if d.name in heldout]
+    digest = hashlib.sha256()
+    for doc in documents:  # names have no NUL; the length fixes where each content ends
+        digest.update(doc.name.encode("utf-8", "surrogatepass") + b"\0" + len(doc.data).to_bytes(8, "big") + doc.data)
+    train_rows, validation_rows = _rows(train, sequence_length), _rows(validation, sequence_length)
+    slots = (len(train_rows) + len(validation_rows)) * sequence_length
+    targets = sum(train_rows.lengths) + sum(validation_rows.lengths) - len(train_rows) - len(validation_rows)
+    summary = {
+        "path": str(Path(path).resolve()), "format": kind, "sha256": digest.hexdigest(),
+        "documents": len(documents), "bytes": sum(len(d.data) for d in documents),
+        "train_documents": len(train), "validation_documents": len(validation),
+        "validation_bytes": sum(len(d.data) for d in validation), "validation_share": validation_share,
+        "train_rows": len(train_rows), "validation_rows": len(validation_rows),
+        "padding_fraction": 1 - targets / slots, "skipped": sum(skipped.values()), "skipped_by_reason": skipped,
+    }
+    return Corpus(train_rows, validation_rows, summary, sequence_length, frozenset(heldout))
