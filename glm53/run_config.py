@@ -28,7 +28,8 @@ PRESETS = {
               "rl": dict(groups=16, group_size=8, tasks_per_family=2, checkpoints=(8, 16), dev_per_family=1,
                          dev_samples=4, temperature=0.8, families="all"),
               "confirm_per_family": 4},
-    # broad: the broad suite in about 13 minutes on the main job's 2-core Zen 5 (docs/broad-run.md): length-bucketed
+    # broad: sized by an estimate of 13 minutes on a 2-core Zen 5 (bf16); measured on a Zen 3 in fp32, its pretraining
+    # alone takes ~28 min and 160 of its 240 steps solve no task (docs/broad-run.md). Length-bucketed
     # rows of up to 324 tokens cost about 1.5 main-job steps each, RL rollouts about 4 main-job rollouts
     "broad": {"suite": "broad",
               "pretrain": dict(steps=240, checkpoints=(160, 240), batch_size=32, sequence_length=BROAD_SEQUENCE_LENGTH,
@@ -53,7 +54,7 @@ class RunConfig:
 
     out: str = setting("", "run folder (must not exist)", required=True)
     preset: str = setting("full", "full: the main job (~8 min); quick: a small version; broad: the broad suite "
-                                  "(at most 15 min)", choices=tuple(PRESETS))
+                                  "(about 40 min on a 2-core Zen 3 in fp32: docs/broad-run.md)", choices=tuple(PRESETS))
     rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from (0: the checkpoint that passes "
                                  "the most dev tasks, the later one on ties)", at_least=0)
     confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end (broad suite: tasks "
