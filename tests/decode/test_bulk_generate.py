@@ -4,6 +4,7 @@ judges; and `glm53 generate --interactive`, driven through stdin."""
 import io
 import json
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -146,6 +147,39 @@ def test_the_stream_is_the_engines_completion_piece_by_piece(files):
                                  STOP_RULES[stop] if stop else None, fit_context=True)[0][0]
         assert record == (cut_to_function(engine) if stop == "function" else engine)
         assert "".join(pieces) == record["completion"] and len(pieces) > 1, pieces  # streamed, not all at once
+
+
+class Scripted(torch.nn.Module):
+    """A stand-in model whose greedy choice at step i is byte i of `text`, then EOS (the prompt is ignored)."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        from glm53.data.tokenizer import ByteTokenizer
+
+        self.script = ByteTokenizer().encode(text) + [ByteTokenizer.eos_id]
+        self.config = SimpleNamespace(max_sequence_length=256, vocab_size=260)
+        self.device = torch.device("cpu")
+        self.steps = 0
+
+    def new_cache(self, rows: int, length: int):
+        return None
+
+    def forward(self, ids, cache=None):
+        logits = torch.zeros(ids.shape[0], ids.shape[1], self.config.vocab_size)
+        logits[:, -1, self.script[min(self.steps, len(self.script) - 1)]] = 1.0
+        self.steps += 1
+        return logits
+
+
+@pytest.mark.parametrize("stop, text, completion", [
+    ("function", "\n    return x\n\n\nz = 1\n", "\n    return x\n"),  # the blank lines and the z are cut
+    (None, "\n    return 'é€' + x\n", "\n    return 'é€' + x\n"),  # characters of several bytes, shown whole
+])
+def test_pieces_never_show_what_the_completion_will_not_hold(stop, text, completion):
+    pieces: list[str] = []
+    record = stream_completion(Scripted(text), "def f(x):", Sampling(max_new_tokens=40), None, stop, pieces.append)
+    assert record["completion"] == completion == "".join(pieces) and len(pieces) > 3
+    assert not any("\ufffd" in piece for piece in pieces)
 
 
 def test_interactive_reads_prompts_from_stdin_and_prints_their_completions(files, monkeypatch, capsys):
