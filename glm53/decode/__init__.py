@@ -4,5 +4,7 @@
     generate.py     the plain generator (the whole prefix again for every token) and the sampler
     engine.py       the cached engine: batched group sampling, as RL and evaluation use it
     speculative.py  self-speculative greedy decoding: the MTP block drafts, the model checks
-    commands.py     `glm53 generate`
+    bulk.py         the completions of many tasks as the rows `glm53 verify` reads (`glm53 generate --tasks`)
+    interactive.py  `glm53 generate --interactive`: prompts from stdin, completions streamed as they are made
+    commands.py     `glm53 generate`: one prompt, many tasks, or interactive
 """

@@ -1,29 +1,63 @@
-"""The `glm53 generate` command (thin: parse, load, sample, print)."""
+"""The `glm53 generate` command (thin: parse, check, load, sample, then print or write). One of three ways:
+
+    --prompt TEXT           complete one prompt and print it (or --json)
+    --tasks FILE, --split   complete many tasks in one process and write the rows `glm53 verify` reads (bulk.py),
+                            with the stop rule, token cap, cut, precision and seed `glm53 eval` uses for --suite
+    --interactive           read prompts from stdin and stream each completion as it is made (interactive.py)
+
+Every check, on the flags, the task file and the output path, runs before the model loads, and nothing is written
+until the completions are made.
+"""
 
 from __future__ import annotations
 
-from ..runtime.config import add_device_flag
+from ..runtime.config import PRECISIONS, add_device_flag
 from ..runtime.files import json_text
 from ..runtime.settings import add_config_arguments, config_from_args
 
+STOP_FLAG = {"function": "statement", "end": "function", "eos": None}  # --stop -> decode/generate.py STOP_RULES
+BULK = ("--tasks", "--split")
+# flags that apply to some ways only: given to another, they are refused rather than silently ignored
+ONLY = {"out": ("--out", BULK), "suite": ("--suite", BULK), "precision": ("--precision", BULK),
+        "per_family": ("--per-family", ("--split",)), "count": ("--count", ("--split",)),
+        "stop": ("--stop", ("--prompt", "--interactive")), "escapes": ("--escapes", ("--prompt", "--interactive")),
+        "json": ("--json", ("--prompt",)), "no_cache": ("--no-cache", ("--prompt",))}
+
 
 def add_generate_parser(sub) -> None:
+    from ..data.commands import add_split_flags, add_suite_flag
+    from ..evaluate.eval_config import EVAL_SEED
     from .sampling import Sampling
 
-    p = sub.add_parser("generate", help="complete a prompt with a checkpoint")
+    p = sub.add_parser("generate", help="complete a prompt, many tasks (for glm53 verify) or prompts typed in",
+                       description="Give --prompt TEXT, --tasks FILE, --split NAME or --interactive. --tasks and "
+                                   "--split write one JSON Lines row per completion, the task's fields plus "
+                                   "`completion` (and `sample`), for `glm53 verify --in OUT`.")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
-    p.add_argument("--prompt", required=True, help="text to complete")
-    p.add_argument("--escapes", action="store_true", help=r"interpret \n, \t, \\ and \xNN in --prompt")
-    p.add_argument("--samples", type=int, default=1, help="completions (default: 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampling generator (default: 0)")
-    p.add_argument("--stop", choices=["function", "end", "eos"], default="function",
-                   help="function: stop after the first complete statement (the reference suite's rule); end: where "
-                        "the function ends, at its first line that is not indented (the broad suite's multi-line "
-                        "bodies); eos: only at EOS or the token cap")
+    p.add_argument("--prompt", default=None, help="text to complete")
+    p.add_argument("--tasks", default=None, metavar="FILE", help="JSON Lines task file: complete every task (as "
+                                                                  "`glm53 eval --tasks` does) into --out")
+    add_split_flags(p, required=False)
+    add_suite_flag(p)
+    p.add_argument("--interactive", action="store_true",
+                   help="read prompts from stdin (an empty line ends one; Ctrl-D quits) and stream the completions")
+    p.add_argument("--out", default=None, help="with --tasks or --split: the JSON Lines file to write (must not exist)")
+    p.add_argument("--escapes", action="store_true", help=r"interpret \n, \t, \\ and \xNN in the prompt")
+    p.add_argument("--samples", type=int, default=1, help="completions per prompt or task (default: 1)")
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"seed of the sampling generator (default: 0; with --tasks or --split {EVAL_SEED}, eval's)")
+    p.add_argument("--stop", choices=list(STOP_FLAG), default=None,
+                   help="--prompt and --interactive (default: function): function: stop after the first complete "
+                        "statement (the reference suite's rule); end: where the function ends, at its first line "
+                        "that is not indented (the broad suite's multi-line bodies); eos: only at EOS or the token "
+                        "cap. --tasks and --split stop as their --suite does")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="with --tasks or --split: decoding precision (default: fp32, eval's)")
     p.add_argument("--no-cache", action="store_true", help="use the plain uncached reference generator")
     add_device_flag(p)
     p.add_argument("--json", action="store_true", help="one JSON object per completion (token ids, cap hit)")
-    add_config_arguments(p, Sampling, title="sampling")
+    add_config_arguments(p, Sampling, title="sampling (max-new-tokens default with --tasks or --split: the "
+                                            "suite's, 48 or 192)")
     p.set_defaults(func=cmd_generate)
 
 
@@ -42,7 +76,38 @@ def unescape(text: str) -> str:
     return re.sub(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[nrt\\'\"0])", one, text)
 
 
+def generate_mode(args) -> str:
+    """The way asked for ("--prompt", "--tasks", "--split" or "--interactive"), its flags checked, one line each."""
+    if args.samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {args.samples}")
+    given = [flag for flag, value in (("--prompt", args.prompt), ("--tasks", args.tasks), ("--split", args.split),
+                                      ("--interactive", args.interactive or None)) if value is not None]
+    if given == ["--tasks", "--split"]:
+        raise ValueError("give either --tasks or --split, not both")
+    if not given:
+        raise ValueError("give --prompt TEXT, --tasks FILE or --split NAME (the tasks to complete), or --interactive")
+    if len(given) > 1:
+        raise ValueError(f"give one of --prompt, --tasks, --split and --interactive, not {' and '.join(given)}")
+    mode = given[0]
+    for name, (flag, ways) in ONLY.items():
+        value = getattr(args, name)
+        if value is not None and value is not False and mode not in ways:
+            raise ValueError(f"{flag} is for {' and '.join(ways)}, not {mode}: drop it")
+    if mode == "--interactive" and args.samples > 1:
+        raise ValueError("--interactive streams one completion per prompt: drop --samples")
+    return mode
+
+
 def cmd_generate(args) -> int:
+    mode = generate_mode(args)
+    if mode in BULK:
+        return generate_tasks(args)
+    if mode == "--interactive":
+        return generate_interactive(args)
+    return generate_prompt(args)
+
+
+def generate_prompt(args) -> int:
     import torch
 
     from ..runtime.device import resolve_device
@@ -51,17 +116,16 @@ def cmd_generate(args) -> int:
     from .generate import STOP_RULES, cut_to_function, generate_uncached
     from .sampling import Sampling
 
-    if args.samples < 1:
-        raise ValueError(f"--samples must be >= 1, got {args.samples}")
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device)
-    generator = torch.Generator(device=device).manual_seed(args.seed)
+    generator = torch.Generator(device=device).manual_seed(args.seed or 0)
     prompt = unescape(args.prompt) if args.escapes else args.prompt
-    stop = {"function": STOP_RULES["statement"], "end": STOP_RULES["function"]}.get(args.stop)
+    rule = STOP_FLAG[args.stop or "function"]
+    stop = STOP_RULES[rule] if rule else None
     generate = generate_uncached if args.no_cache else generate_groups
     samples = generate(model, [prompt], args.samples, sampling, generator=generator, stop=stop)[0]
-    if args.stop == "end":
+    if rule == "function":
         samples = [cut_to_function(s) for s in samples]
     for i, out in enumerate(samples):
         if args.json:
@@ -70,4 +134,75 @@ def cmd_generate(args) -> int:
             if args.samples > 1:
                 print(f"--- sample {i + 1}")
             print(prompt + out["completion"])
+    return 0
+
+
+def generate_tasks(args) -> int:
+    """Every task of --tasks or --split, completed as `glm53 eval` completes them, written to --out."""
+    import time
+
+    from ..data.commands import split_tasks
+    from ..data.suites import get_suite
+    from ..data.tasks import read_tasks
+    from ..evaluate.eval_config import EVAL_SEED, EvalConfig
+    from ..runtime.config import DECODE_PRECISION
+    from ..runtime.files import refuse_existing
+    from .sampling import SAMPLED_TEMPERATURE, Sampling
+
+    if not args.out:
+        raise ValueError("--tasks and --split write JSON Lines for `glm53 verify`: give --out FILE (it must not exist)")
+    if args.out == "-":
+        raise ValueError("--out - (stdout) is not offered: `glm53 verify --in` reads a file, so give --out FILE, "
+                         "then run glm53 verify --in FILE")
+    refuse_existing(args.out)
+    suite = get_suite(args.suite)
+    if args.temperature is None and args.samples > 1:  # as `glm53 eval`: several samples are sampled by default
+        args.temperature = SAMPLED_TEMPERATURE
+    sampling = config_from_args(Sampling, args, base=suite.defaults("eval"))
+    if args.samples > 1 and sampling.temperature <= 0:
+        raise ValueError("several --samples per task need a --temperature > 0 (greedy samples would be identical)")
+    cfg = EvalConfig(samples=args.samples, sampling=sampling, seed=EVAL_SEED if args.seed is None else args.seed,
+                     precision=args.precision or DECODE_PRECISION, suite=suite.name)
+    tasks = read_tasks(args.tasks) if args.tasks else split_tasks(args)
+    if not tasks:
+        raise ValueError(f"no task of families {args.families} in split {args.split}")
+    return _complete_and_write(args, suite, cfg, tasks, time.perf_counter())
+
+
+def _complete_and_write(args, suite, cfg, tasks, started: float) -> int:
+    import time
+
+    from ..evaluate.evaluate import evaluation_completions
+    from ..runtime.device import resolve_device
+    from ..train.checkpoint import load_model
+    from .bulk import write_completions
+
+    model = load_model(args.checkpoint, resolve_device(args.device))
+    problem = suite.context_problem(model.config.max_sequence_length)
+    if problem:
+        raise ValueError(f"{args.checkpoint}: {problem}")
+    completions, precision = evaluation_completions(model, tasks, cfg)
+    rows = write_completions(args.out, tasks, completions, cfg.samples)
+    print(f"wrote {rows} completions of {len(tasks)} tasks ({cfg.samples} per task; {suite.name} suite; temperature "
+          f"{cfg.sampling.temperature}, seed {cfg.seed}, {precision}; {time.perf_counter() - started:.1f} s) to "
+          f"{args.out}; judge them with: glm53 verify --in {args.out} --out verdicts.jsonl")
+    return 0
+
+
+def generate_interactive(args) -> int:
+    import sys
+
+    import torch
+
+    from ..runtime.device import resolve_device
+    from ..train.checkpoint import load_model
+    from .interactive import run_repl
+    from .sampling import Sampling
+
+    sampling = config_from_args(Sampling, args)
+    device = resolve_device(args.device)
+    model = load_model(args.checkpoint, device)
+    generator = torch.Generator(device=device).manual_seed(args.seed or 0)
+    run_repl(model, sampling, generator, STOP_FLAG[args.stop or "function"], sys.stdin, sys.stdout, sys.stderr,
+             edit=unescape if args.escapes else str)
     return 0

@@ -5,6 +5,9 @@ reference suite at the first newline after which the function is complete and pa
 (its first statement); in the broad suite where the function ends (its first line that is not indented), cut
 there. Each program is verified at its task's language level. pass@k is reported two ways: the unbiased estimator of Chen et al. (2021),
 1 - C(n - c, k) / C(n, k) averaged over tasks, and the plain any-of-n rate (did any sample pass).
+
+`evaluation_completions` is the one place evaluation's completions are made: `glm53 generate --tasks` writes the
+same ones (glm53/decode/bulk.py) for `glm53 verify` to judge.
 """
 
 from __future__ import annotations
@@ -54,13 +57,12 @@ def task_stop_rule(tasks: list[Task], suite: str = DEFAULT_SUITE):
     return stop
 
 
-def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
-                      generator: torch.Generator, precision: str = "fp32", max_rows: int | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
-                      suite: str = DEFAULT_SUITE) -> list[list[tuple[dict, Verdict]]]:
+def sample_completions(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
+                       generator: torch.Generator, precision: str = "fp32", max_rows: int | None = None,
+                       suite: str = DEFAULT_SUITE) -> list[list[dict]]:
     """For each task, `group_size` completions from the cached engine (at most `max_rows` rows per engine
-    call), stopped and capped as `suite` says, each judged against the task's hidden cases at the task's
-    language level: [[(sample, verdict), ...] per task]."""
+    call), stopped, capped and cut as `suite` says: [[{"completion", "token_ids", "hit_token_cap"}, ...] per task].
+    What evaluation and RL judge, and what `glm53 generate --tasks` writes (one function, so they cannot drift)."""
     stop, fit = task_stop_rule(tasks, suite), get_suite(suite).fit_context
     per_batch = len(tasks) if max_rows is None else max(1, max_rows // group_size)
     completions: list[list[dict]] = []
@@ -70,10 +72,35 @@ def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling
                                            generator=generator, stop=stop, precision=precision, fit_context=fit))
     if get_suite(suite).stop == "function":
         completions = [[cut_to_function(s) for s in group] for group in completions]
+    return completions
+
+
+def evaluation_completions(model: GLM53, tasks: list[Task], cfg: EvalConfig) -> tuple[list[list[dict]], str]:
+    """`evaluate`'s completions of `tasks` under `cfg` (its seed, precision, batch size, suite), and the precision
+    they were decoded at: `glm53 eval` judges them, `glm53 generate --tasks` writes them."""
+    precision = resolve_precision(cfg.precision, model.device, purpose="decode")
+    generator = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    return sample_completions(model, tasks, cfg.samples, cfg.sampling, generator, precision, MAX_ROWS_PER_BATCH,
+                              cfg.suite), precision
+
+
+def verify_completions(tasks: list[Task], completions: list[list[dict]], timeout_s: float = DEFAULT_TIMEOUT_S,
+                       pool: SandboxPool | None = None) -> list[list[tuple[dict, Verdict]]]:
+    """Each completion judged against its task's hidden cases at the task's language level."""
     items = [(t.prompt + s["completion"], t.entry_point, t.cases, t.language)
              for t, group in zip(tasks, completions) for s in group]
     verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
     return [[(s, next(verdicts)) for s in group] for group in completions]
+
+
+def sample_and_verify(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
+                      generator: torch.Generator, precision: str = "fp32", max_rows: int | None = None,
+                      timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+                      suite: str = DEFAULT_SUITE) -> list[list[tuple[dict, Verdict]]]:
+    """For each task, `group_size` completions (`sample_completions`), each judged against the task's hidden
+    cases at the task's language level: [[(sample, verdict), ...] per task]."""
+    completions = sample_completions(model, tasks, group_size, sampling, generator, precision, max_rows, suite)
+    return verify_completions(tasks, completions, timeout_s, pool)
 
 
 def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
@@ -100,10 +127,8 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
     ...}; `accepted_partial`: whether the caller accepted a sandbox below full isolation (sandbox_policy.py)."""
     started = time.perf_counter()
     samples = cfg.samples
-    precision = resolve_precision(cfg.precision, model.device, purpose="decode")
-    generator = torch.Generator(device=model.device).manual_seed(cfg.seed)
-    judged = sample_and_verify(model, tasks, samples, cfg.sampling, generator, precision, MAX_ROWS_PER_BATCH,
-                               cfg.timeout_s, pool, cfg.suite)
+    completions, precision = evaluation_completions(model, tasks, cfg)
+    judged = verify_completions(tasks, completions, cfg.timeout_s, pool)
     rows = []
     for task, group in zip(tasks, judged):
         sample_rows = []

@@ -1,0 +1,111 @@
+"""`glm53 generate --interactive`: read prompts from stdin and stream each completion as its tokens are made.
+
+A prompt is one or more lines ended by an empty line (or by the end of input), joined by newlines without a final
+one, as a task's prompt ends at its `def f(x):` line; Ctrl-D (the end of input) quits. Each completion is printed
+piece by piece as it is decoded, flushed, and followed by a newline.
+
+The decoder is the cached engine's loop (engine.py) for one row, with a callback per token: the prompt is
+prefilled once, then one token a step, the same sampler, banned ids, stop rules and token cap (cut to what the
+context leaves after a long prompt), so with temperature 0 it makes the engine's tokens. Simplifications: one
+sample per prompt, fp32 only. A piece is printed only once it can no longer change: a trailing U+FFFD (a character
+whose UTF-8 bytes are still arriving) waits for the next token, and under the `function` stop rule, whose cut drops
+the blank lines before the function's end, so do trailing newlines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TextIO
+
+import torch
+
+from ..data.tokenizer import ByteTokenizer
+from ..model.model import GLM53
+from .generate import STOP_RULES, banned_ids, cut_to_function, result_record, row_caps, sample_next
+from .sampling import Sampling
+
+GUIDE = "type a prompt; an empty line ends it and starts the completion; Ctrl-D quits"
+
+
+def read_prompts(stream: TextIO) -> Iterator[str]:
+    """Prompts from `stream`, each yielded as soon as its empty line arrives (lines are read one at a time, so an
+    interactive user is answered at once); empty lines between prompts are skipped."""
+    lines: list[str] = []
+    for line in iter(stream.readline, ""):
+        line = line.rstrip("\r\n")
+        if line:
+            lines.append(line)
+        elif lines:
+            yield "\n".join(lines)
+            lines = []
+    if lines:
+        yield "\n".join(lines)
+
+
+@torch.no_grad()
+def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: torch.Generator | None,
+                      stop: str | None, on_text: Callable[[str], None],
+                      tokenizer: ByteTokenizer | None = None) -> dict:
+    """One completion of `prompt`, `on_text(piece)` called with each new piece of its text as tokens arrive; the
+    pieces join to the returned record's completion ({"completion", "token_ids", "hit_token_cap"}, as the engine's).
+    `stop`: a name in STOP_RULES ("statement" or "function"), or None for EOS and the token cap only."""
+    tokenizer = tokenizer or ByteTokenizer()
+    rule = STOP_RULES[stop] if stop else None
+    ids = tokenizer.encode(prompt, bos=True)
+    cap = row_caps(model, [ids], sampling.max_new_tokens, fit_context=True)[0]
+    banned = torch.tensor(banned_ids(model, tokenizer, sampling.ignore_eos), device=model.device)
+    was_training = model.training
+    model.eval()
+    tokens: list[int] = []
+    shown, stopped = "", False
+    try:
+        cache = model.new_cache(1, len(ids) + cap)
+        logits = model(torch.tensor([ids], device=model.device), cache=cache)[:, -1]
+        while len(tokens) < cap:
+            logits = logits.float()
+            logits[:, banned] = float("-inf")
+            token = sample_next(logits, sampling, generator)
+            tokens.append(int(token[0]))
+            completion = tokenizer.decode(tokens)
+            if tokens[-1] == tokenizer.eos_id or (rule is not None and rule(prompt, completion)):
+                stopped = True
+                break
+            ready = completion.rstrip("\ufffd")
+            if stop == "function":
+                ready = ready.rstrip("\n")
+            if len(ready) > len(shown) and ready.startswith(shown):
+                on_text(ready[len(shown):])
+                shown = ready
+            if len(tokens) < cap:
+                logits = model(token[:, None], cache=cache)[:, -1]
+    finally:
+        model.train(was_training)
+    record = result_record(tokenizer, tokens, stopped, cap)
+    if stop == "function":
+        record = cut_to_function(record)
+    if record["completion"].startswith(shown) and len(record["completion"]) > len(shown):
+        on_text(record["completion"][len(shown):])
+    return record
+
+
+def run_repl(model: GLM53, sampling: Sampling, generator: torch.Generator, stop: str | None, stdin: TextIO,
+             stdout: TextIO, stderr: TextIO, edit: Callable[[str], str] = str) -> int:
+    """Answer each prompt of `stdin` on `stdout` (the guide and any problem with a prompt, one line each, on
+    `stderr`, which leaves stdout the completions alone); returns how many prompts were completed. `edit`
+    turns a typed prompt into the model's (--escapes)."""
+    print(f"glm53 generate: {GUIDE}", file=stderr, flush=True)
+
+    def show(piece: str) -> None:
+        stdout.write(piece)
+        stdout.flush()
+
+    done = 0
+    for prompt in read_prompts(stdin):
+        try:
+            stream_completion(model, edit(prompt), sampling, generator, stop, show)
+        except ValueError as err:  # a prompt longer than the context: say so and read the next one
+            print(f"glm53 generate: error: {err}", file=stderr, flush=True)
+            continue
+        show("\n")
+        done += 1
+    return done
