@@ -118,7 +118,7 @@ def cmd_run(args) -> int:
 def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="run completions against their test cases in the sandbox",
                        description="Input: JSON Lines, one {prompt, completion, entry_point, cases} a line (for example "
-                                   "`glm53 generate --json` output joined with a task file's entry_point and cases). "
+                                   "the rows `glm53 generate --tasks FILE --out completions.jsonl` writes). "
                                    "Output: each row plus its verdict. Streams: constant memory for any size.")
     p.add_argument("--in", dest="input", required=True, help="JSON Lines with prompt, completion, entry_point, cases")
     p.add_argument("--out", required=True, help="JSON Lines of rows with their verdicts (must not exist)")

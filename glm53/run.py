@@ -79,7 +79,8 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     seconds["rl"] = time.perf_counter() - t0
 
     scored = [c for c in rl_receipt["checkpoints"] if c["group"] > 0 and c["dev"]]
-    best = max(scored, key=lambda c: (c["dev"]["exact_rollouts"], c["group"])) if scored else rl_receipt["checkpoints"][-1]
+    # ties on dev go to the earlier checkpoint: dev has not told the later one apart, and it has moved further
+    best = max(scored, key=lambda c: (c["dev"]["exact_rollouts"], -c["group"])) if scored else rl_receipt["checkpoints"][-1]
     log(f"selected RL checkpoint: group {best['group']} (dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
     after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device))
     final = _save_final(run, after_model, best, get_suite(cfg.suite))
@@ -103,7 +104,7 @@ def _save_final(run: Path, model, best: dict, suite) -> dict:
     metadata, no trainer state: `GLM53.from_pretrained(DIR/final)` and `glm53 eval --checkpoint DIR/final` load it."""
     if not (run / "final").is_dir():  # a resumed run that saved it keeps it
         save_checkpoint(run / "final", model, {"stage": "final", "chosen": f"rl/{best['path']}",
-                                               "chosen_by": "dev exact rollouts, the later on ties", "group": best["group"],
+                                               "chosen_by": "dev exact rollouts, the earlier on ties", "group": best["group"],
                                                **suite.receipt()})
     sha = json.loads((run / "final" / "metadata.json").read_text())["weights_sha256"]
     if sha != best["weights_sha256"]:
@@ -157,12 +158,13 @@ def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict
                            "before_rl_families": sub(before), "after_rl_families": sub(after),
                            "rl_family_tasks": sum(after["by_family"][f]["tasks"] for f in families),
                            "before_reference_families": ref(before), "after_reference_families": ref(after),
+                           "reference_family_tasks": sum(after["by_family"][f]["tasks"] for f in REFERENCE_RL_FAMILIES),
                            "mcnemar_p": comparison["comparisons"][0]["overall"]["mcnemar_p"]},
                "charts": charts, "sandbox": after["sandbox"]}
     atomic_write_json(run / RUN_RECEIPT_NAME, receipt)
     c = receipt["confirm"]
     log(f"confirm greedy: increment/double/even {c['before_reference_families']} -> {c['after_reference_families']} "
-        f"of 24, RL families {c['before_rl_families']} -> {c['after_rl_families']} of {c['rl_family_tasks']}, "
+        f"of {c['reference_family_tasks']}, RL families {c['before_rl_families']} -> {c['after_rl_families']} of {c['rl_family_tasks']}, "
         f"all {c['before_all']} -> {c['after_all']} of {c['tasks']}; {seconds['total']:.0f} s; report {run / 'REPORT.md'}")
     return receipt
 
