@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..runtime.files import atomic_write_json, refuse_existing
+from ..runtime.files import atomic_write_json, refuse_existing, refuse_unwritable
 from ..runtime.settings import add_config_arguments, config_from_args
 
 
@@ -48,6 +48,7 @@ def cmd_eval(args) -> int:
     suite = get_suite(args.suite)
     cfg = config_from_args(EvalCommandConfig, args, base=suite.defaults("eval"))
     refuse_existing(cfg.out)
+    refuse_unwritable(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)
     model = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device))
@@ -90,6 +91,7 @@ def cmd_compare(args) -> int:
         raise ValueError("compare needs a baseline receipt and at least one more")
     if args.out:
         refuse_existing(args.out)
+        refuse_unwritable(args.out)
     result = compare(receipts[0], receipts[1:], names=list(args.receipts), seed=args.seed)
     print(format_comparison(result))
     if args.out:
