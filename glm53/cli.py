@@ -129,10 +129,14 @@ def add_verify_parser(sub) -> None:
 
 
 def cmd_verify(args) -> int:
+    from .runtime.files import refuse_unusable_output
+    from .verify.verifier import MAX_TIMEOUT_S
     from .verify.verify_file import verify_file
 
-    if not 0 < args.timeout < float("inf"):
-        raise ValueError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise ValueError(f"--timeout must be a finite number of seconds > 0 and at most {MAX_TIMEOUT_S:.0f} (a day "
+                         f"per program), got {args.timeout}")
+    refuse_unusable_output(args.out)  # before any program runs
     counts = verify_file(args.input, args.out, timeout_s=args.timeout, language=args.language)
     print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     return 0
@@ -220,10 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - one line for the user; the traceback with --debug
         if args.debug:
             raise
-        known = isinstance(err, (ValueError, FileExistsError, FileNotFoundError))
+        from .runtime.files import disk_full_message
+
+        full = disk_full_message(err, getattr(args, "out", None))  # torch and safetensors say it in their words
+        known = full is not None or isinstance(err, (ValueError, FileExistsError, FileNotFoundError))
         if rank != 0 and (known or _stopped_by_another_rank(err)):
             return 2  # rank 0 met the same problem, or stopped the others for one, and says it once
-        print(f"glm53 {args.command}: error: {err if known else f'{type(err).__name__}: {err}'}"
+        line = full or (str(err) if known else f"{type(err).__name__}: {err}")
+        print(f"glm53 {args.command}: error: {' '.join(line.split())}"  # one line, whatever the error held
               + ("" if known else " (rerun with --debug for the traceback)"), file=sys.stderr)
         return 2
 

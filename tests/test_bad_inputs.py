@@ -196,5 +196,6 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatc
     out = tmp_path / "tasks.jsonl"
     assert main(["tasks", "export", "--split", "dev", "--per-family", "1", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "No space left on device" in err and len(err.splitlines()) == 1
+    assert f"the disk is full: writing {out} failed, no space left on the device that holds {tmp_path}" in err, err
+    assert len(err.splitlines()) == 1 and "--debug" not in err
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary

@@ -71,19 +71,19 @@ def add_tasks_parser(sub) -> None:
 
 
 def cmd_tasks_export(args) -> int:
-    from ..runtime.files import refuse_existing
+    from ..runtime.files import refuse_unusable_output
     from .suites import get_suite
     from .tasks import write_tasks
 
     suite = get_suite(args.suite)
-    refuse_existing(args.out)
+    refuse_unusable_output(args.out)
     if args.primitives:
         if suite.name != "broad" or args.split == "human":
             raise ValueError("--primitives extends the broad suite's generated splits (dev, rl, confirm, compose, "
                              "phrase): give --suite broad and one of those splits")
         from .broad.export import export_tasks
 
-        if args.families not in ("", "all") or args.per_family is not None:
+        if args.families != "all" or args.per_family is not None:
             raise ValueError("with --primitives give the split's size as --count, and no --families")
         tasks = export_tasks(args.split, args.count or DEFAULT_COUNT, extra=args.primitives)
     else:

@@ -97,11 +97,13 @@ class BroadSuite(Suite):
 
     def family_names(self, families) -> tuple[str, ...] | None:
         """None for every family; else the families named ("broad/<root primitive>"), each checked."""
-        if families is None or families in ("", "all"):
+        from .tasks import family_list
+
+        names = family_list(families)  # an empty list or a name twice refused, as in the reference suite
+        if names is None:
             return None
         from .broad.registry import builtin_registry
 
-        names = [s.strip() for s in families.split(",")] if isinstance(families, str) else list(families)
         known = builtin_registry().by_name
         out = []
         for name in names:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -120,11 +121,28 @@ def get_family(name: str) -> Family:
     return FAMILY_BY_NAME[name]
 
 
+def family_list(spec: str | Sequence[str] | None) -> list[str] | None:
+    """The names of a family list ('a,b' or a sequence), or None for every family (None or 'all'). An empty list
+    and a name given twice are refused: a family twice would give its tasks twice, under the same ids."""
+    if spec is None or spec == "all":
+        return None
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s).strip() for s in spec]
+    if not any(names):
+        raise ValueError(f"--families {','.join(names)!r} names no family; give comma-separated names, or all")
+    if "" in names:
+        raise ValueError(f"--families {','.join(names)!r} holds an empty name (a stray comma); remove it")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"--families names {', '.join(twice)} more than once; give each family once (its tasks "
+                         "would repeat under the same ids)")
+    return names
+
+
 def parse_families(spec: str | Sequence[str] | None) -> tuple[str, ...]:
-    """'increment,double' -> ('increment', 'double'); None, '' or 'all' -> every family, in canonical order."""
-    if spec is None or spec == "" or spec == "all":
+    """'increment,double' -> ('increment', 'double'); None or 'all' -> every family, in canonical order."""
+    names = family_list(spec)
+    if names is None:
         return FAMILY_NAMES
-    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
     for name in names:
         get_family(name)
     return tuple(names)
@@ -214,6 +232,7 @@ def task_from_json(obj: dict, where: str = "task") -> Task:
             raise ValueError(f"{where}: {key!r} must be a non-empty string")
     if not obj["entry_point"].isidentifier():
         raise ValueError(f"{where}: entry_point {obj['entry_point']!r} is not a Python identifier")
+    check_entry_point(obj["prompt"], obj["entry_point"], where)
     cases = obj["cases"]
     if not isinstance(cases, list) or not cases:
         raise ValueError(f"{where}: 'cases' must be a non-empty list of [args_list, expected]")
@@ -228,14 +247,26 @@ def task_from_json(obj: dict, where: str = "task") -> Task:
     return Task(obj["task_id"], obj["family"], obj["prompt"], obj["entry_point"], tuple(parsed), language)
 
 
+def check_entry_point(prompt: str, entry_point: str, where: str = "task") -> None:
+    """The function the verifier calls must be the one the prompt opens (`def NAME(` on a line of its own):
+    a task whose entry point the model is never asked to write can never be solved."""
+    if not re.search(rf"^[ \t]*def[ \t]+{re.escape(entry_point)}[ \t]*\(", prompt, re.MULTILINE):
+        opened = re.findall(r"^[ \t]*def[ \t]+(\w+)[ \t]*\(", prompt, re.MULTILINE)
+        raise ValueError(f"{where}: entry_point {entry_point!r} is not a function its prompt opens ("
+                         + (f"the prompt defines {', '.join(opened)}" if opened else "the prompt has no `def`")
+                         + "), so no completion can ever pass; set entry_point to the function the prompt opens")
+
+
 def read_tasks(path: str | os.PathLike) -> list[Task]:
     """A JSON Lines task file: one task object a line, with keys TASK_KEYS and optionally "language" (the
     verifier's level for its programs, default "reference"); other keys are ignored. Blank lines and lines
     whose first character is `#` (comments, such as a split's header) are skipped."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"task file {path} is a folder; give a JSON Lines file (write one with `glm53 tasks export`)")
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist; write one with `glm53 tasks export`")
-    tasks, seen = [], set()
+    tasks, seen = [], {}
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -245,8 +276,9 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
             raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
         task = task_from_json(obj, f"{path}:{lineno}")
         if task.task_id in seen:
-            raise ValueError(f"{path}:{lineno}: duplicate task_id {task.task_id!r}")
-        seen.add(task.task_id)
+            raise ValueError(f"{path}:{lineno}: duplicate task_id {task.task_id!r} (first on line "
+                             f"{seen[task.task_id]}); each task needs its own id")
+        seen[task.task_id] = lineno
         tasks.append(task)
     if not tasks:
         raise ValueError(f"task file {path} holds no tasks")
@@ -254,8 +286,17 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
 
 
 def write_tasks(tasks: Iterable[Task], path: str | os.PathLike) -> None:
-    """Write JSON Lines atomically; refuses to overwrite an existing file."""
+    """Write JSON Lines atomically; refuses to overwrite an existing file, and to write a file `read_tasks` would
+    refuse (a task_id twice, an entry point its prompt does not open), naming the line it would have been on."""
     from ..runtime.files import atomic_write_text, json_text
 
+    tasks, seen = list(tasks), {}
+    for lineno, task in enumerate(tasks, start=1):
+        where = f"{path}:{lineno} (not written)"
+        if task.task_id in seen:
+            raise ValueError(f"{where}: duplicate task_id {task.task_id!r} (first on line {seen[task.task_id]}); "
+                             "each task needs its own id")
+        seen[task.task_id] = lineno
+        check_entry_point(task.prompt, task.entry_point, where)
     text = "".join(json_text(t.to_json()) + "\n" for t in tasks)
     atomic_write_text(path, text, overwrite=False)

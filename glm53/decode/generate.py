@@ -93,7 +93,12 @@ def sample_next(logits: torch.Tensor, sampling: Sampling, generator: torch.Gener
         drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
-    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+    probs = logits.softmax(dim=-1)
+    if not bool(torch.isfinite(probs).all()):  # multinomial would say only "probability tensor contains inf"
+        raise ValueError("the model's next-token scores are not finite (inf or NaN), so no token can be drawn: its "
+                         "weights or activations overflow; try --precision fp32, or a checkpoint saved before the "
+                         "training loss diverged")
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 def banned_ids(model: GLM53, tokenizer: ByteTokenizer, ignore_eos: bool = False) -> list[int]:

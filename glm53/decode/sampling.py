@@ -8,6 +8,10 @@ from dataclasses import asdict, dataclass
 from ..runtime.composition import composed
 from ..runtime.settings import Checks, setting
 
+# sampling divides float32 scores by the temperature: above float32's largest number it becomes inf, and a banned
+# token's -inf / inf is NaN (torch: "probability tensor contains either `inf`, `nan` or element < 0"); any
+# temperature above ~100 samples nearly uniformly already
+MAX_TEMPERATURE = 3.4028234663852886e38
 SAMPLED_TEMPERATURE = 0.35  # the temperature of sampled completions: RL rollouts, dev and sampled evaluations
 MAX_NEW_TOKENS = 48  # token cap of a completion (every task's body fits well within it)
 
@@ -26,6 +30,8 @@ class Sampling:
     def __post_init__(self) -> None:
         check = Checks("sampling")
         check.declared(self)
+        check.require(self.temperature <= MAX_TEMPERATURE, f"--temperature must be a finite number at most 3.4e38 "
+                      f"(float32's largest; above ~100 sampling is already uniform), got {self.temperature}")
         check.done()
 
     def to_dict(self) -> dict:

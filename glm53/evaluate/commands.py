@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..runtime.files import atomic_write_json, refuse_existing
 from ..runtime.config_file import add_config_file_flags, config_from_command
+from ..runtime.files import atomic_write_json, refuse_existing, refuse_unwritable
 from ..runtime.settings import add_config_arguments
 
 
@@ -57,6 +57,7 @@ def cmd_eval(args) -> int:
 
     suite = get_suite(cfg.evaluation.suite)
     refuse_existing(cfg.out)
+    refuse_unwritable(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)
     model = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device))
@@ -99,6 +100,7 @@ def cmd_compare(args) -> int:
         raise ValueError("compare needs a baseline receipt and at least one more")
     if args.out:
         refuse_existing(args.out)
+        refuse_unwritable(args.out)
     result = compare(receipts[0], receipts[1:], names=list(args.receipts), seed=args.seed)
     print(format_comparison(result))
     if args.out:

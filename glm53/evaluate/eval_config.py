@@ -12,7 +12,7 @@ from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed
 from ..runtime.settings import Checks, setting
-from ..verify.verifier import DEFAULT_TIMEOUT_S
+from ..verify.verifier import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 
 EVAL_SEED = 8675309  # the seed of sampled evaluations: `glm53 eval`, RL's dev scores, a sweep's eval jobs
 
@@ -36,6 +36,8 @@ class EvalConfig:
         check.require(self.samples == 1 or self.sampling.temperature > 0,
                       "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
         check.declared(self)
+        check.require(self.timeout_s <= MAX_TIMEOUT_S, f"--timeout-s must be at most {MAX_TIMEOUT_S:.0f} seconds (a "
+                                                       f"day per program), got {self.timeout_s}")
         check.done()
 
 

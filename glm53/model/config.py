@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, fields, replace
 
 from ..runtime.settings import Checks, setting
@@ -25,6 +26,17 @@ SWITCH_DEFAULTS = {"linear_attention": "elu", "sparse_selection": "fixed", "posi
                    "router": "softmax-balance", "tie_embeddings": True, "mtp_depth": 0}
 # exp(-decay summed over a chunk) must stay finite in fp32 (about exp(88)); the fast KDA form keeps a margin.
 KDA_MAX_CHUNK_DECAY = 80.0
+# RoPE tables (model/rope.py), per position and table entry at their peak while built: the float64 angle and its
+# float64 cos or sin, then the fp32 cos and sin kept
+ROPE_BYTES_PER_ENTRY = 8 + 8 + 4 + 4
+
+
+def physical_memory_bytes() -> int | None:
+    """This machine's memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 @dataclass
@@ -116,6 +128,8 @@ class ModelConfig:
         need(self.position == "none" or self.head_dim % 2 == 0,
              f"head_dim = dim/heads = {self.head_dim} must be even for RoPE (or position = none)")
         need(1 <= self.top_k <= self.experts, f"top_k ({self.top_k}) must lie in [1, experts={self.experts}]")
+        tables = self.position_tables_problem()  # before GLM53 allocates them
+        need(tables is None, tables or "")
         need(self.kda_chunk * -self.kda_decay_lower_bound <= KDA_MAX_CHUNK_DECAY,
              f"kda_chunk ({self.kda_chunk}) x |kda_decay_lower_bound| ({-self.kda_decay_lower_bound:g}) must lie in "
              f"[1, {KDA_MAX_CHUNK_DECAY:g}] so the chunk's decay stays finite in fp32; lower kda_chunk")
@@ -130,6 +144,24 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.dim // self.heads
+
+    def position_table_bytes(self) -> int:
+        """Bytes the RoPE tables of every position take at their peak, as the model is built (the model's and the
+        indexer's: head_dim / 2 and indexer_dim / 2 entries a position); 0 without RoPE."""
+        if self.position == "none":
+            return 0
+        entries = self.head_dim // 2 + (self.indexer_dim // 2 if self.sparse_selection == "indexer" else 0)
+        return self.max_sequence_length * entries * ROPE_BYTES_PER_ENTRY
+
+    def position_tables_problem(self) -> str | None:
+        """Why the model's position tables cannot be built on this machine (more bytes than it has memory), said
+        before a byte is allocated, or None."""
+        need, memory = self.position_table_bytes(), physical_memory_bytes()
+        if memory is None or need <= memory:
+            return None
+        return (f"--max-sequence-length {self.max_sequence_length:,} needs about {need / 2**30:,.1f} GiB for the "
+                f"RoPE position tables alone, more than this machine's {memory / 2**30:,.1f} GiB of memory; give "
+                "the longest prompt + completion the model will see (192 by default)")
 
     def is_sparse_layer(self, i: int) -> bool:
         return (i + 1) % self.sparse_every == 0

@@ -1,8 +1,15 @@
-"""Atomic, never-overwriting file output: write to a temporary sibling, fsync, then rename into place."""
+"""Atomic, never-overwriting file output: write to a temporary sibling, fsync, then rename into place.
+
+A command probes its output first (`refuse_existing`, `refuse_unwritable`), so that a result is never lost to an
+unwritable or missing folder after the work; every message names the path the user gave, never a temporary one.
+Simplification: the probe tests the folder once, before the work; a folder that turns read-only or a disk that
+fills during the work still fails at the end (cli.main then names the folder: `disk_full_message`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -16,6 +23,87 @@ def refuse_existing(path: str | os.PathLike) -> None:
     if Path(path).exists():
         raise FileExistsError(f"{path} already exists; glm53 never overwrites results. "
                               "Choose another path or move the old one away.")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """The folder a write to `path` lands in, or the nearest existing ancestor where it would be made (a path
+    whose parent is a file stops at that file)."""
+    folder = path if path.is_dir() else path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _unwritable(path, folder: Path, err: OSError | None = None) -> ValueError:
+    if not folder.is_dir():
+        return ValueError(f"cannot write {path}: {folder} is a file, not a folder; choose another --out")
+    reason = "a read-only file system" if err is not None and err.errno == errno.EROFS else \
+        (err.strerror or str(err)) if err is not None else "not writable"
+    return ValueError(f"cannot write {path}: the folder {folder} is not writable ({reason}); choose another --out "
+                      "or make the folder writable")
+
+
+def refuse_unwritable(path: str | os.PathLike) -> None:
+    """Before any work: raise a one-line ValueError naming `path` unless a file can be made where `path` would be
+    written (its folder, or the nearest existing ancestor a missing folder is made in). The honest test is to
+    create and remove a file there: permission bits say nothing for root, nor of a read-only mount."""
+    folder = _nearest_existing(Path(path))
+    if not folder.is_dir():
+        raise _unwritable(path, folder)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".glm53-probe.", suffix=".tmp", dir=folder)  # housekeeping-named
+    except OSError as err:
+        raise _unwritable(path, folder, err) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def refuse_unusable_output(path: str | os.PathLike) -> None:
+    """Both probes a command runs on its --out before any work: it must not exist, and it must be writable."""
+    refuse_existing(path)
+    refuse_unwritable(path)
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
+# torch.save's writer on a short write (the disk filled under it): "[enforce fail at inline_container.cc:672] .
+# unexpected pos 704 vs 598" (torch 2.13), or "PytorchStreamWriter failed writing file ...: file write failed"
+TORCH_SHORT_WRITE = ("unexpected pos", "PytorchStreamWriter", "file write failed")
+
+
+def _disk_full(err: BaseException | None) -> tuple[BaseException, bool] | None:
+    """(the error in `err`'s chain that says the disk is full, whether it says so for certain), or None. Besides
+    OSError ENOSPC, safetensors says it as `I/O error: No space left on device (os error 28)`, and torch.save
+    only that its write came up short (`TORCH_SHORT_WRITE`), which a full disk is the common cause of."""
+    for _ in range(8):  # a chain is short; the bound guards against a cycle
+        if err is None:
+            return None
+        text = str(err)
+        if (isinstance(err, OSError) and err.errno in NO_SPACE) or "No space left on device" in text \
+                or "os error 28" in text:
+            return err, True
+        if "inline_container.cc" in text and any(words in text for words in TORCH_SHORT_WRITE):
+            return err, False
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def disk_full_message(err: BaseException, out: str | os.PathLike | None) -> str | None:
+    """One line for a write that ran out of disk space, naming the folder written to (`out`, the command's
+    --out, else the file the error names) and its free space now, or None for any other error."""
+    found = _disk_full(err)
+    if found is None:
+        return None
+    full, certain = found
+    where = Path(out) if out else Path(getattr(full, "filename", None) or ".")
+    folder = _nearest_existing(where.absolute())
+    try:
+        free = f"{shutil.disk_usage(folder).free / 2**20:,.0f} MiB free now"
+    except OSError:
+        free = "free space unknown"
+    what = "the disk is full" if certain else "the disk is likely full"
+    why = "no space left" if certain else "torch.save wrote fewer bytes than it meant to"
+    return (f"{what}: writing {where} failed, {why} on the device that holds {folder} ({free}); free some space "
+            "there, or choose an --out on another disk")
 
 
 LOCK_NAME = ".glm53.lock"
@@ -45,6 +133,7 @@ def run_lock(folder: str | os.PathLike):
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"{folder} exists as a file; --out must name a folder")
+    refuse_unwritable(folder)  # before mkdir and the lock file, so the message names the folder given
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -74,8 +163,11 @@ def atomic_writer(path: str | os.PathLike, overwrite: bool = False):
     path = Path(path)
     if not overwrite:
         refuse_existing(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:  # named as the user's path, not the temporary one
+        raise _unwritable(path, _nearest_existing(path), err) from None
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are shared like any other
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -129,8 +221,11 @@ class AtomicDirectory:
 
     def __enter__(self) -> Path:
         refuse_existing(self.final)
-        self.final.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.", suffix=".tmp", dir=self.final.parent))
+        try:
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.", suffix=".tmp", dir=self.final.parent))
+        except OSError as err:  # named as the user's path, not the temporary one
+            raise _unwritable(self.final, _nearest_existing(self.final), err) from None
         os.chmod(self.tmp, 0o777 & ~_umask())
         return self.tmp
 
@@ -138,8 +233,12 @@ class AtomicDirectory:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
+        shared = 0o666 & ~_umask()
         for child in self.tmp.iterdir():
             if child.is_file():
+                # safetensors (0.8) creates its files owner-only (0600, where torch.save and open() give 0644
+                # under umask 022): results are shared like any other file (executable bits, if any, are kept)
+                os.chmod(child, shared | (child.stat().st_mode & 0o111))
                 with open(child, "rb") as f:
                     os.fsync(f.fileno())
         os.rename(self.tmp, self.final)  # atomic on one filesystem; fails if final is a non-empty directory

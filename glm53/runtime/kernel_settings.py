@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -30,12 +31,36 @@ def machine_key() -> str:
     return f"{name} | {cpu['cores']} cores | {cpu['threads']} threads | torch {torch.__version__}"
 
 
+def read_cache(path: Path | None = None) -> dict:
+    """The whole cache, {machine key: entry}; {} when there is none. A damaged cache (not JSON, or not a table of
+    entries) is ignored with one warning a process naming it, since `glm53 calibrate` rewrites it whole."""
+    path = path or cache_file()
+    try:
+        table = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        _warn_damaged(path, f"{type(err).__name__}: {err}")
+        return {}
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        _warn_damaged(path, "not a table of calibrations")
+        return {}
+    return table
+
+
+_warned: set[str] = set()
+
+
+def _warn_damaged(path: Path, why: str) -> None:
+    if str(path) not in _warned:
+        _warned.add(str(path))
+        print(f"glm53: warning: the calibration cache {path} cannot be used ({' '.join(why.split())}); it is ignored, "
+              "and the next `glm53 calibrate` rebuilds it", file=sys.stderr)
+
+
 def cached() -> dict | None:
     """This machine's calibration, or None."""
-    try:
-        return json.loads(cache_file().read_text()).get(machine_key())
-    except (OSError, ValueError, AttributeError):
-        return None
+    return read_cache().get(machine_key())
 
 
 def resolve_kernels(name: str, precision: str, device: torch.device) -> dict:

@@ -29,7 +29,7 @@ import torch
 
 from ..runtime.cpu import cpu_has_native_bf16
 from ..runtime.files import atomic_write_text
-from ..runtime.kernel_settings import cache_file, machine_key
+from ..runtime.kernel_settings import cache_file, machine_key, read_cache
 
 TIE_MARGIN = 0.9  # bf16 is chosen for training or decoding only at most 90% of fp32's time
 KERNEL_TIE_MARGIN = 0.97  # a non-default kernel setting only at most 97% of the default's (timed interleaved)
@@ -144,10 +144,7 @@ def calibrate(model_kwargs: dict | None = None, steps: int = 6, log=print) -> di
              "train_seconds_per_step": train, "decode_seconds": decode, "kernels": kernels,
              "model": model_kwargs or "reference", "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path = cache_file()
-    try:
-        table = json.loads(path.read_text())
-    except (OSError, ValueError):
-        table = {}
+    table = read_cache(path)  # a damaged cache is rebuilt (with the warning that says so)
     table[machine_key()] = entry
     atomic_write_text(path, json.dumps(table, indent=2, sort_keys=True) + "\n", overwrite=True)
     log(f"cached for {machine_key()} in {path}")

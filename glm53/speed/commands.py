@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..model.config import MODEL_PRESETS
-from ..runtime.files import atomic_write_json, refuse_existing
+from ..runtime.files import atomic_write_json, refuse_existing, refuse_unwritable
 
 
 def add_bench_parser(sub) -> None:
@@ -29,6 +29,7 @@ def cmd_bench(args) -> int:
 
     out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     refuse_existing(out)
+    refuse_unwritable(out)
     if args.profile:
         result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print, model=args.model)
         atomic_write_json(out, result)

@@ -79,8 +79,10 @@ def add_export_parser(sub) -> None:
 
 
 def cmd_export(args) -> int:
+    from ..runtime.files import refuse_unusable_output
     from .export import export_model
 
+    refuse_unusable_output(args.out)
     out = export_model(args.checkpoint, args.out)
     print(f"exported {args.checkpoint} to {out} (model.safetensors, config.json, README.md)")
     return 0

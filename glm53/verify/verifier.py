@@ -62,6 +62,9 @@ from .static_check import StaticCheckError, check_source
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
 WORKER = Path(__file__).with_name("sandbox_worker.py")
 DEFAULT_TIMEOUT_S = 2.0
+# the channels' poll() waits in whole milliseconds held in a C int (24.8 days at most; beyond, it raises an
+# OverflowError: "timestamp out of range for platform time_t" for 1e300); a day is far beyond any test program
+MAX_TIMEOUT_S = 86400.0
 DEFAULT_MEMORY_MB = 512
 START_TIMEOUT_S = 30.0
 _warned = threading.Event()

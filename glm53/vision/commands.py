@@ -6,15 +6,21 @@ import argparse
 from pathlib import Path
 
 from ..runtime.config import add_device_flag
-from ..runtime.files import atomic_write_json, refuse_nonempty_dir
+from ..runtime.files import atomic_write_json, refuse_nonempty_dir, refuse_unwritable
 from ..runtime.settings import add_config_arguments, config_from_args
 
 
 def _int_list(text: str) -> list[int]:
+    """'1,2,3' -> [1, 2, 3]; an empty list (',' or '') is refused, not taken as the default."""
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,3, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,3, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one integer, such as 42 or 1,2,3, got {text!r}")
+    if len(set(values)) < len(values):  # runs are keyed by seed: a seed twice would keep one of them silently
+        raise argparse.ArgumentTypeError(f"expected each integer once, got {text!r}")
+    return values
 
 
 def add_vision_parser(sub) -> None:
@@ -44,8 +50,11 @@ def cmd_vision(args) -> int:
     from .train import full_model_pilot, run_architectures
     from .training_config import PILOT_TRAINING, DigitTraining
 
+    if args.eval_examples is not None and args.eval_examples < 1:  # 0 must not silently mean the default
+        raise ValueError(f"--eval-examples must be >= 1, got {args.eval_examples}")
     out = Path(args.out)
     refuse_nonempty_dir(out)
+    refuse_unwritable(out)
     device = resolve_device(args.device)
     receipt: dict = {"device": str(device)}
     if args.pilot:
