@@ -2,6 +2,7 @@
 
     schedule.py            learning-rate schedules (warmup, constant or cosine)
     checkpoint.py          checkpoint folders written atomically, loaded with their hash checked; run folders
+    retention.py           what a run keeps of its checkpoints: --keep-last N, --save-optimizer
     pretrain_config.py     `glm53 pretrain`'s settings (PretrainConfig)
     pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume
     expression_pretrain.py the pretraining-data studies' own job: the miniature on expression data

@@ -47,6 +47,7 @@ from ..verify.verifier import isolation_report
 from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
                          save_checkpoint, start_run_folder)
 from .pretrain_config import EXTENSIONS, PretrainConfig
+from .retention import RETENTION_CHANGES, apply_retention
 from .schedule import scheduled_lr
 
 LOG_NAME = "train_log.jsonl"
@@ -172,20 +173,21 @@ def data_parallel_forward(model: GLM53, dp: DataParallel, device: torch.device):
 
 
 def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print, dp: DataParallel = SINGLE,
-             device: torch.device | None = None) -> dict:
+             device: torch.device | None = None, keep: Callable[[list[dict]], set[str]] | None = None) -> dict:
     """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder (by rank 0,
     under data parallelism; the other ranks return None). One process at a time may write a run folder; what an
-    interrupted atomic write left behind is removed first."""
+    interrupted atomic write left behind is removed first. `keep`: the checkpoints (folder names, from the
+    checkpoint records so far) whose weights --keep-last must spare (the main job's RL start)."""
     if not cfg.out:
         raise ValueError("pretrain: out must name the run folder (--out)")
     if cfg.batch_size % dp.world_size:
         raise ValueError(f"pretrain: --batch-size {cfg.batch_size} does not divide among {dp.world_size} ranks; use a "
                          f"multiple of {dp.world_size} or another --nproc-per-node")
     if not dp.is_main:
-        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device)
+        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device, keep)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
-        return _pretrain(cfg, dev_tasks, log, dp, device)
+        return _pretrain(cfg, dev_tasks, log, dp, device, keep)
 
 
 @dataclass
@@ -207,11 +209,13 @@ class _Run:
     curve: list[dict] = field(default_factory=list)
     checkpoints: list[dict] = field(default_factory=list)
     resumed_from: str | None = None
+    keep: Callable[[list[dict]], set[str]] | None = None  # checkpoints whose weights --keep-last spares
 
 
 def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
-              device: torch.device | None) -> dict | None:
+              device: torch.device | None, keep=None) -> dict | None:
     run = _start(cfg, dev_tasks, log, dp, device)
+    run.keep = keep
     cfg, model, optimizer, device, precision = run.cfg, run.model, run.optimizer, run.device, run.precision
     counts = model.parameter_counts()
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
@@ -279,7 +283,7 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer)
 
     def check_folder() -> None:
-        check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS)
+        check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS | RETENTION_CHANGES)
         if cfg.runtime.resume and cfg.lr_schedule == "cosine" and \
                 json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
@@ -300,7 +304,8 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
 
 
 def _save_checkpoint(run: _Run, step: int) -> None:
-    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only)."""
+    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only; without them under
+    --no-save-optimizer); then prune what --keep-last lets go."""
     cfg, log = run.cfg, run.log
     samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens, cfg.suite) if run.dev_tasks else []
     for s in samples:
@@ -315,8 +320,10 @@ def _save_checkpoint(run: _Run, step: int) -> None:
     meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
             "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
             "dev_pass_at_1": dev_pass / len(samples) if samples else None}
-    sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta, trainer_state)
+    sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta,
+                          trainer_state if cfg.retention.save_optimizer else None)
     run.checkpoints.append({**record, "weights_sha256": sha})
+    apply_retention(run.out, cfg.retention, run.checkpoints, run.keep)
     log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
 
 
@@ -335,6 +342,8 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(run.device), "checkpoints": run.checkpoints,
+        # what --keep-last pruned (again here: a prune cut short by an interruption is finished)
+        "retention": apply_retention(out, cfg.retention, run.checkpoints, run.keep),
         "final_loss": curve[-1]["loss"] if curve else None, "torch_version": torch.__version__,
         "threads": torch.get_num_threads(), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
     }

@@ -11,6 +11,7 @@ from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
+from .retention import Retention
 from .schedule import SCHEDULES
 
 DEFAULT_CHECKPOINTS = (100, 200, 400)
@@ -52,6 +53,7 @@ class PretrainConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
                                         "also a context of 384, rows of 324 and a token cap of 192, unless given)",
                          choices=SUITE_NAMES)
+    retention: Retention = setting(default_factory=Retention, flatten=True)  # --keep-last, --save-optimizer
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested")
 
     def __post_init__(self) -> None:
@@ -79,6 +81,7 @@ class PretrainConfig:
         check.within("warmup_steps", self.warmup_steps, 0, self.steps)
         check.within("min_lr_ratio", self.min_lr_ratio, 0, 1)
         check.at_least("dev_max_new_tokens", self.dev_max_new_tokens, 1)
+        self.retention.check(check, self.runtime.resume)
         check.choices(self)
         if self.suite in SUITE_NAMES:
             problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)

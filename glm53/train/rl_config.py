@@ -12,6 +12,7 @@ from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
 from ..verify.rewards import REWARD_MODES
+from .retention import Retention
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 # The objective's choices (policy_gradient.py and completion_batch.py take them from here)
@@ -98,6 +99,7 @@ class RLConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
                                         "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
                                         "unless given)", choices=SUITE_NAMES)
+    retention: Retention = setting(default_factory=Retention, flatten=True)  # --keep-last, --save-optimizer
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
@@ -127,6 +129,7 @@ class RLConfig:
         check.at_least("replay_batch", self.replay_batch, 1)
         check.positive("grad_clip", self.grad_clip)
         check.at_least("dev_per_family", self.dev_per_family, 0)
+        self.retention.check(check, self.runtime.resume)
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)
