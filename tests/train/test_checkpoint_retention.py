@@ -19,7 +19,7 @@ METADATA_ONLY = {"config.json", "metadata.json"}
 
 
 def tiny_pretrain(out, **kw):
-    args = dict(out=str(out), steps=4, checkpoints=(1, 2, 3, 4), batch_size=2, sequence_length=32, lr=1e-3,
+    args = dict(out=str(out), steps=4, checkpoints=(1, 2, 3, 4), batch_size=2, sequence_length=128, lr=1e-3,
                 progress=False, device="cpu", model=SMALL)
     return PretrainConfig(**{**args, **kw})
 
