@@ -73,10 +73,10 @@ def rl_choice(records: list[dict]) -> dict:
 def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
     """With --keep-checkpoints needed: a finished stage is never resumed (its receipt is read back), so none of
     its trainer states is needed, nor any weights but the checkpoint the rest of the job reads (`needed`)."""
-    if cfg.keep_checkpoints == "needed":
-        pruned = prune_checkpoints(out, 0, {needed})
-        if pruned:
-            log(f"{out.name}: kept the weights of {needed} and every checkpoint's metadata; pruned {', '.join(pruned)}")
+    if cfg.keep_checkpoints == "needed" and prune_checkpoints(out, 0, {needed}):
+        gone = retention_record(out)["pruned"]
+        log(f"{out.name}: deleted every trainer state and the weights of {', '.join(gone) or 'no other checkpoint'}; "
+            f"kept the weights of {needed} and every checkpoint's metadata.json")
 
 
 def run_pipeline(cfg: RunConfig, log=print) -> dict:
