@@ -13,6 +13,12 @@ Two choices differ from the reference, both by measurement on this CPU (seed 42)
   6 of 6 training seeds (`glm53 sweep rl-run-start`, README).
 The reference settings stay one flag away: --rl.families increment,double,even --rl.temperature 0.35
 --rl.tasks-per-family 32, and `glm53 pretrain`'s own defaults are the reference's.
+
+What the folder keeps (--keep-checkpoints needed, the default): as each stage finishes, every trainer state and the
+weights of every checkpoint but the RL start (pretraining) and the chosen RL checkpoint are deleted; metadata.json
+stays. A finished stage is never resumed (its receipt is read back), and the evaluation and the report read only
+those two checkpoints, final/ and the receipts. A stage's own --pretrain.keep-last / --rl.keep-last prune while it
+runs and spare the weights this job will choose (see retention.py).
 """
 
 from __future__ import annotations
@@ -31,20 +37,46 @@ from .run_config import RUN_RECEIPT_NAME, RunConfig
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
-from .train.checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, load_model, save_checkpoint,
-                               start_run_folder)
+from .train.checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, checkpoint_name, load_model,
+                               save_checkpoint, start_run_folder)
 from .train.pretrain import pretrain
+from .train.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
 from .train.rl import rl_train
 
-def _stage(train, stage_cfg, resume: bool, log) -> dict:
+
+def _stage(train, stage_cfg, resume: bool, log, keep) -> dict:
     """Run a training stage, or with `resume` finish it: a finished stage's receipt is read back, a stopped one
-    continues from its latest checkpoint, one that never reached a checkpoint starts again."""
+    continues from its latest checkpoint, one that never reached a checkpoint starts again. `keep` names the
+    checkpoints whose weights the stage's --keep-last must spare (the ones this job will choose)."""
     out = Path(stage_cfg.out)
     if resume and (out / RECEIPT_NAME).is_file():
         log(f"resume: {out} already finished")
         return json.loads((out / RECEIPT_NAME).read_text())
     resumable = resume and any((p / TRAINER_STATE_NAME).is_file() for p in out.glob("checkpoint-*"))
-    return train(replace(stage_cfg, resume=resumable), log=log)
+    return train(replace(stage_cfg, resume=resumable), log=log, keep=keep)
+
+
+def pretrain_choice(records: list[dict]) -> dict | None:
+    """The pretraining checkpoint (after step 0) that passes the most dev tasks, the later one on ties (None before
+    the first)."""
+    trained = [c for c in records if c["step"] > 0]
+    return max(trained, key=lambda c: (c["dev_passed"], c["step"])) if trained else None
+
+
+def rl_choice(records: list[dict]) -> dict:
+    """The RL checkpoint (after group 0) with the most exact dev rollouts, the earlier one on ties (dev has not
+    told the later one apart, and it has moved further from the start); the last one when none was scored."""
+    scored = [c for c in records if c["group"] > 0 and c["dev"]]
+    return max(scored, key=lambda c: (c["dev"]["exact_rollouts"], -c["group"])) if scored else records[-1]
+
+
+def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
+    """With --keep-checkpoints needed: a finished stage is never resumed (its receipt is read back), so none of
+    its trainer states is needed, nor any weights but the checkpoint the rest of the job reads (`needed`)."""
+    if cfg.keep_checkpoints == "needed" and prune_checkpoints(out, 0, {needed}):
+        gone = retention_record(out)["pruned"]
+        log(f"{out.name}: deleted every trainer state and the weights of {', '.join(gone) or 'no other checkpoint'}; "
+            f"kept the weights of {needed} and every checkpoint's metadata.json")
 
 
 def run_pipeline(cfg: RunConfig, log=print) -> dict:
@@ -54,7 +86,7 @@ def run_pipeline(cfg: RunConfig, log=print) -> dict:
     with run_lock(run):
         settings = cfg.folder_settings()
         if cfg.runtime.resume:
-            check_run_folder(run, settings, True, RESUMABLE_CHANGES)
+            check_run_folder(run, settings, True, RESUMABLE_CHANGES | RETENTION_CHANGES)
             if (run / RUN_RECEIPT_NAME).exists():
                 raise FileExistsError(f"--resume: the run in {run} already finished ({RUN_RECEIPT_NAME} exists)")
         else:
@@ -69,19 +101,22 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     started = time.perf_counter()
 
     t0 = time.perf_counter()
-    pretrain_receipt = _stage(pretrain, cfg.pretrain, cfg.runtime.resume, log)
+    # the RL start: the asked step's checkpoint, or (rl_start 0) the one dev prefers so far
+    start_of = (lambda records: {checkpoint_name(cfg.rl_start)}) if cfg.rl_start else \
+        (lambda records: {c["path"] for c in [pretrain_choice(records)] if c})
+    pretrain_receipt = _stage(pretrain, cfg.pretrain, cfg.runtime.resume, log, start_of)
     seconds["pretrain"] = time.perf_counter() - t0
 
     rl_cfg = cfg.rl if cfg.rl_start else replace(cfg.rl, init=str(run / "pretrain" / _dev_start(pretrain_receipt, log)))
     start = Path(rl_cfg.init)
+    _finished_stage(cfg, run / "pretrain", start.name, log)
     t0 = time.perf_counter()
-    rl_receipt = _stage(rl_train, rl_cfg, cfg.runtime.resume, log)
+    rl_receipt = _stage(rl_train, rl_cfg, cfg.runtime.resume, log, lambda records: {rl_choice(records)["path"]})
     seconds["rl"] = time.perf_counter() - t0
 
-    scored = [c for c in rl_receipt["checkpoints"] if c["group"] > 0 and c["dev"]]
-    # ties on dev go to the earlier checkpoint: dev has not told the later one apart, and it has moved further
-    best = max(scored, key=lambda c: (c["dev"]["exact_rollouts"], -c["group"])) if scored else rl_receipt["checkpoints"][-1]
+    best = rl_choice(rl_receipt["checkpoints"])
     log(f"selected RL checkpoint: group {best['group']} (dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
+    _finished_stage(cfg, run / "rl", best["path"], log)
     after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device))
     final = _save_final(run, after_model, best, get_suite(cfg.suite))
     stages = (pretrain_receipt, rl_receipt, start, best, after_model, final, seconds, started)
@@ -90,10 +125,17 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     return _suite_evaluation(cfg, run, log, *stages)
 
 
+def _retention(cfg: RunConfig, run: Path) -> dict:
+    """What the run folder keeps of each stage's checkpoints as it finishes (the stages' receipts were written
+    before the job pruned them)."""
+    return {"keep_checkpoints": cfg.keep_checkpoints,
+            **{stage: retention_record(run / stage) for stage in ("pretrain", "rl")}}
+
+
 def _dev_start(pretrain_receipt: dict, log) -> str:
     """The pretraining checkpoint (after step 0) that passes the most dev tasks, the later one on ties."""
     trained = [c for c in pretrain_receipt["checkpoints"] if c["step"] > 0]
-    chosen = max(trained, key=lambda c: (c["dev_passed"], c["step"]))
+    chosen = pretrain_choice(trained)
     log(f"RL starts from pretraining step {chosen['step']}: dev " + ", ".join(
         f"{c['step']}: {c['dev_passed']}/{c['dev_tasks']}" for c in trained))
     return chosen["path"]
@@ -160,7 +202,7 @@ def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict
                            "before_reference_families": ref(before), "after_reference_families": ref(after),
                            "reference_family_tasks": sum(after["by_family"][f]["tasks"] for f in REFERENCE_RL_FAMILIES),
                            "mcnemar_p": comparison["comparisons"][0]["overall"]["mcnemar_p"]},
-               "charts": charts, "sandbox": after["sandbox"]}
+               "charts": charts, "sandbox": after["sandbox"], "retention": _retention(cfg, run)}
     atomic_write_json(run / RUN_RECEIPT_NAME, receipt)
     c = receipt["confirm"]
     log(f"confirm greedy: increment/double/even {c['before_reference_families']} -> {c['after_reference_families']} "
@@ -215,7 +257,8 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     receipt = {**info, "final": final, "config": json.loads(json.dumps(cfg.to_dict())),
                "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
                "checkpoint_sha256": {"rl_start": rl_receipt["initial_sha256"], "after": best["weights_sha256"]},
-               "splits": rows, "charts": charts, "sandbox": results[next(iter(results))][1]["sandbox"]}
+               "splits": rows, "charts": charts, "sandbox": results[next(iter(results))][1]["sandbox"],
+               "retention": _retention(cfg, run)}
     atomic_write_json(run / RUN_RECEIPT_NAME, receipt)
     log("greedy pass@1 before -> after RL: " + ", ".join(f"{s} {r['before']} -> {r['after']} of {r['tasks']}"
                                                           for s, r in rows.items())

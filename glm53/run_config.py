@@ -44,6 +44,7 @@ PRESETS = {
 STAGE_RUNTIME = ("precision", "threads")  # runtime settings each stage has its own of: --pretrain.threads, ...
 RUN_RUNTIME = tuple(f.name for f in fields(RuntimeConfig) if f.name not in STAGE_RUNTIME)  # the run sets for both
 RUN_RECEIPT_NAME = "run-receipt.json"
+KEEP_CHECKPOINTS = ("needed", "all")
 
 
 @composed
@@ -62,6 +63,10 @@ class RunConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite of both stages and the evaluation, reference or broad (--suite "
                                         "broad alone runs --preset broad, whose context and token caps fit its bodies)",
                          choices=SUITE_NAMES)
+    keep_checkpoints: str = setting("needed", "needed: as each stage finishes, delete every trainer state and the "
+                                              "weights of every checkpoint but the RL start and the chosen RL "
+                                              "checkpoint (metadata.json stays; the report and --resume need nothing "
+                                              "else); all: keep every checkpoint whole", choices=KEEP_CHECKPOINTS)
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      skip=STAGE_RUNTIME + ("report_name", "report_group"),
                                      helps={"progress": "show progress bars (--no-progress: plain log lines)",
@@ -78,6 +83,10 @@ class RunConfig:
         check.require(self.rl_start == 0 or self.rl_start in self.pretrain.checkpoints,
                       f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "
                       f"({','.join(map(str, self.pretrain.checkpoints))}; set them with --pretrain.checkpoints), or 0")
+        check.require(not self.runtime.resume or (self.pretrain.retention.save_optimizer
+                                                  and self.rl.retention.save_optimizer),
+                      "--resume needs the optimizer state that --no-pretrain.save-optimizer and --no-rl.save-optimizer "
+                      "leave out of every checkpoint: drop them (a run started with either cannot be resumed)")
         check.declared(self)
         check.done()
         run = Path(self.out)

@@ -143,6 +143,16 @@ CASES = [
     ("run with no confirm tasks", ["run", "--out", "{new}", "--confirm-per-family", "0"], "--confirm-per-family must be >= 1"),
     ("run with a bad pretraining setting", ["run", "--out", "{new}", "--pretrain.grad-clip", "-1"], "pretrain: --grad-clip must be > 0"),
     ("run with a bad RL setting", ["run", "--out", "{new}", "--rl.temperature", "0"], "rl: --temperature must be > 0"),
+    ("negative keep-last", ["pretrain", "--out", "{new}", "--keep-last", "-1"], "--keep-last must be >= 0"),
+    ("resume without the optimizer", ["pretrain", "--out", "{new}", "--resume", "--no-save-optimizer"],
+     "--resume needs the optimizer state"),
+    ("rl negative keep-last", ["rl", "--init", "{good}", "--out", "{new}", "--keep-last", "-2"], "--keep-last must be >= 0"),
+    ("rl resume without the optimizer", ["rl", "--init", "{good}", "--out", "{new}", "--resume", "--no-save-optimizer"],
+     "--resume needs the optimizer state"),
+    ("run with a negative keep-last", ["run", "--out", "{new}", "--pretrain.keep-last", "-1"],
+     "pretrain: --keep-last must be >= 0"),
+    ("run resumed without the optimizer", ["run", "--out", "{new}", "--resume", "--no-rl.save-optimizer"],
+     "--resume needs the optimizer state"),
     ("export zero per family", ["tasks", "export", "--split", "dev", "--per-family", "0", "--out", "{new}.jsonl"], "--per-family must be >= 1"),
 ]
 

@@ -2,6 +2,7 @@
 
     schedule.py            learning-rate schedules (warmup, constant or cosine)
     checkpoint.py          checkpoint folders written atomically, loaded with their hash checked; run folders
+    retention.py           what a run keeps of its checkpoints: --keep-last N, --save-optimizer
     pretrain_config.py     `glm53 pretrain`'s settings (PretrainConfig)
     validation.py          pretraining's validation loss on held-out rows, leaving training untouched
     pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume

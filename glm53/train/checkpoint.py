@@ -4,7 +4,8 @@
         model.safetensors   weights (the tied head is the embedding; stored once)
         config.json         ModelConfig
         metadata.json       step, tokens seen, seed, stage, sha256 of model.safetensors, ...
-        trainer_state.pt    optimizer state and RNG states, for exact resume (absent in exported models)
+        trainer_state.pt    optimizer state and RNG states, for exact resume (absent in exported models, and
+                            after --no-save-optimizer; retention.py prunes old checkpoints to their metadata)
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ RECEIPT_NAME = "training-receipt.json"  # written when it finishes
 
 def checkpoint_name(step: int) -> str:
     return f"checkpoint-{step:04d}"
+
+
+def checkpoint_folders(out: str | os.PathLike, complete: bool = True) -> list[Path]:
+    """A run folder's checkpoint folders, oldest first by step (checkpoint-10000 after checkpoint-9999); with
+    `complete`, only those with metadata.json."""
+    found = [p for p in Path(out).glob("checkpoint-*") if p.is_dir() and p.name[len("checkpoint-"):].isdigit()]
+    return sorted((p for p in found if not complete or (p / METADATA_NAME).is_file()),
+                  key=lambda p: int(p.name[len("checkpoint-"):]))
 
 
 def rng_state() -> dict:
@@ -79,6 +88,10 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
+    if not (path / WEIGHTS_NAME).is_file() and (path / METADATA_NAME).is_file():
+        raise FileNotFoundError(f"{path} holds only the metadata of a checkpoint: {WEIGHTS_NAME} is missing (pruned by "
+                                "--keep-last, or by `glm53 run`, which keeps the weights of the RL start and the chosen "
+                                "RL checkpoint only); load a checkpoint that kept its weights")
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
@@ -164,6 +177,11 @@ def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "")
     return diffs
 
 
+# Settings added after runs were started, with what those runs did: the reference suite, and every checkpoint
+# with its trainer state.
+ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True}
+
+
 def check_resume_settings(out: Path, now: dict, may_change) -> None:
     """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
     recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
@@ -172,8 +190,9 @@ def check_resume_settings(out: Path, now: dict, may_change) -> None:
     now = json.loads(json.dumps(now))
     for key, value in [(None, now), *((k, v) for k, v in now.items() if isinstance(v, dict))]:
         held = recorded if key is None else recorded.get(key)
-        if isinstance(held, dict) and "suite" in value:
-            held.setdefault("suite", "reference")  # runs started before task suites ran the reference suite
+        for name, before in ADDED_SETTINGS.items():
+            if isinstance(held, dict) and name in value:
+                held.setdefault(name, before)
     diffs = setting_differences(recorded, now, may_change)
     if diffs:
         raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
@@ -199,6 +218,11 @@ def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_c
         return
     if not (out / RUN_CONFIG_NAME).is_file():
         raise FileNotFoundError(f"--resume: {out} holds no run to resume ({RUN_CONFIG_NAME} is missing)")
+    recorded = json.loads((out / RUN_CONFIG_NAME).read_text())
+    if any(isinstance(held, dict) and held.get("save_optimizer") is False
+           for held in [recorded, *recorded.values()]):  # the run's own settings, or a stage's in the main job
+        raise ValueError(f"--resume: the run in {out} was started with --no-save-optimizer, so its checkpoints hold no "
+                         "optimizer state to continue from; start it again in a new --out")
     check_resume_settings(out, settings, may_change)
     if (out / RECEIPT_NAME).exists():
         raise FileExistsError(f"--resume: the run in {out} already finished ({RECEIPT_NAME} exists)")
@@ -215,7 +239,7 @@ def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> t
     Returns (its path, its trainer state)."""
     from safetensors.torch import load_model as load_weights
 
-    found = sorted(p for p in Path(out).glob("checkpoint-*") if (p / TRAINER_STATE_NAME).is_file())
+    found = [p for p in checkpoint_folders(out, complete=False) if (p / TRAINER_STATE_NAME).is_file()]
     if not found:
         raise FileNotFoundError(f"--resume: no checkpoint with trainer state in {out}")
     latest = found[-1]

@@ -49,6 +49,7 @@ from ..verify.verifier import isolation_report
 from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
                          save_checkpoint, start_run_folder)
 from .pretrain_config import EXTENSIONS, PretrainConfig
+from .retention import RETENTION_CHANGES, apply_retention
 from .schedule import scheduled_lr
 from .validation import Validation, validation_due, validation_set
 
@@ -180,10 +181,11 @@ def data_parallel_forward(model: GLM53, dp: DataParallel, device: torch.device):
 
 
 def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print, dp: DataParallel = SINGLE,
-             device: torch.device | None = None) -> dict:
+             device: torch.device | None = None, keep: Callable[[list[dict]], set[str]] | None = None) -> dict:
     """Run (or resume) pretraining; returns the receipt dict that is also written to the run folder (by rank 0,
     under data parallelism; the other ranks return None). One process at a time may write a run folder; what an
-    interrupted atomic write left behind is removed first."""
+    interrupted atomic write left behind is removed first. `keep`: the checkpoints (folder names, from the
+    checkpoint records so far) whose weights --keep-last must spare (the main job's RL start)."""
     if not cfg.out:
         raise ValueError("pretrain: out must name the run folder (--out)")
     if cfg.batch_size % dp.world_size:
@@ -191,10 +193,10 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
                          f"multiple of {dp.world_size} or another --nproc-per-node")
     corpus = load_corpus(cfg.corpus, cfg.corpus_validation_share, cfg.sequence_length) if cfg.corpus else None
     if not dp.is_main:
-        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device, corpus)
+        return _pretrain(cfg, dev_tasks, lambda *_: None, dp, device, corpus, keep)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
-        return _pretrain(cfg, dev_tasks, log, dp, device, corpus)
+        return _pretrain(cfg, dev_tasks, log, dp, device, corpus, keep)
 
 
 @dataclass
@@ -218,11 +220,13 @@ class _Run:
     resumed_from: str | None = None
     corpus: Corpus | None = None
     validation: Validation | None = None
+    keep: Callable[[list[dict]], set[str]] | None = None  # checkpoints whose weights --keep-last spares
 
 
 def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
-              device: torch.device | None, corpus: Corpus | None = None) -> dict | None:
+              device: torch.device | None, corpus: Corpus | None = None, keep=None) -> dict | None:
     run = _start(cfg, dev_tasks, log, dp, device, corpus)
+    run.keep = keep
     cfg, model, optimizer, device, precision = run.cfg, run.model, run.optimizer, run.device, run.precision
     counts = model.parameter_counts()
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
@@ -300,8 +304,8 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     run.validation = validation_set(cfg, corpus)  # before anything is written: it may refuse the run
 
     def check_folder() -> None:
-        check_run_folder(out, cfg.to_dict(), cfg.runtime.resume,
-                         RESUMABLE_CHANGES | EXTENSIONS | VALIDATION_SETTINGS | _unrecorded_defaults(out, cfg))
+        check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS | VALIDATION_SETTINGS
+                         | RETENTION_CHANGES | _unrecorded_defaults(out, cfg))
         if cfg.runtime.resume and cfg.lr_schedule == "cosine" and \
                 json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
@@ -335,8 +339,9 @@ def _unrecorded_defaults(out: Path, cfg: PretrainConfig) -> set[str]:
 
 
 def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> None:
-    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only); the validation
-    loss of step 0 is measured here, the others' by the training loop."""
+    """Sample the dev prompts and save the model with its optimizer and RNG states (rank 0 only; without them under
+    --no-save-optimizer), then prune what --keep-last lets go; the validation loss of step 0 is measured here, the
+    others' by the training loop."""
     cfg, log = run.cfg, run.log
     if step == 0 and run.validation is not None:
         val_loss = run.validation.loss(run.model, run.device, run.precision)
@@ -356,8 +361,10 @@ def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> Non
     meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
             "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
             "dev_pass_at_1": dev_pass / len(samples) if samples else None}
-    sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta, trainer_state)
+    sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta,
+                          trainer_state if cfg.retention.save_optimizer else None)
     run.checkpoints.append({**record, "weights_sha256": sha})
+    apply_retention(run.out, cfg.retention, run.checkpoints, run.keep)
     log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
 
 
@@ -377,6 +384,8 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(run.device), "checkpoints": run.checkpoints,
+        # what --keep-last pruned (again here: a prune cut short by an interruption is finished)
+        "retention": apply_retention(out, cfg.retention, run.checkpoints, run.keep),
         "final_loss": curve[-1]["loss"] if curve else None,
         "final_val_loss": next((r["val_loss"] for r in reversed(curve) if "val_loss" in r), None),
         "torch_version": torch.__version__,

@@ -12,6 +12,7 @@ from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
+from .retention import Retention
 from .schedule import SCHEDULES
 
 DEFAULT_CHECKPOINTS = (100, 200, 400)
@@ -65,6 +66,7 @@ class PretrainConfig:
     validation_rows: int = setting(64, "rows the validation loss averages over: the corpus's held-out rows, or "
                                        "generated documents training never reads (0: no validation loss)",
                                    at_least=0)
+    retention: Retention = setting(default_factory=Retention, flatten=True)  # --keep-last, --save-optimizer
     model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested")
 
     def __post_init__(self) -> None:
@@ -84,6 +86,7 @@ class PretrainConfig:
                       "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
         check.require(self.warmup_steps <= self.steps, f"--warmup-steps {self.warmup_steps} must be <= --steps {self.steps}")
         self.check_data(check)
+        self.retention.check(check, self.runtime.resume)
         check.declared(self)
         if self.suite in SUITE_NAMES:
             problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)

@@ -55,6 +55,7 @@ from ..verify.rewards import reward
 from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
                          restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .policy_gradient import group_advantages, step_advantages
+from .retention import RETENTION_CHANGES, apply_retention
 from .rl_config import RLConfig
 from .rl_update import set_train_scope, update_policy
 
@@ -91,17 +92,19 @@ def step_boundaries(groups: int, per_step: int, checkpoints: tuple[int, ...]) ->
 
 
 def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print,
-             dp: DataParallel = SINGLE, device: torch.device | None = None) -> dict | None:
+             dp: DataParallel = SINGLE, device: torch.device | None = None,
+             keep: Callable[[list[dict]], set[str]] | None = None) -> dict | None:
     """Run (or resume) RL; returns the receipt dict that is also written to the run folder (by rank 0 under data
     parallelism; the other ranks return None). One process at a time may write a run folder; what an
-    interrupted atomic write left behind is removed first."""
+    interrupted atomic write left behind is removed first. `keep`: the checkpoints (folder names, from the
+    checkpoint records so far) whose weights --keep-last must spare (the main job's choice on dev)."""
     if not cfg.out or not cfg.init:
         raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
     if not dp.is_main:
-        return _rl_train(cfg, tasks, dev_tasks, log, dp, device)
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
-        return _rl_train(cfg, tasks, dev_tasks, log, dp, device)
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep)
 
 
 def sample_groups(dp: DataParallel, model, tasks: list[Task], group_size: int, sampling: Sampling, seed: int,
@@ -142,11 +145,13 @@ class _Run:
     done_groups: int = 0
     resumed_from: str | None = None
     refill_used: int = 0
+    keep: Callable[[list[dict]], set[str]] | None = None  # checkpoints whose weights --keep-last spares
 
 
 def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
-              device: torch.device | None) -> dict | None:
+              device: torch.device | None, keep=None) -> dict | None:
     run = _start(cfg, tasks, dev_tasks, log, dp, device)
+    run.keep = keep
     if cfg.runtime.resume:
         _resume(run)
     if not cfg.runtime.resume and dp.is_main:
@@ -188,7 +193,7 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
            device: torch.device | None) -> _Run:
     """Check the run folder, load the policy, build its optimizer, schedule the tasks and start the folder."""
     out = Path(cfg.out)
-    dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES))
+    dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | RETENTION_CHANGES))
     device = device or resolve_device(cfg.runtime.device)
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
@@ -246,7 +251,8 @@ def _resume(run: _Run) -> None:
 
 
 def _save_checkpoint(run: _Run, group: int) -> None:
-    """Score the dev tasks and save the policy with its optimizer and RNG states (rank 0 only)."""
+    """Score the dev tasks and save the policy with its optimizer and RNG states (rank 0 only; without them under
+    --no-save-optimizer); then prune what --keep-last lets go."""
     cfg = run.cfg
     dev = evaluate(run.model, run.dev_tasks, cfg.dev_eval) if run.dev_tasks else None
     dev_summary = dev["summary"] if dev else None
@@ -254,11 +260,11 @@ def _save_checkpoint(run: _Run, group: int) -> None:
             "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "dev": dev_summary}
     record = {"group": group, "path": checkpoint_name(group), "dev": dev_summary,
               "dev_by_family": dev["by_family"] if dev else None}
-    sha = save_checkpoint(run.out / checkpoint_name(group), run.model, meta,
-                          {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "group": group,
-                           "checkpoints": run.checkpoints + [record]})
-    record["weights_sha256"] = sha
+    state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "group": group,
+             "checkpoints": run.checkpoints + [record]} if cfg.retention.save_optimizer else None
+    record["weights_sha256"] = save_checkpoint(run.out / checkpoint_name(group), run.model, meta, state)
     run.checkpoints.append(record)
+    apply_retention(run.out, cfg.retention, run.checkpoints, run.keep)
     if dev_summary:
         run.log(f"  [group {group}] dev exact {dev_summary['exact_rollouts']}/{dev_summary['rollouts']}, "
                 f"pass@1 {dev_summary['pass_at_k']['1']:.3f}, saved {checkpoint_name(group)}")
@@ -312,6 +318,7 @@ def _finish(run: _Run, elapsed: float) -> dict:
                "resumed_after_group": run.done_groups if cfg.runtime.resume else None,
                "resumed_from": run.resumed_from, "peak_memory_bytes": peak_memory_bytes(run.device),
                "checkpoints": run.checkpoints, "steps": steps_log, "rollouts": rollouts,
+               "retention": apply_retention(out, cfg.retention, run.checkpoints, run.keep),  # finishes a cut prune
                "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,
                "zero_variance_groups": sum(r["zero_variance_groups"] for r in steps_log)}
     atomic_write_json(out / RECEIPT_NAME, receipt)

@@ -12,6 +12,7 @@ from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
 from ..verify.rewards import REWARD_MODES
+from .retention import Retention
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 # The objective's choices (policy_gradient.py and completion_batch.py take them from here)
@@ -100,6 +101,7 @@ class RLConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
                                         "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
                                         "unless given)", choices=SUITE_NAMES)
+    retention: Retention = setting(default_factory=Retention, flatten=True)  # --keep-last, --save-optimizer
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)
@@ -113,6 +115,7 @@ class RLConfig:
         check.require(self.iterations == 1 or (self.clip_low > 0 and self.clip_high > 0),
                       f"--iterations {self.iterations} needs a clipping range on both sides (--clip-low and "
                       f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
+        self.retention.check(check, self.runtime.resume)
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)
