@@ -83,15 +83,16 @@ CASES = [
     ("zero steps", ["pretrain", "--out", "{new}", "--steps", "0"], "--steps must be >= 1"),
     ("checkpoint past the end", ["pretrain", "--out", "{new}", "--steps", "3", "--checkpoints", "5"], "must lie in [1, --steps 3]"),
     ("zero learning rate", ["pretrain", "--out", "{new}", "--lr", "0"], "--lr must be > 0"),
-    ("sequence over the context", ["pretrain", "--out", "{new}", "--sequence-length", "1000"], "--sequence-length must lie in"),
+    ("sequence over the context", ["pretrain", "--out", "{new}", "--sequence-length", "1000"], "--sequence-length 1000 must be <= --max-sequence-length 192"),
     ("zero batch", ["pretrain", "--out", "{new}", "--batch-size", "0"], "--batch-size must be >= 1"),
-    ("warmup past the end", ["pretrain", "--out", "{new}", "--steps", "3", "--warmup-steps", "10"], "--warmup-steps must lie in"),
+    ("warmup past the end", ["pretrain", "--out", "{new}", "--steps", "3", "--warmup-steps", "10"], "--warmup-steps 10 must be <= --steps 3"),
     ("betas out of range", ["pretrain", "--out", "{new}", "--betas", "0.9,1.5"], "--betas must be two numbers"),
     ("out is a file", ["pretrain", "--out", "{a-file}", "--steps", "1", *TINY_FLAGS], "exists as a file"),
     ("resume with nothing to resume", ["pretrain", "--out", "{new}", "--resume", *TINY_FLAGS], "holds no run to resume"),
     ("resume from a damaged trainer state", ["pretrain", "--out", "{corrupt-state}", "--steps", "2", "--sequence-length",
-                                             "32", "--resume", *TINY_FLAGS], "the trainer state is damaged"),
-    ("zero layers", ["info", "--layers", "0"], "must be positive"),
+                                             "32", "--validation-rows", "0", "--resume", *TINY_FLAGS],
+     "the trainer state is damaged"),
+    ("zero layers", ["info", "--layers", "0"], "--layers must be >= 1"),
     ("heads not dividing dim", ["info", "--heads", "5"], "divisible by heads"),
     ("rl at temperature 0", ["rl", "--init", "{good}", "--out", "{new}", "--temperature", "0"], "--temperature must be > 0"),
     ("rl at a negative temperature", ["rl", "--init", "{good}", "--out", "{new}", "--temperature", "-1"], "--temperature must be > 0"),
@@ -106,7 +107,7 @@ CASES = [
     ("rl checkpoint past the end", ["rl", "--init", "{good}", "--out", "{new}", "--groups", "4", "--checkpoints", "200"], "must lie in [1, --groups 4]"),
     ("rl from a missing checkpoint", ["rl", "--init", "{root}/nope", "--out", "{new}"], "not a glm53 checkpoint"),
     ("rl from damaged weights", ["rl", "--init", "{flipped}", "--out", "{new}", "--groups", "1"], "does not match"),
-    ("top-p above 1", ["generate", "--checkpoint", "{good}", "--prompt", "x", "--top-p", "5"], "--top-p must lie in (0, 1]"),
+    ("top-p above 1", ["generate", "--checkpoint", "{good}", "--prompt", "x", "--top-p", "5"], "--top-p must be <= 1"),
     ("top-k of 0", ["generate", "--checkpoint", "{good}", "--prompt", "x", "--top-k", "0"], "--top-k must be >= 1"),
     ("negative temperature", ["generate", "--checkpoint", "{good}", "--prompt", "x", "--temperature", "-0.5"], "--temperature must be >= 0"),
     ("no samples", ["generate", "--checkpoint", "{good}", "--prompt", "x", "--samples", "0"], "--samples must be >= 1"),
@@ -150,7 +151,7 @@ CASES = [
     ("rl resume without the optimizer", ["rl", "--init", "{good}", "--out", "{new}", "--resume", "--no-save-optimizer"],
      "--resume needs the optimizer state"),
     ("run with a negative keep-last", ["run", "--out", "{new}", "--pretrain.keep-last", "-1"],
-     "pretrain: --keep-last must be >= 0"),
+     "--keep-last must be >= 0"),
     ("run resumed without the optimizer", ["run", "--out", "{new}", "--resume", "--no-rl.save-optimizer"],
      "--resume needs the optimizer state"),
     ("export zero per family", ["tasks", "export", "--split", "dev", "--per-family", "0", "--out", "{new}.jsonl"], "--per-family must be >= 1"),
@@ -171,7 +172,7 @@ def test_bad_input_is_one_clear_line(files, tmp_path, capsys, name, argv, messag
 
 
 def test_debug_shows_the_traceback(capsys):
-    with pytest.raises(ValueError, match="must be positive"):
+    with pytest.raises(ValueError, match="--layers must be >= 1"):
         main(["--debug", "info", "--layers", "0"])
 
 

@@ -40,9 +40,13 @@ class Retention:
     save_optimizer: bool = setting(True, "save the optimizer and RNG states with each checkpoint, which --resume needs "
                                          "(--no-save-optimizer: weights only, a third of the disk, no resume)")
 
-    def check(self, check: Checks, resume: bool) -> None:
-        """Add this config's problems to the enclosing config's `check` (so they are named as its flags)."""
+    def __post_init__(self) -> None:
+        check = Checks("retention")
         check.declared(self)
+        check.done()
+
+    def check(self, check: Checks, resume: bool) -> None:
+        """Add what depends on the enclosing config (its --resume) to its `check`."""
         check.require(self.save_optimizer or not resume,
                       "--resume needs the optimizer state that --no-save-optimizer leaves out of every checkpoint: drop "
                       "--no-save-optimizer (a run started with it cannot be resumed)")
