@@ -44,7 +44,7 @@ def test_top_k_and_top_p_restrict_the_candidates():
 
 @pytest.mark.parametrize("settings, message", [
     ({"temperature": -0.5}, "--temperature must be >= 0"), ({"top_k": 0}, "--top-k must be >= 1"),
-    ({"top_p": 5.0}, "--top-p must lie in"), ({"top_p": 0.0}, "--top-p must lie in"),
+    ({"top_p": 5.0}, "--top-p must be <= 1"), ({"top_p": 0.0}, "--top-p must be > 0"),
     ({"max_new_tokens": 0}, "--max-new-tokens must be >= 1"),
 ])
 def test_sampling_settings_are_validated(settings, message):

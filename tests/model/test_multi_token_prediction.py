@@ -97,7 +97,7 @@ def test_mtp_loss_trains_and_short_sequences_are_refused(tmp_path):
     assert all(r["mtp_loss"] > 0 for r in rows)
     with pytest.raises(ValueError, match="too short for --mtp-depth 1"):
         PretrainConfig(out="x", sequence_length=2, model=model)
-    with pytest.raises(ValueError, match="mtp_depth"):
+    with pytest.raises(ValueError, match="mtp[_-]depth"):
         ModelConfig(mtp_depth=2)
     with pytest.raises(ValueError, match="max_sequence_length"):
         ModelConfig(mtp_depth=1, max_sequence_length=2)

@@ -168,7 +168,7 @@ def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
 @pytest.mark.parametrize("field,value", [("sinkhorn_iterations", 0), ("router_bias_rate", -0.1), ("router", "softmax"),
                                          ("residual", "dense"), ("router_scale", 0.0), ("tie_embeddings", "no")])
 def test_bad_values_name_the_field(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match=field.replace("_", "[_-]")):  # the field, or its flag --field-name
         ModelConfig(**{field: value})
 
 

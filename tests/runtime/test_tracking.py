@@ -31,7 +31,8 @@ def test_pretraining_figures_reach_tensorboard(tmp_path):
     pretrain(cfg, dev_tasks=[], log=lambda *_: None)
     rows = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
     events = read_events(tmp_path / "run" / "tensorboard")
-    assert set(events) == set(scalars(rows[0]))  # every number of the log, nothing else
+    assert set(events) == set().union(*(scalars(r) for r in rows)) | {"val_loss"}  # every number of the log
+    assert [s for s, _ in events["val_loss"]] == [0, 3]  # the validation loss at each checkpoint, step 0 included
     for key in ("loss", "grad_norm", "balance_loss", "tokens_seen"):
         assert [s for s, _ in events[key]] == [1, 2, 3]
         assert [v for _, v in events[key]] == pytest.approx([r[key] for r in rows], rel=1e-6)
@@ -144,4 +145,5 @@ def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeyp
                        dev_per_family=0, checkpoints=(4,), **base)
         with pytest.raises(FloatingPointError):
             rl.rl_train(cfg, log=lambda *_: None)
-    assert tracker.steps == [1, 2] and tracker.closed
+    # pretraining logs its step-0 validation loss too; RL's steps start at 1
+    assert tracker.steps == ([0, 1, 2] if stage == "pretrain" else [1, 2]) and tracker.closed
