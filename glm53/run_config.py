@@ -68,7 +68,7 @@ class RunConfig:
                                               "checkpoint (metadata.json stays; the report and --resume need nothing "
                                               "else); all: keep every checkpoint whole", choices=KEEP_CHECKPOINTS)
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
-                                     skip=STAGE_RUNTIME + ("report_name", "report_group"),
+                                     skip=STAGE_RUNTIME + ("report_name", "report_group", "trust_unverified"),
                                      helps={"progress": "show progress bars (--no-progress: plain log lines)",
                                             "resume": "continue a stopped run in --out where it stopped",
                                             "report_to": "also log both stages' per-step figures to a tracker "

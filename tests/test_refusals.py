@@ -299,3 +299,38 @@ def test_a_resumed_receipt_carries_the_resume_points_hash(tmp_path):
     receipt = run(True)
     assert receipt["resumed_from"] == {"path": "checkpoint-0000",
                                        "weights_sha256": read_metadata(tmp_path / "checkpoint-0000")["weights_sha256"]}
+
+
+def test_a_folder_without_metadata_is_refused_unless_trusted(tmp_path, capsys):
+    """A checkpoint folder without metadata.json cannot be checked against its recorded hashes: every command that
+    loads one refuses it in one line, and --trust-unverified loads it and says so in the receipt."""
+    import json
+    import shutil
+
+    from glm53.cli import main
+    from glm53.model.config import ModelConfig
+    from glm53.model.model import GLM53
+    from glm53.train.checkpoint import save_checkpoint
+    from tests.tiny import TINY
+
+    good = tmp_path / "good"
+    save_checkpoint(good, GLM53(ModelConfig(**{**TINY, "max_sequence_length": 192})), {"stage": "test"})
+    bare = tmp_path / "bare"
+    shutil.copytree(good, bare)
+    (bare / "metadata.json").unlink()
+    tasks = tmp_path / "tasks.jsonl"
+    assert main(["tasks", "export", "--split", "dev", "--per-family", "1", "--families", "double", "--out", str(tasks)]) == 0
+    capsys.readouterr()
+    for argv in (["eval", "--checkpoint", str(bare), "--tasks", str(tasks), "--out", str(tmp_path / "e.json"),
+                  "--max-new-tokens", "4"],
+                 ["generate", "--checkpoint", str(bare), "--prompt", "def f(x):", "--max-new-tokens", "2"],
+                 ["rl", "--init", str(bare), "--out", str(tmp_path / "rl")],
+                 ["export", str(bare), "--out", str(tmp_path / "exported")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert "has no metadata.json" in err and "--trust-unverified" in err and len(err.splitlines()) == 1, err
+        assert not any(p.name in ("e.json", "rl", "exported") for p in tmp_path.iterdir()), argv
+    assert main(["eval", "--checkpoint", str(bare), "--tasks", str(tasks), "--out", str(tmp_path / "e.json"),
+                 "--max-new-tokens", "4", "--trust-unverified"]) == 0
+    receipt = json.loads((tmp_path / "e.json").read_text())
+    assert receipt["checkpoint_verified"] is False and "loaded unchecked" in capsys.readouterr().err

@@ -54,6 +54,8 @@ def add_generate_parser(sub) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="with --tasks or --split: decoding precision (default: fp32, eval's)")
     p.add_argument("--no-cache", action="store_true", help="use the plain uncached reference generator")
+    p.add_argument("--trust-unverified", action="store_true",
+                   help="load a checkpoint folder that has no metadata.json (its weights and config unchecked)")
     add_device_flag(p)
     p.add_argument("--json", action="store_true", help="one JSON object per completion (token ids, cap hit)")
     add_config_arguments(p, Sampling, title="sampling (max-new-tokens default with --tasks or --split: the "
@@ -118,7 +120,7 @@ def generate_prompt(args) -> int:
 
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device)
+    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified)
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
     prompt = unescape(args.prompt) if args.escapes else args.prompt
     rule = STOP_FLAG[args.stop or "function"]
@@ -177,7 +179,7 @@ def _complete_and_write(args, suite, cfg, tasks, started: float) -> int:
     from ..train.checkpoint import load_model
     from .bulk import write_completions
 
-    model = load_model(args.checkpoint, resolve_device(args.device))
+    model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified)
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:
         raise ValueError(f"{args.checkpoint}: {problem}")
@@ -201,7 +203,7 @@ def generate_interactive(args) -> int:
 
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device)
+    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified)
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
     run_repl(model, sampling, generator, STOP_FLAG[args.stop or "function"], sys.stdin, sys.stdout, sys.stderr,
              edit=unescape if args.escapes else str)

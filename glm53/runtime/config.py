@@ -35,6 +35,9 @@ class RuntimeConfig:
     accept_partial_isolation: bool = setting(
         False, "run even when the sandbox lacks an isolation layer (level partial or none); the receipt records it",
         record=False)  # recorded in the receipt's "sandbox" as accepted_partial
+    trust_unverified: bool = setting(
+        False, "load a checkpoint folder that has no metadata.json (its weights and config unchecked); the receipt "
+               "records the checkpoint as unverified", record=False)  # recorded beside the checkpoint's hash
 
     def __post_init__(self) -> None:
         check = Checks("runtime")

@@ -80,11 +80,13 @@ def check_switches(path: Path, saved: ModelConfig, asked: ModelConfig) -> None:
                          + "; ".join(differences) + ". Ask for the checkpoint's settings, or start a new run")
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None) -> GLM53:
-    """Load a checkpoint's model: the weights' sha256 checked against metadata.json (when the checkpoint has
-    one), the config checked (against `expect` too, when given: see `check_switches`), every weight present and of
-    the right shape. Any problem is a ValueError that names the file. The sha256 is kept on the model as
-    `weights_sha256` for receipts."""
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None,
+               trust_unverified: bool = False) -> GLM53:
+    """Load a checkpoint's model: the weights' and the config's sha256 checked against metadata.json, the config
+    checked (against `expect` too, when given: see `check_switches`), every weight present and of the right shape.
+    Any problem is a ValueError that names the file. A folder without metadata.json cannot be checked and is
+    refused unless `trust_unverified` (--trust-unverified). The sha256 is kept on the model as `weights_sha256`,
+    and whether it was checked as `verified`, for receipts."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
@@ -96,6 +98,10 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
     checked = (path / METADATA_NAME).is_file()
+    if not checked and not trust_unverified:
+        raise ValueError(f"{path} has no {METADATA_NAME}, so its weights and config cannot be checked against their "
+                         "recorded hashes; load it anyway with --trust-unverified (receipts then record it as "
+                         "unverified), or use a folder glm53 wrote")
     sha = verify_checkpoint(path) if checked else sha256_file(path / WEIGHTS_NAME)
     try:
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
@@ -121,10 +127,10 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
         raise ValueError(f"{path / 'config.json'} does not match the weights in {path / WEIGHTS_NAME}: "
                          + ", ".join(parts) + " tensors")
     model.load_state_dict(weights, strict=True)
-    model.weights_sha256 = sha
+    model.weights_sha256, model.verified = sha, checked
     if not checked:  # said once the load succeeded, so that a failing load stays one line
-        print(f"glm53: {path} has no {METADATA_NAME}, so its weights and config were loaded unchecked (a folder "
-              "glm53 wrote, or one from `glm53 export`, records their hashes)", file=sys.stderr)
+        print(f"glm53: {path} has no {METADATA_NAME}: its weights and config were loaded unchecked, as "
+              "--trust-unverified asked", file=sys.stderr)
     return model.to(device)
 
 

@@ -45,7 +45,7 @@ class PretrainConfig:
     min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr", at_least=0, at_most=1)
     seed: int = setting(42, "seed of the initialization and the data stream", at_least=0)
     # the sandbox judges only the dev completions here, so the isolation policy is the commands' that score with it
-    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=("accept_partial_isolation",))
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=("accept_partial_isolation", "trust_unverified"))
     kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "
                                    "(recorded in the receipt's config); config: the model flags as given",
                            choices=KERNEL_CHOICES)

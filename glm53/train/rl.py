@@ -198,7 +198,7 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     precision = resolve_precision(cfg.runtime.precision, device)
-    model = load_model(cfg.init, device)  # checks the weights against their recorded hash
+    model = load_model(cfg.init, device, trust_unverified=cfg.runtime.trust_unverified)  # checks their recorded hash
     suite = get_suite(cfg.suite)
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:
@@ -311,6 +311,7 @@ def _finish(run: _Run, elapsed: float) -> dict:
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                **get_suite(cfg.suite).receipt(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "schedule_sha256": run.schedule_sha,
+               "initial_checkpoint_verified": (Path(cfg.init) / "metadata.json").is_file(),  # else --trust-unverified
                "trainable_parameters": sum(p.numel() for p in run.trainable), "precision": run.precision,
                "device": str(run.device), "data_parallel": run.dp.to_dict(),
                "sandbox": sandbox_record(cfg.runtime.accept_partial_isolation),

@@ -32,6 +32,8 @@ def add_vision_parser(sub) -> None:
     p.add_argument("--seeds", type=_int_list, help="comma-separated seeds (default: 42; with --pilot: 73)")
     p.add_argument("--eval-examples", type=int, default=None, help="held-out digits (default: 200; pilot 100)")
     p.add_argument("--pilot", metavar="CHECKPOINT", help="attach the tower to a pretrained checkpoint instead")
+    p.add_argument("--trust-unverified", action="store_true",
+                   help="load a checkpoint folder that has no metadata.json (its weights and config unchecked)")
     p.add_argument("--out", required=True, help="folder for vision-receipt.json (must not exist or be empty)")
     add_device_flag(p)
     add_config_arguments(p, DigitTraining, title="training of the miniature")
@@ -64,10 +66,12 @@ def cmd_vision(args) -> int:
         seeds, examples = args.seeds or [73], args.eval_examples or 100
         if not Path(args.pilot).is_dir():
             raise FileNotFoundError(f"--pilot {args.pilot} is not a checkpoint folder")
-        runs = {str(seed): full_model_pilot(args.pilot, seed, training, examples, device=device) for seed in seeds}
+        runs = {str(seed): full_model_pilot(args.pilot, seed, training, examples, device=device,
+                                            trust_unverified=args.trust_unverified) for seed in seeds}
         after = [r["after"]["correct"] for r in runs.values()]
         mean = sum(after) / len(after)
         receipt["pilot"] = {"checkpoint": args.pilot, "checkpoint_sha256": sha256_file(Path(args.pilot) / WEIGHTS_NAME),
+                            "checkpoint_verified": (Path(args.pilot) / "metadata.json").is_file(),
                             "runs": runs, "after_correct": after, "mean_after_correct": mean}
         if len(seeds) > 1:
             print(f"full-model pilot over seeds {seeds}: {after}, mean {mean:.1f}/{examples}")

@@ -148,7 +148,7 @@ def run_architectures(architectures: list[str], seeds: list[int], training: Digi
 
 def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = PILOT_TRAINING,
                      eval_examples: int = 100, vision: VisionConfig | None = None, device: str = "cpu",
-                     log=print) -> dict:
+                     log=print, trust_unverified: bool = False) -> dict:
     """Attach the faithful tower to a pretrained 25.7M checkpoint; train the tower, the last block, the final
     norm and the embedding (extended with rows for the three image ids).
 
@@ -164,7 +164,7 @@ def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = 
     prior is learned sooner. Over seeds 89-120: mean 82.9 vs 78.0, lowest seed 61 vs 31 (paired t-test p = 0.14)."""
     from ..train.checkpoint import load_model
 
-    base = load_model(checkpoint, device)
+    base = load_model(checkpoint, device, trust_unverified=trust_unverified)
     cfg = ModelConfig.from_dict({**base.config.to_dict(), "vocab_size": 263})
     torch.manual_seed(seed)
     lm = GLM53(cfg).to(device)

@@ -48,8 +48,12 @@ def test_an_edited_config_or_missing_metadata_does_not_load_silently(checkpoint,
     bare = tmp_path / "bare"
     shutil.copytree(checkpoint, bare)
     (bare / "metadata.json").unlink()
-    load_model(bare)
-    assert "loaded unchecked" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="has no metadata.json, so its weights and config cannot be checked"):
+        load_model(bare)
+    assert not load_model(bare, trust_unverified=True).verified and load_model(checkpoint).verified
+    assert "loaded unchecked, as --trust-unverified asked" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--trust-unverified"):  # export never turns an unchecked folder into a checked one
+        export_model(bare, tmp_path / "laundered")
 
 
 def test_export_refuses_an_existing_folder_before_writing(checkpoint, tmp_path):
