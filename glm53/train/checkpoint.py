@@ -80,14 +80,9 @@ def check_switches(path: Path, saved: ModelConfig, asked: ModelConfig) -> None:
                          + "; ".join(differences) + ". Ask for the checkpoint's settings, or start a new run")
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None,
-               trust_unverified: bool = False) -> GLM53:
-    """Load a checkpoint's model: the weights' and the config's sha256 checked against metadata.json, the config
-    checked (against `expect` too, when given: see `check_switches`), every weight present and of the right shape.
-    Any problem is a ValueError that names the file. A folder without metadata.json cannot be checked and is
-    refused unless `trust_unverified` (--trust-unverified). The sha256 is kept on the model as `weights_sha256`,
-    and whether it was checked as `verified`, for receipts."""
-    path = Path(path)
+def check_loadable(path: Path, trust_unverified: bool = False) -> None:
+    """Refuse, in one line, a folder `load_model` cannot load: missing, without weights or config, or without
+    metadata.json (unless `trust_unverified`). Cheap: commands call it before they write anything."""
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
     if not (path / WEIGHTS_NAME).is_file() and (path / METADATA_NAME).is_file():
@@ -97,11 +92,22 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    checked = (path / METADATA_NAME).is_file()
-    if not checked and not trust_unverified:
+    if not (path / METADATA_NAME).is_file() and not trust_unverified:
         raise ValueError(f"{path} has no {METADATA_NAME}, so its weights and config cannot be checked against their "
                          "recorded hashes; load it anyway with --trust-unverified (receipts then record it as "
                          "unverified), or use a folder glm53 wrote")
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None,
+               trust_unverified: bool = False) -> GLM53:
+    """Load a checkpoint's model: the weights' and the config's sha256 checked against metadata.json, the config
+    checked (against `expect` too, when given: see `check_switches`), every weight present and of the right shape.
+    Any problem is a ValueError that names the file. A folder without metadata.json cannot be checked and is
+    refused unless `trust_unverified` (--trust-unverified). The sha256 is kept on the model as `weights_sha256`,
+    and whether it was checked as `verified`, for receipts."""
+    path = Path(path)
+    check_loadable(path, trust_unverified)
+    checked = (path / METADATA_NAME).is_file()
     sha = verify_checkpoint(path) if checked else sha256_file(path / WEIGHTS_NAME)
     try:
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))

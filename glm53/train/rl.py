@@ -52,7 +52,7 @@ from ..runtime.distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from ..runtime.tracking import reporting
 from ..verify.rewards import reward
-from .checkpoint import (RECEIPT_NAME, checkpoint_name, check_run_folder, load_model, read_metadata,
+from .checkpoint import (RECEIPT_NAME, check_loadable, checkpoint_name, check_run_folder, load_model, read_metadata,
                          restore_latest, rng_state, save_checkpoint, start_run_folder)
 from .policy_gradient import group_advantages, step_advantages
 from .retention import RETENTION_CHANGES, apply_retention
@@ -100,6 +100,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     checkpoint records so far) whose weights --keep-last must spare (the main job's choice on dev)."""
     if not cfg.out or not cfg.init:
         raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
+    check_loadable(Path(cfg.init), cfg.runtime.trust_unverified)  # before the run folder is made
     if not dp.is_main:
         return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep)
     with run_lock(cfg.out):
