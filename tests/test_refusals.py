@@ -334,3 +334,17 @@ def test_a_folder_without_metadata_is_refused_unless_trusted(tmp_path, capsys):
                  "--max-new-tokens", "4", "--trust-unverified"]) == 0
     receipt = json.loads((tmp_path / "e.json").read_text())
     assert receipt["checkpoint_verified"] is False and "loaded unchecked" in capsys.readouterr().err
+
+
+def test_resuming_another_commands_run_says_so_in_one_line(tmp_path):
+    """`glm53 rl --resume` on a pretraining folder named twenty "differing" settings; it names the kind of run."""
+    import json
+
+    from glm53.train.checkpoint import check_run_folder
+    from glm53.train.pretrain_config import PretrainConfig
+    from glm53.train.rl_config import RLConfig
+
+    (tmp_path / "run.json").write_text(json.dumps(PretrainConfig(out=str(tmp_path)).to_dict()))
+    rl = RLConfig(init="x", out=str(tmp_path), resume=True).to_dict()
+    with pytest.raises(ValueError, match=r"holds a pretraining run \(glm53 pretrain\), not an RL run \(glm53 rl\)"):
+        check_run_folder(tmp_path, rl, True, set())

@@ -219,6 +219,15 @@ def started(out: str | os.PathLike) -> bool:
     return not out.is_dir() or any(not is_housekeeping(p.name) and p.name != RUN_CONFIG_NAME for p in out.iterdir())
 
 
+def run_kind(settings: dict) -> str:
+    """Which command's run recorded these settings, by a setting only it has."""
+    for key, kind in (("rl_start", "a main job (glm53 run)"), ("group_size", "an RL run (glm53 rl)"),
+                      ("sequence_length", "a pretraining run (glm53 pretrain)")):
+        if key in settings:
+            return kind
+    return "another kind of run"
+
+
 def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change) -> None:
     """Before anything is written: a new run needs an empty or absent folder; a resumed one an unfinished run
     there whose settings equal these, except those in `may_change`."""
@@ -235,6 +244,10 @@ def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_c
            for held in [recorded, *recorded.values()]):  # the run's own settings, or a stage's in the main job
         raise ValueError(f"--resume: the run in {out} was started with --no-save-optimizer, so its checkpoints hold no "
                          "optimizer state to continue from; start it again in a new --out")
+    held, wanted = run_kind(recorded), run_kind(settings)
+    if held != wanted:  # not twenty "differing" settings: the folder holds another command's run
+        raise ValueError(f"--resume: {out} holds {held}, not {wanted}; resume it with the command that started it, or "
+                         "give the folder of the run to continue")
     check_resume_settings(out, settings, may_change)
     if (out / RECEIPT_NAME).exists():
         raise FileExistsError(f"--resume: the run in {out} already finished ({RECEIPT_NAME} exists)")
