@@ -95,7 +95,8 @@ def add_argument(group, leaf: Leaf) -> None:
     text = leaf.help
     if not required:
         text = f"{text} (default: {meta.get('shown') or _describe(leaf.default)})".strip()
-    kwargs: dict[str, Any] = {"dest": leaf.name, "default": None, "help": text}
+    # argparse formats help with %: a literal one (the sparse-layer rule's "(i + 1) % sparse_every") is doubled
+    kwargs: dict[str, Any] = {"dest": leaf.name, "default": None, "help": text.replace("%", "%%")}
     if _base_type(leaf.hint)[0] is bool:
         kwargs["action"] = argparse.BooleanOptionalAction
     else:
