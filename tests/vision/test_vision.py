@@ -134,10 +134,13 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     small = {**MINI_LM, "dim": 48, "heads": 4, "layers": 2}
     GLM53(ModelConfig(**{**small, "vocab_size": 260})).save_pretrained(str(checkpoint))
     pilot = tmp_path / "pilot"
-    assert main(["vision", "--pilot", str(checkpoint), "--seeds", "5,6", "--pilot.steps", "2",
-                 "--eval-examples", "10", "--out", str(pilot)]) == 0
+    pilot_flags = ["vision", "--pilot", str(checkpoint), "--seeds", "5,6", "--pilot.steps", "2", "--eval-examples", "10",
+                   "--out", str(pilot)]
+    assert main(pilot_flags) == 2 and "--trust-unverified" in capsys.readouterr().err  # save_pretrained: no metadata
+    assert main([*pilot_flags, "--trust-unverified"]) == 0
     receipt = json.loads((pilot / "vision-receipt.json").read_text())["pilot"]
     assert receipt["checkpoint_sha256"] == sha256_file(checkpoint / "model.safetensors")
+    assert receipt["checkpoint_verified"] is False
     assert set(receipt["runs"]) == {"5", "6"} and len(receipt["after_correct"]) == 2
     run = receipt["runs"]["5"]
     assert run["settings"]["tower_warmup_steps"] == 1 and run["before"]["examples"] == 10
