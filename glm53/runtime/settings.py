@@ -132,6 +132,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
                                      helps.get(f.name, f.metadata.get("help", ""))))
 
 
+BOUND_WORDS = {"at_least": ">=", "above": ">", "at_most": "<=", "below": "<"}  # setting()'s bounds, as said
+
+
 class Checks:
     """Collects what is wrong with a config, each problem naming its flag and the allowed values, and raises
     them together as one ValueError (before anything is written)."""
@@ -169,12 +172,10 @@ class Checks:
             if not math.isfinite(value):
                 self.problems.append(f"{flag_name(f.name)} must be a finite number, got {value}")
                 continue
-            bounds = f.metadata.get("bounds", {})
-            for key, ok, word in (("at_least", value >= bounds.get("at_least", value), ">="),
-                                  ("above", "above" not in bounds or value > bounds["above"], ">"),
-                                  ("at_most", value <= bounds.get("at_most", value), "<="),
-                                  ("below", "below" not in bounds or value < bounds["below"], "<")):
-                self.require(ok, f"{flag_name(f.name)} must be {word} {bounds.get(key)}, got {value}")
+            for key, bound in f.metadata.get("bounds", {}).items():
+                ok = {"at_least": value >= bound, "above": value > bound, "at_most": value <= bound,
+                      "below": value < bound}[key]
+                self.require(ok, f"{flag_name(f.name)} must be {BOUND_WORDS[key]} {bound}, got {value}")
 
     def done(self) -> None:
         if self.problems:
