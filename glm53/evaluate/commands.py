@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..runtime.config_file import add_config_file_flags, config_from_command
-from ..runtime.files import atomic_write_json, refuse_existing, refuse_unwritable
+from ..runtime.files import atomic_write_json, refuse_unusable_output
 from ..runtime.settings import add_config_arguments
 
 
@@ -56,8 +56,7 @@ def cmd_eval(args) -> int:
     from .evaluate import evaluate, format_summary
 
     suite = get_suite(cfg.evaluation.suite)
-    refuse_existing(cfg.out)
-    refuse_unwritable(cfg.out)
+    refuse_unusable_output(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)
     model = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device), trust_unverified=cfg.runtime.trust_unverified)
@@ -99,8 +98,7 @@ def cmd_compare(args) -> int:
     if len(receipts) < 2:
         raise ValueError("compare needs a baseline receipt and at least one more")
     if args.out:
-        refuse_existing(args.out)
-        refuse_unwritable(args.out)
+        refuse_unusable_output(args.out)
     result = compare(receipts[0], receipts[1:], names=list(args.receipts), seed=args.seed)
     print(format_comparison(result))
     if args.out:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..model.config import MODEL_PRESETS
-from ..runtime.files import atomic_write_json, refuse_existing, refuse_unwritable
+from ..runtime.files import atomic_write_json, refuse_unusable_output
 
 
 def add_bench_parser(sub) -> None:
@@ -28,8 +28,7 @@ def cmd_bench(args) -> int:
     from .bench import format_report, run_bench, run_profile
 
     out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
-    refuse_existing(out)
-    refuse_unwritable(out)
+    refuse_unusable_output(out)
     if args.profile:
         result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print, model=args.model)
         atomic_write_json(out, result)
