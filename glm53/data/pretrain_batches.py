@@ -15,6 +15,11 @@ g rows, floor(g * mix) are corpus rows, so step t takes corpus rows floor(t * B 
 - 1 of the corpus order, then generated documents from where the earlier steps' generated rows left off (the
 stream in plain order, padded to sequence_length: length bucketing is left out), still a pure function of the step.
 
+With `loss_on="completion"` the targets of each generated document's prompt (its comment lines and `def` line) are
+set to IGNORE_INDEX, so the loss is the body's alone: the model reads the prompt and learns to answer it, as the
+tasks ask, without spending its updates on predicting descriptions (`completion_labels`; corpus rows are left whole,
+and the config refuses the pair). The inputs, and so the data order, are the same either way.
+
 The validation rows of the generated stream are documents VALIDATION_FIRST_INDEX (2^40) + i of the same seed's
 stream. Training reads documents [0, steps * batch_size) only (bucketing: to the end of the last window of 8
 steps), and train/validation.py refuses a run long enough to reach 2^40, so the two sets of indices cannot
@@ -51,20 +56,44 @@ def encode_documents(texts: list[str], sequence_length: int, tokenizer: ByteToke
     return inputs, labels
 
 
+def prompt_bytes(text: str) -> int:
+    """Bytes of a task-shaped document's prompt: everything before the newline that ends its first `def` line
+    (that newline is the body's first byte, as in a task's canonical completion)."""
+    start = text.find("def ") if text.startswith("def ") else text.find("\ndef ")
+    if start < 0:
+        raise ValueError(f"document {text[:60]!r}... has no def line, so it has no completion to take the loss on; "
+                         "use --loss-on all")
+    end = text.find("\n", start + 1)
+    end = len(text) if end < 0 else end
+    return len(text[:end].encode("utf-8", errors="surrogatepass"))
+
+
+def completion_labels(labels: torch.Tensor, texts: list[str]) -> torch.Tensor:
+    """`labels` (rows as encode_documents makes them) with each row's prompt targets set to IGNORE_INDEX: label
+    j is byte j of the text (input j is BOS or byte j - 1), so the first prompt_bytes(text) labels go."""
+    labels = labels.clone()
+    for row, text in enumerate(texts):
+        labels[row, :prompt_bytes(text)] = IGNORE_INDEX
+    return labels
+
+
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
-                      corpus=None, corpus_mix: float = 1.0):
+                      corpus=None, corpus_mix: float = 1.0, loss_on: str = "all"):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
-    `corpus_mix` of its rows from the corpus (the module docstring)."""
+    `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
+    generated documents' body targets."""
     stream = get_suite(suite)
     if corpus is not None:
         return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix)
     if not stream.bucket_steps:
         texts = [stream.pretraining_text(step * batch_size + r, seed) for r in range(batch_size)]
-        return encode_documents(texts, sequence_length)
-    texts = bucketed_texts(stream, step, batch_size, seed)
-    inputs, labels = encode_documents(texts, sequence_length)
-    width = max(len(t.encode("utf-8", errors="surrogatepass")) for t in texts) + 1  # BOS + bytes; labels: + EOS
-    return inputs[:, :width].contiguous(), labels[:, :width].contiguous()
+        inputs, labels = encode_documents(texts, sequence_length)
+    else:
+        texts = bucketed_texts(stream, step, batch_size, seed)
+        inputs, labels = encode_documents(texts, sequence_length)
+        width = max(len(t.encode("utf-8", errors="surrogatepass")) for t in texts) + 1  # BOS + bytes; labels: + EOS
+        inputs, labels = inputs[:, :width].contiguous(), labels[:, :width].contiguous()
+    return inputs, (completion_labels(labels, texts) if loss_on == "completion" else labels)
 
 
 def bucketed_texts(stream, step: int, batch_size: int, seed: int) -> list[str]:
@@ -91,11 +120,14 @@ def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: 
     return torch.cat([inputs, more_inputs]), torch.cat([labels, more_labels])
 
 
-def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None):
+def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None,
+                     loss_on: str = "all"):
     """The held-out rows the validation loss averages over: at most `rows` rows of the corpus's held-out documents,
-    or without a corpus the generated documents VALIDATION_FIRST_INDEX .. + rows - 1 (the module docstring)."""
+    or without a corpus the generated documents VALIDATION_FIRST_INDEX .. + rows - 1 (the module docstring), with
+    the targets training takes its loss on (`loss_on`)."""
     if corpus is not None:
         return corpus.validation_batch(rows)
     stream = get_suite(suite)
-    return encode_documents([stream.pretraining_text(VALIDATION_FIRST_INDEX + i, seed) for i in range(rows)],
-                            sequence_length)
+    texts = [stream.pretraining_text(VALIDATION_FIRST_INDEX + i, seed) for i in range(rows)]
+    inputs, labels = encode_documents(texts, sequence_length)
+    return inputs, (completion_labels(labels, texts) if loss_on == "completion" else labels)

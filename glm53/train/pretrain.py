@@ -57,7 +57,7 @@ LOG_NAME = "train_log.jsonl"
 # what a resumed run may change besides EXTENSIONS: when the validation loss is measured leaves training alone
 VALIDATION_SETTINGS = frozenset({"eval_every", "validation_rows"})
 # settings this file's runs did not record before --corpus existed: at these values, an older run resumes
-NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None}
+NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None, "loss_on": "all"}
 
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
@@ -132,7 +132,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
     are scaled by the world size before backward (a no-op in one process)."""
     inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
-                                       cfg.corpus_mix)
+                                       cfg.corpus_mix, cfg.loss_on)
     rows = dp.share(cfg.batch_size)
     inputs, labels = inputs[rows].to(device), labels[rows].to(device)
     lr = learning_rate(cfg, step)

@@ -19,6 +19,7 @@ DEFAULT_CHECKPOINTS = (100, 200, 400)
 # Besides the runtime (runtime/config.py: RESUMABLE_CHANGES), a resumed pretraining run may go further: the batch
 # of step t is a pure function of (seed, t), so a longer run continues the shorter one (a cosine schedule excepted).
 EXTENSIONS = frozenset({"steps", "checkpoints"})
+LOSS_ON = ("all", "completion")  # data/pretrain_batches.py `completion_labels`
 
 
 @composed
@@ -62,6 +63,9 @@ class PretrainConfig:
     corpus_mix: float | None = setting(None, "--corpus: share of each step's rows from the corpus, the rest from "
                                              "the generated stream", shown="1.0 with --corpus",
                                        at_least=0, at_most=1)
+    loss_on: str = setting("all", "targets of the language loss: all (every byte of each document, the reference) "
+                                  "or completion (a task document's body alone: the prompt is read, not predicted; "
+                                  "not with --corpus)", choices=LOSS_ON)
     eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0)
     validation_rows: int = setting(64, "rows the validation loss averages over: the corpus's held-out rows, or "
                                        "generated documents training never reads (0: no validation loss)",
@@ -101,6 +105,8 @@ class PretrainConfig:
             check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
                                                       ".py/.txt files or a JSON Lines file")
             self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
+            check.require(self.loss_on == "all", "--loss-on completion needs task-shaped documents, and a corpus's "
+                                                 "files have no prompt to leave out; use --loss-on all with --corpus")
         else:
             check.require(self.corpus_mix is None, "--corpus-mix needs --corpus (the share of rows from it)")
 

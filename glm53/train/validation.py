@@ -1,6 +1,6 @@
 """Pretraining's validation loss: the mean next-byte cross-entropy over a held-out slice of the stream the run
 trains on (the corpus's held-out documents, or generated documents that training never reads: see
-data/pretrain_batches.py `validation_batch`), every --eval-every steps and at every checkpoint, by rank 0.
+data/pretrain_batches.py `validation_batch`; with --loss-on completion, their bodies' targets alone, as in training), every --eval-every steps and at every checkpoint, by rank 0.
 
 It leaves training exactly as it was: the rows are built once before the first step, the forward runs without
 gradients (so the sigmoid-bias routers count no load) and draws from no RNG, and nothing of the model changes;
@@ -63,9 +63,11 @@ def validation_set(cfg, corpus=None) -> Validation | None:
     if corpus is None and (cfg.steps + 8) * cfg.batch_size >= VALIDATION_FIRST_INDEX:  # + 8: bucketing's window
         raise ValueError("pretrain: --steps x --batch-size reaches 2^40 rows, where the generated stream's validation "
                          "documents begin; use fewer steps, or --validation-rows 0")
-    inputs, labels = validation_batch(cfg.validation_rows, cfg.sequence_length, cfg.seed, cfg.suite, corpus)
+    inputs, labels = validation_batch(cfg.validation_rows, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
+                                      cfg.loss_on)
     source = ("the corpus's held-out documents" if corpus is not None else
-              f"generated documents from index 2^40 of the {cfg.suite} stream (seed {cfg.seed})")
+              f"generated documents from index 2^40 of the {cfg.suite} stream (seed {cfg.seed})"
+              + (", their bodies' targets (--loss-on completion)" if cfg.loss_on == "completion" else ""))
     # a forward without gradients holds far less than a training step, so small batches are grouped up to 32
     return Validation(inputs, labels, max(cfg.batch_size, 32), source)
 
