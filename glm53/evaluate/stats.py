@@ -1,5 +1,6 @@
 """Paired statistics shared by `glm53 compare` (tasks) and `glm53 analyze` (seeds).
 
+- `sign_vectors`: the sign vectors that test enumerates (or draws).
 - `sign_flip_test`: two-sided paired permutation test of a mean difference. Under the null each paired
   difference is as likely negated, so p = the fraction of the 2^n sign vectors whose mean is at least as far
   from 0 as the observed one; exact up to 20 pairs, Monte Carlo (with its seed recorded) beyond.
@@ -20,6 +21,20 @@ MONTE_CARLO_RESAMPLES = 200_000
 TIE_TOLERANCE = 1e-12
 
 
+def sign_vectors(n: int, seed: int = 0, exact_limit: int = EXACT_LIMIT, resamples: int = MONTE_CARLO_RESAMPLES):
+    """Blocks of +-1 rows: all 2^n sign vectors when n <= exact_limit, else `resamples` drawn with `seed` (the
+    same draws for the same seed, so the test and its power figures in glm53.evaluate.power see the same vectors)."""
+    if n <= exact_limit:
+        total, block, bits = 1 << n, 1 << min(n, 16), np.arange(n)
+        for start in range(0, total, block):
+            codes = np.arange(start, min(start + block, total))[:, None]
+            yield 1.0 - 2.0 * ((codes >> bits) & 1)
+        return
+    rng = np.random.default_rng(seed)
+    for start in range(0, resamples, 10_000):
+        yield rng.choice((-1.0, 1.0), size=(min(10_000, resamples - start), n))
+
+
 def sign_flip_test(differences, seed: int = 0, exact_limit: int = EXACT_LIMIT,
                    resamples: int = MONTE_CARLO_RESAMPLES) -> dict:
     """{"p", "method": "exact" | "monte-carlo", "sign_vectors", "seed" (Monte Carlo only)}."""
@@ -29,20 +44,10 @@ def sign_flip_test(differences, seed: int = 0, exact_limit: int = EXACT_LIMIT,
         raise ValueError("sign_flip_test needs at least one paired difference")
     observed = abs(d.mean())
     tolerance = TIE_TOLERANCE * max(1.0, float(np.abs(d).max()))
+    extreme = sum(int((np.abs(signs @ d) / n >= observed - tolerance).sum())
+                  for signs in sign_vectors(n, seed, exact_limit, resamples))
     if n <= exact_limit:
-        extreme, total = 0, 1 << n
-        block = 1 << min(n, 16)
-        bits = np.arange(n)
-        for start in range(0, total, block):
-            codes = np.arange(start, min(start + block, total))[:, None]
-            signs = 1.0 - 2.0 * ((codes >> bits) & 1)
-            extreme += int((np.abs(signs @ d) / n >= observed - tolerance).sum())
-        return {"p": extreme / total, "method": "exact", "sign_vectors": total}
-    rng = np.random.default_rng(seed)
-    extreme = 0
-    for start in range(0, resamples, 10_000):
-        signs = rng.choice((-1.0, 1.0), size=(min(10_000, resamples - start), n))
-        extreme += int((np.abs(signs @ d) / n >= observed - tolerance).sum())
+        return {"p": extreme / (1 << n), "method": "exact", "sign_vectors": 1 << n}
     # the observed sign vector counts as one of the draws, so p is never 0
     return {"p": (extreme + 1) / (resamples + 1), "method": "monte-carlo", "sign_vectors": resamples, "seed": seed}
 

@@ -5,6 +5,11 @@ and Holm's correction across the spec's comparisons at the same checkpoint and m
 job's own after - before, such as rl-splits' per-split RL lift) are also tested against zero per arm: the same
 exact sign-flip test over the seeds, Holm across an arm's lift metrics at each checkpoint.
 
+Each comparison and lift test also records under "detectable" the smallest shift of its mean the design would
+detect at the spread observed (glm53/evaluate/power.py): for the exact sign-flip test at Holm's first threshold,
+alpha / m over its family of m, and for the paired bootstrap interval; the report prints it beside the effect,
+so a difference that is not significant reads "no difference larger than X".
+
 Writes analysis.json (no timings, so an interrupted and resumed sweep gives the same file as an uninterrupted
 one), REPORT.md and charts/: per-seed points with arm means and intervals, and each arm's curve over the
 evaluated checkpoints.
@@ -17,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..evaluate.power import ALPHA, detectable_effects
 from ..evaluate.stats import bootstrap_interval, holm, seed_task_bootstrap, sign_flip_test
 from ..runtime.files import atomic_write_json, atomic_write_text
 from .executor import RECEIPT
@@ -115,6 +121,7 @@ def analyze(out: str | Path, charts: bool = True) -> dict:
             tested = [c for c in family if c["n"] > 0]
             for c, p in zip(tested, holm([c["p"] for c in tested])):
                 c["holm_p"] = p
+                c["detectable"] = detectable_effects(c["differences"], len(tested), spec.analysis_seed)
                 interval = _seed_task_interval(outcomes, c, spec.analysis_seed)
                 if interval is not None:
                     c["seed_task_bootstrap95"] = interval
@@ -128,6 +135,10 @@ def analyze(out: str | Path, charts: bool = True) -> dict:
                              "seed_task_interval": "where a metric is a mean over tasks: percentile bootstrap 95% of "
                                                    "the paired per-task differences, resampling seeds then tasks",
                              "multiple_comparisons": "Holm across the spec's comparisons at each checkpoint and metric",
+                             "detectable": "smallest shift of the mean difference, either sign, that the design "
+                                           "detects at the observed spread: the exact sign-flip test at alpha / m "
+                                           f"(alpha {ALPHA}, Holm's first step over m comparisons) and the "
+                                           "bootstrap interval excluding 0",
                              "seed": spec.analysis_seed}}
     result["lifts"] = lift_tests(spec, values)
     result["curves"] = {arm: {name: _mean_curve(by_seed) for name, by_seed in by_name.items()}
@@ -158,6 +169,7 @@ def lift_tests(spec: SweepSpec, values: dict) -> list[dict]:
             tested = [r for r in family if r["n"]]
             for r, p in zip(tested, holm([r["p"] for r in tested])):
                 r["holm_p"] = p
+                r["detectable"] = detectable_effects(r["lifts"], len(tested), spec.analysis_seed)
             rows += family
     return rows
 
@@ -202,6 +214,26 @@ def _fmt(metric: str, value: float | None, signed: bool = False) -> str:
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
+def _magnitude(metric: str, value: float) -> str:
+    return f"{100 * value:.1f} pp" if is_fraction(metric) else f"{value:.4g}"
+
+
+def detectable_text(metric: str, row: dict) -> str:
+    """The MDE beside an effect: "no difference larger than X (sign-flip, Holm over m) / Y (bootstrap)" when the
+    Holm-adjusted test did not reject, "detectable from X ..." when it did."""
+    det = row.get("detectable")
+    if not det:
+        return "-"
+    bootstrap = ("- (bootstrap: one seed)" if det["bootstrap"] is None
+                 else f"{_magnitude(metric, det['bootstrap'])} (bootstrap)")
+    if det["sign_flip"] is None:  # then Holm's p exceeds alpha too: nothing was rejected
+        return (f"{row['n']} seeds cannot reach p <= {det['sign_flip_threshold']:.3g} (sign-flip, Holm over "
+                f"{det['holm_over']}); no difference larger than {bootstrap}")
+    rejected = row.get("holm_p") is not None and row["holm_p"] <= ALPHA
+    lead = "detectable from" if rejected else "no difference larger than"
+    return f"{lead} {_magnitude(metric, det['sign_flip'])} (sign-flip, Holm over {det['holm_over']}) / {bootstrap}"
+
+
 def report_text(spec: SweepSpec, result: dict) -> str:
     head = spec.metrics[0]
     lines = [f"# Sweep `{spec.name}`", "", spec.description, "",
@@ -229,8 +261,9 @@ def report_text(spec: SweepSpec, result: dict) -> str:
     two_level = any("seed_task_bootstrap95" in c for c in result["comparisons"])
     lines += ["", "## Comparisons", "",
               "| checkpoint | metric | comparison | mean difference | 95% bootstrap (seeds) |"
-              + (" 95% bootstrap (seeds, tasks) |" if two_level else "") + " wins | p (exact) | Holm p |",
-              "|---|---|---|---|---|" + ("---|" if two_level else "") + "---|---|---|"]
+              + (" 95% bootstrap (seeds, tasks) |" if two_level else "")
+              + " wins | p (exact) | Holm p | smallest detectable |",
+              "|---|---|---|---|---|" + ("---|" if two_level else "") + "---|---|---|---|"]
     for c in result["comparisons"]:
         if c["n"] == 0:
             continue
@@ -241,20 +274,24 @@ def report_text(spec: SweepSpec, result: dict) -> str:
             cell = (f" {_fmt(m, st[0], True)} .. {_fmt(m, st[1], True)} |" if st else " - |")
         lines.append(f"| {c['checkpoint']} | {m} | {c['arm']} - {c['against']} | "
                      f"{_fmt(m, c['mean_difference'], True)} | {_fmt(m, ci[0], True)} .. "
-                     f"{_fmt(m, ci[1], True)} |{cell} {c['wins']}/{c['n']} | {c['p']:.4g} | {c['holm_p']:.4g} |")
+                     f"{_fmt(m, ci[1], True)} |{cell} {c['wins']}/{c['n']} | {c['p']:.4g} | {c['holm_p']:.4g} | "
+                     f"{detectable_text(m, c)} |")
     stats_text = result["statistics"]
     lines += ["", "Wins: seeds on which the first arm was better (lower for losses and perplexity). "
               + stats_text["test"] + "; " + stats_text["interval"] + "; "
               + (stats_text["seed_task_interval"] + "; " if two_level else "")
-              + stats_text["multiple_comparisons"] + ".", ""]
+              + stats_text["multiple_comparisons"] + ". Smallest detectable: the "
+              + stats_text["detectable"] + " (see docs/studies/index.md, Power).", ""]
     if any(r["n"] for r in result.get("lifts", [])):
         lines += ["## Lifts (after - before within each job), tested against zero", "",
-                  "| arm | checkpoint | metric | mean | 95% bootstrap (seeds) | up / down of n | p (exact) | Holm p |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| arm | checkpoint | metric | mean | 95% bootstrap (seeds) | up / down of n | p (exact) | Holm p | "
+                  "smallest detectable |", "|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in result["lifts"] if r["n"]):
             m, (lo, hi) = r["metric"], r["bootstrap95"]
             lines.append(f"| {r['arm']} | {r['checkpoint']} | {m} | {_fmt(m, r['mean'], True)} | {_fmt(m, lo, True)} .. "
-                         f"{_fmt(m, hi, True)} | {r['up']} / {r['down']} of {r['n']} | {r['p']:.4g} | {r['holm_p']:.4g} |")
+                         f"{_fmt(m, hi, True)} | {r['up']} / {r['down']} of {r['n']} | {r['p']:.4g} | "
+                         f"{r['holm_p']:.4g} | "
+                         f"{detectable_text(m, r)} |")
         lines.append("")
     for chart in result["charts"]:
         lines.append(f"![{Path(chart).stem}]({chart})")

@@ -18,9 +18,22 @@ def add_sweep_parser(sub) -> None:
 
     p = sub.add_parser("sweep", help="run a study: every arm x seed of a spec as its own job, in parallel, resumable",
                        description="Run every (arm, seed) of SPEC as an independent job; rerun the same command to "
-                                   "continue an interrupted sweep (finished jobs are kept). Ends with `glm53 analyze`.")
+                                   "continue an interrupted sweep (finished jobs are kept). Ends with `glm53 analyze`. "
+                                   "`glm53 sweep --plan SPEC` first: the jobs, an estimated wall time and, from a "
+                                   "pilot sweep, the seeds needed; it runs and writes nothing.")
     p.add_argument("spec", help=f"a spec file (TOML) or a shipped spec: {', '.join(shipped_specs())}")
-    p.add_argument("--out", required=True, help="sweep folder (created; rerun with the same spec to continue)")
+    p.add_argument("--out", help="sweep folder (created; rerun with the same spec to continue); required unless --plan")
+    plan = p.add_argument_group("plan (print, run nothing, write nothing)")
+    plan.add_argument("--plan", action="store_true", help="print the jobs, an estimated wall time on this machine and "
+                                                         "the power of the design, then stop; writes nothing")
+    plan.add_argument("--time", action="store_true", help="with --plan: time a few updates of the baseline arm's job "
+                                                         "(expression-pretrain) for the wall-time estimate")
+    plan.add_argument("--pilot", metavar="DIR", help="with --plan: a finished or partly finished sweep of the same "
+                                                     "metric; its spread gives the smallest detectable effect, and "
+                                                     "its job times a wall-time estimate")
+    plan.add_argument("--effect", type=float, help="with --plan and --pilot: the effect to detect, in the metric's "
+                                                   "units (0.03: 3 points of a rate); prints the seeds needed")
+    plan.add_argument("--metric", help="with --plan and --pilot: the metric (default: the spec's first)")
     p.add_argument("--seeds", help="comma-separated seeds (or start:stop:step) replacing the spec's")
     p.add_argument("--workers", type=int, help="jobs at a time (default: cores / --threads-per-worker)")
     p.add_argument("--threads-per-worker", type=int, default=1, help="torch threads of each job (default: 1)")
@@ -73,11 +86,14 @@ def check_isolation(spec, runtime) -> None:
             require_isolation(runtime.accept_partial_isolation, "sweep", pool)
 
 
+PLAN_ONLY = (("--time", "time"), ("--pilot", "pilot"), ("--effect", "effect"), ("--metric", "metric"))
+
+
 def cmd_sweep(args) -> int:
     from ..runtime.config import RuntimeConfig
     from ..runtime.settings import config_from_args
     from .analysis import analyze
-    from .runner import run_sweep
+    from .runner import default_workers, run_sweep
     from .spec import load_spec, parse_seeds
 
     spec = load_spec(args.spec, parse_seeds(args.seeds) if args.seeds else None)
@@ -85,6 +101,17 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.threads_per_worker < 1:
         raise ValueError(f"--threads-per-worker must be >= 1, got {args.threads_per_worker}")
+    if args.plan:
+        from .plan import plan_text
+
+        print(plan_text(spec, args.workers or default_workers(args.threads_per_worker), args.threads_per_worker,
+                        args.pilot, args.effect, args.metric, args.time))
+        return 0
+    given = [flag for flag, name in PLAN_ONLY if getattr(args, name) not in (None, False)]
+    if given:
+        raise ValueError(f"{', '.join(given)} belong to --plan; add it (glm53 sweep --plan {args.spec} ...)")
+    if args.out is None:
+        raise ValueError("--out is required: the sweep folder to write (or --plan to print the plan and write nothing)")
     runtime = config_from_args(RuntimeConfig, args)
     check_isolation(spec, runtime)
     executor = make_executor(args)
@@ -126,7 +153,7 @@ def cmd_analyze(args) -> int:
 
 
 def format_headline(result: dict) -> str:
-    from .analysis import _fmt
+    from .analysis import _fmt, detectable_text
 
     head, last = result["metrics"][0], result["checkpoints"][-1]
     lines = [f"{head} at {last}:"]
@@ -138,11 +165,12 @@ def format_headline(result: dict) -> str:
             lo, hi = c["bootstrap95"]
             lines.append(f"  {c['arm']} - {c['against']}: {_fmt(head, c['mean_difference'], True)} "
                          f"[{_fmt(head, lo, True)}, {_fmt(head, hi, True)}], wins {c['wins']}/{c['n']}, "
-                         f"p = {c['p']:.4g}, Holm p = {c['holm_p']:.4g}")
+                         f"p = {c['p']:.4g}, Holm p = {c['holm_p']:.4g}; {detectable_text(head, c)}")
     for r in result.get("lifts", []):
         if r["n"] and r["checkpoint"] == last:
             lines.append(f"  {r['arm']} {r['metric']}: {_fmt(r['metric'], r['mean'], True)}, up {r['up']} / down "
-                         f"{r['down']} of {r['n']}, p = {r['p']:.4g}, Holm p = {r['holm_p']:.4g}")
+                         f"{r['down']} of {r['n']}, p = {r['p']:.4g}, Holm p = {r['holm_p']:.4g}; "
+                         f"{detectable_text(r['metric'], r)}")
     if result["missing_jobs"]:
         lines.append(f"  ({len(result['missing_jobs'])} jobs without a receipt)")
     return "\n".join(lines)

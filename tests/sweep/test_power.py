@@ -1,0 +1,224 @@
+"""Power figures (glm53/evaluate/power.py) against brute force, in `glm53 analyze`, and `glm53 sweep --plan`."""
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from glm53.cli import main
+from glm53.evaluate.power import (bootstrap_mde, design_like, exact_floor_seeds, seeds_needed, sign_flip_mde)
+from glm53.evaluate.stats import bootstrap_interval, sign_flip_test
+from glm53.sweep.analysis import analyze
+from glm53.sweep.spec import load_spec
+
+from .test_sweep import write_spec
+
+
+def brute_force_p(x: np.ndarray) -> float:
+    """The two-sided sign-flip p of x by listing every sign vector."""
+    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=len(x))))
+    return float(np.mean(np.abs(signs @ x) / len(x) >= abs(x.mean()) - 1e-12))
+
+
+def brute_force_mde(c: np.ndarray, threshold: float, direction: float, grid: np.ndarray) -> float | None:
+    """The smallest grid shift at which the brute-force p is <= threshold (None: none on the grid)."""
+    for delta in grid:
+        if brute_force_p(c + direction * delta) <= threshold:
+            return float(delta)
+    return None
+
+
+DESIGNS = [(n, m, alpha, draw) for n in range(3, 8) for m in range(1, 5) for alpha in (0.05, 0.5) for draw in (0, 1)]
+
+
+@pytest.mark.parametrize("n,m,alpha,draw", DESIGNS)
+def test_sign_flip_mde_equals_a_brute_force_scan(n, m, alpha, draw):
+    d = np.random.default_rng(100 * n + 10 * m + draw).normal(0.2, 1.0, size=n).round(3)
+    c = d - d.mean()
+    threshold = alpha / m
+    result = sign_flip_mde(d, alpha, m)
+    assert result["method"] == "exact" and result["threshold"] == threshold
+    step = np.abs(c).sum() / 2 / 600  # every step of p lies below sum|c| / 2
+    grid = np.arange(0, np.abs(c).sum() / 2 + 3 * step, step)
+    for key, direction in (("positive", 1.0), ("negative", -1.0)):
+        scanned = brute_force_mde(c, threshold, direction, grid)
+        ours = result[key]
+        if 2 / 2 ** n > threshold:  # even the two constant sign vectors are too many
+            assert ours is None and scanned is None and result["mde"] is None
+            continue
+        assert ours is not None and scanned is not None
+        assert ours <= scanned + 1e-9 and scanned - ours <= step + 1e-9  # the exact step, within one grid step
+        assert brute_force_p(c + direction * ours) <= threshold
+        assert brute_force_p(c + direction * (ours - 1e-6)) > threshold or ours < 1e-6
+        assert sign_flip_test(c + direction * ours)["p"] <= threshold  # and the analysis' own test agrees
+    if result["mde"] is not None:
+        assert result["mde"] == max(result["positive"], result["negative"])
+        # the observed difference is a shift of its centered self: rejected exactly when it passes the MDE
+        beyond = d.mean() >= result["positive"] if d.mean() > 0 else -d.mean() >= result["negative"]
+        assert (sign_flip_test(d)["p"] <= threshold) == beyond
+
+
+def test_too_few_seeds_for_the_exact_test_is_said_not_guessed():
+    result = sign_flip_mde([0.1, 0.3, -0.2, 0.05, 0.4], alpha=0.05, comparisons=2)  # 2/32 = 0.0625 > 0.025
+    assert result["mde"] is None and "5 seeds cannot reach p <= 0.025" in result["reason"]
+    floor = exact_floor_seeds(0.05, 2)
+    assert floor == 7 and 2 / 2 ** floor <= 0.025 < 2 / 2 ** (floor - 1)
+    assert [exact_floor_seeds(0.05, m) for m in (1, 3, 6)] == [6, 7, 8]
+    assert sign_flip_mde(np.arange(7.0), 0.05, 2)["mde"] is not None
+
+
+def test_monte_carlo_mde_uses_the_tests_own_draws():
+    d = np.random.default_rng(4).normal(0.0, 1.0, size=22)
+    c = d - d.mean()
+    result = sign_flip_mde(d, 0.05, 3, seed=9, resamples=20_000)
+    assert result["method"] == "monte-carlo" and result["seed"] == 9
+    for key, direction in (("positive", 1.0), ("negative", -1.0)):
+        at = lambda delta: sign_flip_test(c + direction * delta, seed=9, resamples=20_000)["p"]  # noqa: E731
+        assert at(result[key]) <= 0.05 / 3 < at(result[key] - 1e-6)
+
+
+def test_the_bootstrap_interval_of_a_shift_is_the_shifted_interval():
+    d = np.array([0.03, -0.01, 0.05, 0.02, -0.04, 0.01, 0.06])
+    c = d - d.mean()
+    low, high = bootstrap_interval(c, seed=5)
+    for delta in (0.0, 0.013, -0.2, 1.5):
+        shifted = bootstrap_interval(c + delta, seed=5)
+        assert shifted == pytest.approx((low + delta, high + delta), abs=1e-12)
+    mde = bootstrap_mde(d, seed=5)
+    assert mde["positive"] == pytest.approx(-low) and mde["negative"] == pytest.approx(high)
+    assert bootstrap_interval(c + mde["positive"] + 1e-9, seed=5)[0] > 0
+    assert bootstrap_interval(c + mde["positive"] - 1e-9, seed=5)[0] <= 0
+    assert bootstrap_interval(c - mde["negative"] - 1e-9, seed=5)[1] < 0
+
+
+def test_seeds_needed_is_the_first_design_that_reaches_the_effect():
+    pilot = [0.02, -0.01, 0.04, 0.00, 0.03]
+    need = seeds_needed(pilot, 0.02, comparisons=2, seed=1)
+    n = need["sign_flip"]
+    assert need["floor"] == 7 and n is not None and n >= 7
+    assert sign_flip_mde(design_like(pilot, n), 0.05, 2, 1)["mde"] <= 0.02
+    earlier = sign_flip_mde(design_like(pilot, n - 1), 0.05, 2, 1)["mde"]
+    assert earlier is None or earlier > 0.02
+    assert np.std(design_like(pilot, 40)) == pytest.approx(np.std(pilot, ddof=1))  # the pilot's spread, 8 times over
+    assert sorted(design_like(pilot, 5)) == pytest.approx(sorted((np.array(pilot) - np.mean(pilot)) * np.sqrt(5 / 4)))
+    with pytest.raises(ValueError, match="must be > 0"):
+        seeds_needed(pilot, 0.0, 1, 1)
+
+
+# ---------------------------------------------------------------- a finished sweep, written without training
+
+
+def fake_sweep(tmp_path: Path, seeds=range(1, 9), name: str = "pilot") -> Path:
+    """A sweep folder of the tiny spec whose receipts hold made-up metrics (and a sweep log of job times)."""
+    spec = load_spec(write_spec(tmp_path, name="fake.toml"), seeds=list(seeds))
+    out = tmp_path / name
+    out.mkdir()
+    (out / "spec.json").write_text(json.dumps(spec.to_dict()))
+    rng = np.random.default_rng(0)
+    log = []
+    for arm, lift in (("repeated-8", 0.0), ("diverse-88", 0.03)):
+        for seed in spec.seeds:
+            value = 0.5 + lift + 0.02 * rng.normal()
+            folder = out / "runs" / arm / f"seed-{seed}"
+            folder.mkdir(parents=True)
+            metrics = {label: {"target_byte_accuracy": value, "target_loss": 2.0 - value} for label in ("2", "4")}
+            (folder / "receipt.json").write_text(json.dumps({"metrics": metrics, "seed": seed}))
+            log.append(json.dumps({"job": f"{arm}/seed-{seed}", "status": "done", "seconds": 10.0 + seed}))
+    (out / "sweep-log.jsonl").write_text("\n".join(log) + "\n")
+    return out
+
+
+def test_analyze_records_and_prints_the_smallest_detectable_effect(tmp_path, capsys):
+    out = fake_sweep(tmp_path)
+    result = analyze(out, charts=False)
+    (c,) = [c for c in result["comparisons"] if c["checkpoint"] == "4" and c["metric"] == "target_byte_accuracy"]
+    det = c["detectable"]
+    assert det["holm_over"] == 1 and det["sign_flip_method"] == "exact"
+    assert det["sign_flip"] == sign_flip_mde(c["differences"], 0.05, 1, result["statistics"]["seed"])["mde"]
+    assert det["bootstrap"] == bootstrap_mde(c["differences"], result["statistics"]["seed"])["mde"]
+    report = (out / "REPORT.md").read_text()
+    assert "smallest detectable" in report and "(sign-flip, Holm over 1)" in report
+    assert main(["analyze", str(out), "--no-charts"]) == 0
+    printed = capsys.readouterr().out
+    phrase = "detectable from" if c["holm_p"] <= 0.05 else "no difference larger than"
+    assert f"{phrase} {100 * det['sign_flip']:.1f} pp (sign-flip, Holm over 1)" in printed
+    assert json.loads((out / "analysis.json").read_text()) == json.loads(json.dumps(result))  # no timings: stable
+
+
+def test_analyze_says_when_the_seeds_are_too_few(tmp_path, capsys):
+    out = fake_sweep(tmp_path, seeds=range(1, 5))
+    assert main(["analyze", str(out), "--no-charts"]) == 0
+    assert "4 seeds cannot reach p <= 0.05 (sign-flip, Holm over 1); no difference larger than" in \
+        capsys.readouterr().out
+
+
+def listing(folder: Path) -> list:
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def test_plan_prints_the_jobs_and_writes_nothing(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    pilot = fake_sweep(tmp_path)
+    before = listing(tmp_path)
+    for out in ([], ["--out", str(tmp_path / "not-yet")]):
+        assert main(["sweep", "--plan", str(spec), *out]) == 0
+        printed = capsys.readouterr().out
+        assert "sweep tiny: 6 jobs (2 arms x 3 seeds of expression-pretrain)" in printed
+        assert "repeated-8: 3 expression-pretrain jobs" in printed and "not timed" in printed
+    assert main(["sweep", "--plan", str(spec), "--pilot", str(pilot), "--effect", "0.02", "--workers", "2"]) == 0
+    printed = capsys.readouterr().out
+    differences = json.loads(json.dumps(analyze_free_differences(pilot)))
+    need = seeds_needed(differences, 0.02, comparisons=1, seed=load_spec(spec).analysis_seed)
+    assert f"to detect 2.0 pp: {need['sign_flip']} seeds (sign-flip)" in printed
+    assert "the exact test needs at least 6 seeds" in printed and "median 14.5 s a job" in printed
+    assert listing(tmp_path) == before  # no folder, no file, the pilot untouched
+
+
+def analyze_free_differences(pilot: Path) -> list[float]:
+    """The pilot's diverse-88 - repeated-8 differences at the last checkpoint, read straight from its receipts."""
+    read = lambda arm, s: json.loads((pilot / "runs" / arm / f"seed-{s}" / "receipt.json").read_text())  # noqa: E731
+    return [read("diverse-88", s)["metrics"]["4"]["target_byte_accuracy"]
+            - read("repeated-8", s)["metrics"]["4"]["target_byte_accuracy"] for s in range(1, 9)]
+
+
+def test_plan_time_trains_briefly_in_a_temporary_folder_and_writes_nothing(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", "--time", str(spec), "--workers", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "from a short timing of diverse-88" in printed and "for the 6 jobs" in printed
+    assert listing(tmp_path) == before
+
+
+BAD_PLANS = {
+    "effect zero": (["--effect", "0", "--pilot", "{pilot}"], "--effect must be > 0"),
+    "effect negative": (["--effect", "-0.1", "--pilot", "{pilot}"], "--effect must be > 0"),
+    "effect without pilot": (["--effect", "0.02"], "--effect needs --pilot DIR"),
+    "pilot not a sweep": (["--pilot", "{tmp}"], "not a sweep folder"),
+    "metric absent": (["--pilot", "{pilot}", "--metric", "perplexity"], "its spec has no metric 'perplexity'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PLANS))
+def test_bad_plans_are_refused_in_one_line_and_write_nothing(tmp_path, capsys, case):
+    spec, pilot = write_spec(tmp_path), fake_sweep(tmp_path)
+    flags, expected = BAD_PLANS[case]
+    before = listing(tmp_path)
+    argv = ["sweep", "--plan", str(spec)] + [f.format(pilot=pilot, tmp=tmp_path) for f in flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and expected in err, err
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("flags,expected", [(["--effect", "0.02"], "belong to --plan"),
+                                            (["--time"], "belong to --plan"), ([], "--out is required")])
+def test_plan_flags_without_plan_and_a_sweep_without_out_are_refused(tmp_path, capsys, flags, expected):
+    spec = write_spec(tmp_path)
+    before = listing(tmp_path)
+    assert main(["sweep", str(spec), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and expected in err, err
+    assert listing(tmp_path) == before
