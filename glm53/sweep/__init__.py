@@ -7,6 +7,7 @@
     ray_executor.py  `--executor ray`: every job a Ray task
     runner.py        `glm53 sweep`: every (arm, seed) as an independent job, in parallel, resumable
     analysis.py      `glm53 analyze`: per arm and checkpoint, paired tests per comparison, lifts against zero,
-                     REPORT.md and charts
+                     REPORT.md and charts, each effect beside the smallest the design could detect
+    plan.py          `glm53 sweep --plan`: the jobs, an estimated wall time and the seeds needed, writing nothing
     commands.py      `glm53 sweep` and `glm53 analyze`
 """

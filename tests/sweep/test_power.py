@@ -222,3 +222,21 @@ def test_plan_flags_without_plan_and_a_sweep_without_out_are_refused(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and expected in err, err
     assert listing(tmp_path) == before
+
+
+def test_lift_tests_record_the_smallest_detectable_lift():
+    from glm53.sweep.analysis import detectable_text, lift_tests
+    from glm53.sweep.jobs import job_kind
+    from glm53.sweep.spec import SweepSpec
+
+    lifts = [m for m in job_kind("rl-splits").metrics if m.endswith("_lift")][:2]
+    spec = SweepSpec(name="lifts", description="", job="rl-splits", seeds=tuple(range(1, 9)), checkpoints=(),
+                     metrics=tuple(lifts), baseline="a", base={}, arms={"a": {}}, comparisons=())
+    rng = np.random.default_rng(2)
+    values = {"a": {"eval": {m: {s: float(rng.normal(0.02, 0.03)) for s in spec.seeds} for m in lifts}}}
+    rows = lift_tests(spec, values)
+    assert len(rows) == 2
+    for row in rows:
+        assert row["detectable"]["holm_over"] == 2
+        assert row["detectable"]["sign_flip"] == sign_flip_mde(row["lifts"], 0.05, 2, spec.analysis_seed)["mde"]
+        assert "(sign-flip, Holm over 2)" in detectable_text(row["metric"], row)
