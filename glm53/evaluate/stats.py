@@ -42,6 +42,10 @@ def sign_flip_test(differences, seed: int = 0, exact_limit: int = EXACT_LIMIT,
     n = len(d)
     if n == 0:
         raise ValueError("sign_flip_test needs at least one paired difference")
+    if not np.isfinite(d).all():
+        bad = int(np.flatnonzero(~np.isfinite(d))[0])
+        raise ValueError(f"sign_flip_test: difference {bad + 1} of {n} is {d[bad]} (not finite), which would count "
+                         "as no sign vector's equal; drop or rerun the seeds whose metric is not a number")
     observed = abs(d.mean())
     tolerance = TIE_TOLERANCE * max(1.0, float(np.abs(d).max()))
     extreme = sum(int((np.abs(signs @ d) / n >= observed - tolerance).sum())

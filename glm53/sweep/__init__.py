@@ -8,6 +8,8 @@
     runner.py        `glm53 sweep`: every (arm, seed) as an independent job, in parallel, resumable
     analysis.py      `glm53 analyze`: per arm and checkpoint, paired tests per comparison, lifts against zero,
                      REPORT.md and charts, each effect beside the smallest the design could detect
+    wording.py       how those figures read: a metric's unit, the detectable-effect phrase of each test
+    timing.py        the wall-time estimate of a plan: a short timing, or a pilot's job times
     plan.py          `glm53 sweep --plan`: the jobs, an estimated wall time and the seeds needed, writing nothing
     commands.py      `glm53 sweep` and `glm53 analyze`
 """

@@ -5,10 +5,11 @@ and Holm's correction across the spec's comparisons at the same checkpoint and m
 job's own after - before, such as rl-splits' per-split RL lift) are also tested against zero per arm: the same
 exact sign-flip test over the seeds, Holm across an arm's lift metrics at each checkpoint.
 
-Each comparison and lift test also records under "detectable" the smallest shift of its mean the design would
-detect at the spread observed (glm53/evaluate/power.py): for the exact sign-flip test at Holm's first threshold,
-alpha / m over its family of m, and for the paired bootstrap interval; the report prints it beside the effect,
-so a difference that is not significant reads "no difference larger than X".
+Each comparison and lift test also records under "detectable" the critical shift of its mean at which a study
+with the scatter observed would reject (glm53/evaluate/power.py; about 50% power, not the conventional 80%): for
+the exact sign-flip test at Holm's first threshold, alpha / m over its family of m, and for the paired bootstrap
+interval; the report prints it beside the effect (glm53/sweep/wording.py), so a difference that is not
+significant reads "no difference larger than X". Seeds whose metric is not a number are left out, and listed.
 
 Writes analysis.json (no timings, so an interrupted and resumed sweep gives the same file as an uninterrupted
 one), REPORT.md and charts/: per-seed points with arm means and intervals, and each arm's curve over the
@@ -28,19 +29,11 @@ from ..runtime.files import atomic_write_json, atomic_write_text
 from .executor import RECEIPT
 from .runner import SPEC_FILE, job_dir
 from .spec import SweepSpec
+from .wording import detectable_text, is_fraction
 
 ANALYSIS = "analysis.json"
 REPORT = "REPORT.md"
 LOWER_IS_BETTER = {"target_loss", "perplexity", "train_loss"}
-FRACTIONS = {"target_byte_accuracy", "exact_match", "dev_pass_rate", "pass_rate", "tasks_solved", "greedy_pass_at_1",
-             "sampled_pass_at_1", "sampled_pass_at_k", "train_exact_rate", "zero_variance_fraction"}
-FRACTION_SUFFIXES = ("_pass_at_1", "_pass_at_1_before", "_lift")  # rl-splits' per-split metrics
-
-
-def is_fraction(metric: str) -> bool:
-    return metric in FRACTIONS or metric.endswith(FRACTION_SUFFIXES)
-
-
 def saved_spec(out: Path) -> SweepSpec:
     path = out / SPEC_FILE
     if not path.is_file():
@@ -135,10 +128,11 @@ def analyze(out: str | Path, charts: bool = True) -> dict:
                              "seed_task_interval": "where a metric is a mean over tasks: percentile bootstrap 95% of "
                                                    "the paired per-task differences, resampling seeds then tasks",
                              "multiple_comparisons": "Holm across the spec's comparisons at each checkpoint and metric",
-                             "detectable": "smallest shift of the mean difference, either sign, that the design "
-                                           "detects at the observed spread: the exact sign-flip test at alpha / m "
-                                           f"(alpha {ALPHA}, Holm's first step over m comparisons) and the "
-                                           "bootstrap interval excluding 0",
+                             "detectable": "the critical shift of the mean difference, either sign, at which a "
+                                           "study with the observed scatter rejects (about 50% power, not the "
+                                           "conventional 80%): the exact sign-flip test at alpha / m (alpha "
+                                           f"{ALPHA}, Holm's first step over m comparisons) and the bootstrap "
+                                           "interval excluding 0; rounded up when printed",
                              "seed": spec.analysis_seed}}
     result["lifts"] = lift_tests(spec, values)
     result["curves"] = {arm: {name: _mean_curve(by_seed) for name, by_seed in by_name.items()}
@@ -158,9 +152,10 @@ def lift_tests(spec: SweepSpec, values: dict) -> list[dict]:
             family = []
             for metric in (m for m in spec.metrics if m.endswith("_lift")):
                 per_seed = values[arm][label][metric]
-                d = np.array(list(per_seed.values()), dtype=float)
-                row = {"arm": arm, "checkpoint": label, "metric": metric, "n": len(d), "seeds": list(per_seed),
-                       "lifts": d.tolist()}
+                kept = [s for s, v in per_seed.items() if np.isfinite(v)]  # a NaN lift is left out, and said so
+                d = np.array([per_seed[s] for s in kept], dtype=float)
+                row = {"arm": arm, "checkpoint": label, "metric": metric, "n": len(d), "seeds": kept,
+                       "lifts": d.tolist(), **_left_out(list(per_seed), kept)}
                 if len(d):
                     test = sign_flip_test(d, seed=spec.analysis_seed)
                     row.update(mean=float(d.mean()), p=test["p"], test=test["method"], up=int((d > 0).sum()),
@@ -175,8 +170,9 @@ def lift_tests(spec: SweepSpec, values: dict) -> list[dict]:
 
 
 def _summary(per_seed: dict[int, float], seed: int) -> dict:
-    xs = np.array(list(per_seed.values()), dtype=float)
-    return {"n": len(xs), "mean": float(xs.mean()) if len(xs) else None,
+    kept = [s for s, v in per_seed.items() if np.isfinite(v)]  # a NaN metric is left out, and said so
+    xs = np.array([per_seed[s] for s in kept], dtype=float)
+    return {**_left_out(list(per_seed), kept), "n": len(xs), "mean": float(xs.mean()) if len(xs) else None,
             "sd": float(xs.std(ddof=1)) if len(xs) > 1 else None,
             "interval95": list(bootstrap_interval(xs, seed)) if len(xs) > 1 else None,
             "per_seed": {str(s): v for s, v in per_seed.items()}}
@@ -193,10 +189,11 @@ def _mean_curve(by_seed: dict[int, list]) -> list[list[float]]:
 
 def _compare(values: dict, arm: str, against: str, label: str, metric: str, seed: int) -> dict:
     a, b = values[arm][label][metric], values[against][label][metric]
-    seeds = [s for s in a if s in b]
+    paired = [s for s in a if s in b]
+    seeds = [s for s in paired if np.isfinite(a[s] - b[s])]  # a NaN metric is left out, and said so
     d = np.array([a[s] - b[s] for s in seeds], dtype=float)
     row = {"arm": arm, "against": against, "checkpoint": label, "metric": metric, "n": len(seeds), "seeds": seeds,
-           "differences": d.tolist()}
+           "differences": d.tolist(), **_left_out(paired, seeds)}
     if not seeds:
         return {**row, "mean_difference": None, "p": None, "holm_p": None}
     better = -d if metric in LOWER_IS_BETTER else d
@@ -206,32 +203,16 @@ def _compare(values: dict, arm: str, against: str, label: str, metric: str, seed
             "losses": int((better < 0).sum()), "ties": int((better == 0).sum())}
 
 
+def _left_out(seeds: list, kept: list) -> dict:
+    return {"not_finite_seeds": [s for s in seeds if s not in kept]} if len(kept) < len(seeds) else {}
+
+
 def _fmt(metric: str, value: float | None, signed: bool = False) -> str:
     if value is None:
         return "-"
     if is_fraction(metric):
         return f"{100 * value:+.1f} pp" if signed else f"{100 * value:.1f}%"
     return f"{value:+.4f}" if signed else f"{value:.4f}"
-
-
-def _magnitude(metric: str, value: float) -> str:
-    return f"{100 * value:.1f} pp" if is_fraction(metric) else f"{value:.4g}"
-
-
-def detectable_text(metric: str, row: dict) -> str:
-    """The MDE beside an effect: "no difference larger than X (sign-flip, Holm over m) / Y (bootstrap)" when the
-    Holm-adjusted test did not reject, "detectable from X ..." when it did."""
-    det = row.get("detectable")
-    if not det:
-        return "-"
-    bootstrap = ("- (bootstrap: one seed)" if det["bootstrap"] is None
-                 else f"{_magnitude(metric, det['bootstrap'])} (bootstrap)")
-    if det["sign_flip"] is None:  # then Holm's p exceeds alpha too: nothing was rejected
-        return (f"{row['n']} seeds cannot reach p <= {det['sign_flip_threshold']:.3g} (sign-flip, Holm over "
-                f"{det['holm_over']}); no difference larger than {bootstrap}")
-    rejected = row.get("holm_p") is not None and row["holm_p"] <= ALPHA
-    lead = "detectable from" if rejected else "no difference larger than"
-    return f"{lead} {_magnitude(metric, det['sign_flip'])} (sign-flip, Holm over {det['holm_over']}) / {bootstrap}"
 
 
 def report_text(spec: SweepSpec, result: dict) -> str:

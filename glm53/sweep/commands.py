@@ -107,7 +107,7 @@ def cmd_sweep(args) -> int:
         print(plan_text(spec, args.workers or default_workers(args.threads_per_worker), args.threads_per_worker,
                         args.pilot, args.effect, args.metric, args.time))
         return 0
-    given = [flag for flag, name in PLAN_ONLY if getattr(args, name) not in (None, False)]
+    given = [flag for flag, name in PLAN_ONLY if getattr(args, name) is not None and getattr(args, name) is not False]
     if given:
         raise ValueError(f"{', '.join(given)} belong to --plan; add it (glm53 sweep --plan {args.spec} ...)")
     if args.out is None:
@@ -153,7 +153,8 @@ def cmd_analyze(args) -> int:
 
 
 def format_headline(result: dict) -> str:
-    from .analysis import _fmt, detectable_text
+    from .analysis import _fmt
+    from .wording import detectable_text
 
     head, last = result["metrics"][0], result["checkpoints"][-1]
     lines = [f"{head} at {last}:"]

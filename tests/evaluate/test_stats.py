@@ -52,3 +52,11 @@ def test_bootstrap_interval_contains_mean_and_is_seeded():
     low, high = bootstrap_interval(d, seed=7)
     assert low <= d.mean() <= high and (low, high) == bootstrap_interval(d, seed=7)
     assert bootstrap_interval([0.2, 0.2], seed=1) == (0.2, 0.2)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_sign_flip_test_refuses_a_difference_that_is_not_a_number(bad):
+    # a NaN compares false with everything, so it used to count no sign vector as extreme: p = 0
+    with pytest.raises(ValueError, match=rf"sign_flip_test: difference 2 of 3 is {bad} \(not finite\)") as raised:
+        sign_flip_test([0.1, bad, 0.2])
+    assert "\n" not in str(raised.value)

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from glm53.cli import main
-from glm53.evaluate.power import (bootstrap_mde, design_like, exact_floor_seeds, seeds_needed, sign_flip_mde)
-from glm53.evaluate.stats import bootstrap_interval, sign_flip_test
+from glm53.evaluate.power import (bootstrap_mde, design_like, detectable_effects, exact_floor_seeds, seeds_needed,
+                                  sign_flip_mde)
+from glm53.evaluate.stats import bootstrap_interval, holm, sign_flip_test
 from glm53.sweep.analysis import analyze
 from glm53.sweep.spec import load_spec
+from glm53.sweep.wording import detectable_text, magnitude
 
 from .test_sweep import write_spec
 
@@ -93,18 +95,47 @@ def test_the_bootstrap_interval_of_a_shift_is_the_shifted_interval():
     assert bootstrap_interval(c - mde["negative"] - 1e-9, seed=5)[1] < 0
 
 
-def test_seeds_needed_is_the_first_design_that_reaches_the_effect():
-    pilot = [0.02, -0.01, 0.04, 0.00, 0.03]
-    need = seeds_needed(pilot, 0.02, comparisons=2, seed=1)
-    n = need["sign_flip"]
-    assert need["floor"] == 7 and n is not None and n >= 7
-    assert sign_flip_mde(design_like(pilot, n), 0.05, 2, 1)["mde"] <= 0.02
-    earlier = sign_flip_mde(design_like(pilot, n - 1), 0.05, 2, 1)["mde"]
-    assert earlier is None or earlier > 0.02
-    assert np.std(design_like(pilot, 40)) == pytest.approx(np.std(pilot, ddof=1))  # the pilot's spread, 8 times over
-    assert sorted(design_like(pilot, 5)) == pytest.approx(sorted((np.array(pilot) - np.mean(pilot)) * np.sqrt(5 / 4)))
+PILOTS = [[0.02, -0.01, 0.04, 0.00, 0.03], [0.03, 0.05, 0.04, 0.06], [0.1, -0.3, 0.25, 0.05, 0.0, 0.2, -0.1],
+          [0.011, 0.018, -0.004, 0.03, 0.002, 0.009]]
+
+
+@pytest.mark.parametrize("pilot", PILOTS)
+def test_the_design_has_the_pilots_sample_sd_at_every_seed_count(pilot):
+    for n in range(2, 41):
+        assert np.std(design_like(pilot, n), ddof=1) == pytest.approx(np.std(pilot, ddof=1))
+    assert sorted(design_like(pilot, len(pilot))) == pytest.approx(sorted(np.array(pilot) - np.mean(pilot)))
+
+
+@pytest.mark.parametrize("pilot", PILOTS)
+@pytest.mark.parametrize("effect", [0.01, 0.03])
+def test_seeds_needed_holds_for_every_larger_count(pilot, effect):
+    most = 30
+    need = seeds_needed(pilot, effect, comparisons=2, seed=1, most=most)
+    flip = lambda n: sign_flip_mde(design_like(pilot, n), 0.05, 2, 1, resamples=20_000)["mde"]  # noqa: E731
+    boot = lambda n: bootstrap_mde(design_like(pilot, n), 1)["mde"]  # noqa: E731
+    assert need["floor"] == 7
+    for key, figure, start in (("sign_flip", flip, 7), ("bootstrap", boot, 10)):
+        n = need[key]
+        if n is None:
+            assert figure(most) is None or figure(most) > effect
+            continue
+        assert n >= start
+        assert all(figure(k) is not None and figure(k) <= effect for k in range(n, most + 1))
+        if n > start:
+            assert figure(n - 1) is None or figure(n - 1) > effect
+
+
+def test_seeds_needed_never_reports_a_bootstrap_count_below_ten():
+    need = seeds_needed(PILOTS[0], float("inf"), comparisons=2, seed=1, most=12)
+    assert need["sign_flip"] == 7 and need["bootstrap"] == 10 and need["bootstrap_fewest"] == 10
     with pytest.raises(ValueError, match="must be > 0"):
-        seeds_needed(pilot, 0.0, 1, 1)
+        seeds_needed(PILOTS[0], 0.0, 1, 1)
+
+
+def test_non_finite_differences_are_refused_in_one_line():
+    for call in (lambda d: sign_flip_mde(d), lambda d: bootstrap_mde(d, 0), lambda d: design_like(d, 4)):
+        with pytest.raises(ValueError, match="difference 3 of 3 is inf"):
+            call([0.1, 0.2, float("inf")])
 
 
 # ---------------------------------------------------------------- a finished sweep, written without training
@@ -130,6 +161,14 @@ def fake_sweep(tmp_path: Path, seeds=range(1, 9), name: str = "pilot") -> Path:
     return out
 
 
+def keys_of(value) -> set:
+    if isinstance(value, dict):
+        return set(value) | set().union(*(keys_of(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(keys_of(v) for v in value))
+    return set()
+
+
 def test_analyze_records_and_prints_the_smallest_detectable_effect(tmp_path, capsys):
     out = fake_sweep(tmp_path)
     result = analyze(out, charts=False)
@@ -142,16 +181,108 @@ def test_analyze_records_and_prints_the_smallest_detectable_effect(tmp_path, cap
     assert "smallest detectable" in report and "(sign-flip, Holm over 1)" in report
     assert main(["analyze", str(out), "--no-charts"]) == 0
     printed = capsys.readouterr().out
-    phrase = "detectable from" if c["holm_p"] <= 0.05 else "no difference larger than"
-    assert f"{phrase} {100 * det['sign_flip']:.1f} pp (sign-flip, Holm over 1)" in printed
-    assert json.loads((out / "analysis.json").read_text()) == json.loads(json.dumps(result))  # no timings: stable
+    assert f"{c['arm']} - {c['against']}:" in printed and detectable_text("target_byte_accuracy", c) in printed
+    assert "about 50% power" in result["statistics"]["detectable"]
 
 
-def test_analyze_says_when_the_seeds_are_too_few(tmp_path, capsys):
+def test_analysis_json_is_the_same_bytes_when_analyzed_twice(tmp_path):
+    out = fake_sweep(tmp_path)
+    analyze(out, charts=False)
+    first = (out / "analysis.json").read_bytes()
+    analyze(out, charts=False)
+    assert (out / "analysis.json").read_bytes() == first
+    timed = [k for k in keys_of(json.loads(first)) if any(w in k for w in ("second", "time", "elapsed", "date"))]
+    assert not timed, timed
+
+
+def test_analyze_says_when_the_seeds_are_too_few_and_the_bootstrap_excludes_zero(tmp_path, capsys):
     out = fake_sweep(tmp_path, seeds=range(1, 5))
     assert main(["analyze", str(out), "--no-charts"]) == 0
-    assert "4 seeds cannot reach p <= 0.05 (sign-flip, Holm over 1); no difference larger than" in \
-        capsys.readouterr().out
+    printed = capsys.readouterr().out
+    (c,) = [c for c in json.loads((out / "analysis.json").read_text())["comparisons"]
+            if c["checkpoint"] == "4" and c["metric"] == "target_byte_accuracy"]
+    assert c["bootstrap95"][1] < 0  # the fixture: all four seeds one way, the bootstrap interval excludes 0
+    assert ("4 seeds cannot reach p <= 0.05 (sign-flip, Holm over 1); bootstrap interval excludes 0 (liberal at "
+            "few seeds)") in printed
+    assert "no difference larger than" not in printed.split("target_byte_accuracy at 4:")[1].split("\n")[1]
+
+
+def comparison_row(d, comparisons: int, holm_p: float, seed: int = 0) -> dict:
+    d = np.asarray(d, dtype=float)
+    return {"n": len(d), "mean_difference": float(d.mean()), "holm_p": holm_p,
+            "bootstrap95": list(bootstrap_interval(d, seed)), "detectable": detectable_effects(d, comparisons, seed)}
+
+
+def test_each_phrase_follows_its_own_tests_verdict():
+    # eight seeds, Holm over 3: the sign-flip does not reject, the bootstrap interval excludes 0
+    d = [0.012, 0.061, 0.033, 0.033, 0.01, -0.013, 0.023, 0.022]
+    p = sign_flip_test(d)["p"]
+    row = comparison_row(d, 3, min(1.0, 3 * p))
+    assert row["holm_p"] > 0.05 and row["bootstrap95"][0] > 0
+    text = detectable_text("target_byte_accuracy", row)
+    assert text.startswith("no difference larger than") and "(sign-flip, Holm over 3)" in text
+    assert text.endswith("; bootstrap interval excludes 0 (liberal at few seeds)")
+    # and when neither rejects, both say "no difference larger than", the bootstrap's figure rounded up
+    d = [0.02, -0.03, 0.01, 0.04, -0.02, 0.0, 0.03, -0.01]
+    row = comparison_row(d, 1, sign_flip_test(d)["p"])
+    assert detectable_text("target_byte_accuracy", row).endswith(
+        f"no difference larger than {magnitude('target_byte_accuracy', row['detectable']['bootstrap'])} (bootstrap)")
+
+
+def test_a_comparison_rejected_at_a_later_holm_step_is_not_called_undetectable():
+    # one Holm family, different n (a missing job): six seeds cannot reach 0.05 / 2, yet Holm's second step rejects
+    short, full = [0.03, 0.05, 0.04, 0.06, 0.02, 0.07], np.linspace(0.05, 0.1, 12)
+    holm_p = holm([sign_flip_test(short)["p"], sign_flip_test(full)["p"]])
+    row = comparison_row(short, 2, holm_p[0])
+    assert row["detectable"]["sign_flip"] is None and row["holm_p"] <= 0.05
+    text = detectable_text("target_byte_accuracy", row)
+    assert text.startswith("detected (Holm p 0.0312 <= 0.05); at Holm's first step 6 seeds cannot reach p <= 0.025")
+
+
+def test_a_detected_effect_shows_its_own_directions_figure_at_holms_first_step():
+    # the observed direction's figure (never above a detected effect there), not the larger of the two
+    d = [0.05, 0.06, 0.055, 0.07, 0.045, 0.065, 0.3, 0.06]
+    row = comparison_row(d, 1, sign_flip_test(d)["p"])
+    det = row["detectable"]
+    assert row["holm_p"] <= 0.05 and det["sign_flip_positive"] < det["sign_flip_negative"]
+    assert det["sign_flip_positive"] <= row["mean_difference"]
+    text = detectable_text("target_byte_accuracy", row)
+    assert (f"detectable from {magnitude('target_byte_accuracy', det['sign_flip_positive'])} at Holm's first step "
+            "(sign-flip, Holm over 1)") in text
+    assert magnitude("target_byte_accuracy", det["sign_flip_negative"]) not in text
+
+
+def test_one_seed_reads_in_words():
+    row = comparison_row([0.02], 1, 1.0)
+    assert detectable_text("target_byte_accuracy", row) == ("1 seed cannot reach p <= 0.05 (sign-flip, Holm over 1); "
+                                                            "no bootstrap interval from one seed")
+
+
+def test_printed_figures_are_rounded_up():
+    assert magnitude("target_byte_accuracy", 0.01301) == "1.4 pp"
+    assert magnitude("target_byte_accuracy", 0.013) == "1.3 pp"
+    assert magnitude("target_loss", 0.0123401) == "0.01235" and magnitude("target_loss", 2.5) == "2.5"
+
+
+def test_a_seed_whose_metric_is_nan_is_left_out_and_named(tmp_path, capsys):
+    out = fake_sweep(tmp_path)
+    receipt = out / "runs" / "diverse-88" / "seed-3" / "receipt.json"
+    held = json.loads(receipt.read_text())
+    held["metrics"]["4"]["target_byte_accuracy"] = float("nan")
+    receipt.write_text(json.dumps(held))
+    result = analyze(out, charts=False)
+    (c,) = [c for c in result["comparisons"] if c["checkpoint"] == "4" and c["metric"] == "target_byte_accuracy"]
+    assert c["n"] == 7 and c["not_finite_seeds"] == [3] and 3 not in c["seeds"]
+    assert main(["analyze", str(out), "--no-charts"]) == 0
+    assert "seed 3 left out (metric not a number)" in capsys.readouterr().out
+
+
+def test_the_docs_state_the_exact_tests_floor():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "studies" / "index.md").read_text()
+    floors = {m: exact_floor_seeds(0.05, m) - 1 for m in (1, 2, 8)}  # the most seeds that cannot reject anything
+    assert floors == {1: 5, 2: 6, 8: 8}
+    assert (f"{floors[1]} or fewer seeds with one comparison, {floors[2]} or fewer with 2, {floors[8]} or fewer "
+            "with 8") in " ".join(docs.split())
 
 
 def listing(folder: Path) -> list:
@@ -192,7 +323,77 @@ def test_plan_time_trains_briefly_in_a_temporary_folder_and_writes_nothing(tmp_p
     assert listing(tmp_path) == before
 
 
+def lift_pilot(tmp_path: Path, seeds=range(1, 7)) -> Path:
+    """A pilot of the shipped broad-run spec (rl-splits: one arm, no comparisons, lifts tested against zero)."""
+    spec = load_spec("broad-run", seeds=list(seeds))
+    out = tmp_path / "lift-pilot"
+    out.mkdir()
+    (out / "spec.json").write_text(json.dumps(spec.to_dict()))
+    rng = np.random.default_rng(3)
+    for seed in spec.seeds:
+        folder = out / "runs" / "broad" / f"seed-{seed}"
+        folder.mkdir(parents=True)
+        metrics = {m: float(rng.normal(0.03, 0.02)) for m in spec.metrics}
+        (folder / "receipt.json").write_text(json.dumps({"metrics": {"eval": metrics}, "seed": seed}))
+    return out
+
+
+def test_plan_plans_a_lift_only_study(tmp_path, capsys):
+    pilot = lift_pilot(tmp_path)
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", "broad-run", "--pilot", str(pilot), "--effect", "0.03"]) == 0
+    printed = capsys.readouterr().out
+    spec = load_spec("broad-run")
+    lifts = [m for m in spec.metrics if m.endswith("_lift")]
+    assert "comparisons: none" in printed and "Holm over them): \n" not in printed
+    assert f"lift tests: each arm's {len(lifts)} lift metrics against zero, Holm over them" in printed
+    assert f"with Holm over {len(lifts)}, the exact test needs at least {exact_floor_seeds(0.05, len(lifts))} seeds"\
+        in printed
+    values = [json.loads(f.read_text())["metrics"]["eval"]["confirm_lift"]
+              for f in sorted((pilot / "runs" / "broad").glob("*/receipt.json"))]
+    need = seeds_needed(values, 0.03, comparisons=len(lifts), seed=spec.analysis_seed)
+    assert (f"broad confirm_lift against zero (pilot: 6 seeds, sd {np.std(values, ddof=1):.3g}; Holm over "
+            f"{len(lifts)})") in printed
+    assert f"to detect 3.0 pp: {need['sign_flip']} seeds (sign-flip)" in printed
+    assert listing(tmp_path) == before
+
+
+def test_a_lift_only_plan_of_a_metric_that_is_not_a_lift_is_refused(tmp_path, capsys):
+    pilot = lift_pilot(tmp_path)
+    assert main(["sweep", "--plan", "broad-run", "--pilot", str(pilot), "--metric", "confirm_pass_at_1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "has no comparisons and 'confirm_pass_at_1' is not one of its lift metrics" in err
+
+
+def test_plan_with_one_seed_and_a_pilot_says_no_figure_in_words(tmp_path, capsys):
+    spec, pilot = write_spec(tmp_path), fake_sweep(tmp_path)
+    assert main(["sweep", "--plan", str(spec), "--seeds", "1", "--pilot", str(pilot), "--effect", "0.02"]) == 0
+    printed = capsys.readouterr().out
+    assert ("with 1 seed, smallest detectable none (1 seed cannot reach p <= 0.05) (sign-flip) / none (one seed "
+            "has no interval) (bootstrap)") in printed
+
+
+def test_plan_time_of_a_kind_it_cannot_time_says_so_in_one_line(tmp_path, capsys):
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", "--time", "broad-run"]) == 0
+    printed = capsys.readouterr().out
+    (line,) = [x for x in printed.splitlines() if "--time does not time rl-splits jobs" in x]
+    assert "--pilot DIR" in line
+    assert listing(tmp_path) == before
+
+
+def test_a_truncated_pilot_log_is_named_with_its_line(tmp_path, capsys):
+    spec, pilot = write_spec(tmp_path), fake_sweep(tmp_path)
+    with open(pilot / "sweep-log.jsonl", "a") as log:
+        log.write('{"job": "x/seed-9", "sta')
+    assert main(["sweep", "--plan", str(spec), "--pilot", str(pilot)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{pilot / 'sweep-log.jsonl'} line 17 is not JSON" in err, err
+
+
 BAD_PLANS = {
+    "effect nan": (["--effect", "nan", "--pilot", "{pilot}"], "--effect must be a finite number"),
+    "effect inf": (["--effect", "inf", "--pilot", "{pilot}"], "--effect must be a finite number"),
     "effect zero": (["--effect", "0", "--pilot", "{pilot}"], "--effect must be > 0"),
     "effect negative": (["--effect", "-0.1", "--pilot", "{pilot}"], "--effect must be > 0"),
     "effect without pilot": (["--effect", "0.02"], "--effect needs --pilot DIR"),
@@ -214,6 +415,7 @@ def test_bad_plans_are_refused_in_one_line_and_write_nothing(tmp_path, capsys, c
 
 
 @pytest.mark.parametrize("flags,expected", [(["--effect", "0.02"], "belong to --plan"),
+                                            (["--effect", "0"], "belong to --plan"),
                                             (["--time"], "belong to --plan"), ([], "--out is required")])
 def test_plan_flags_without_plan_and_a_sweep_without_out_are_refused(tmp_path, capsys, flags, expected):
     spec = write_spec(tmp_path)

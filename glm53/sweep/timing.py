@@ -1,0 +1,147 @@
+"""The wall-time estimate of `glm53 sweep --plan`: from a short timing on this machine (`--time`) or from a
+pilot sweep's job times (`--pilot DIR`). Writes nothing: the short timing trains in a temporary folder that is
+removed, whatever happens.
+
+- `--time`, expression-pretrain jobs: the baseline arm's job is trained three times at a few updates (k updates
+  scored once, 2k scored once, 2k scored twice) in a temporary folder; the differences give the seconds per
+  update and per held-out scoring, the rest is the fixed cost; each job's estimate is fixed + updates x
+  per-update + scorings x per-scoring, and the jobs are packed longest first onto the workers. Simplifications:
+  every arm costs what the baseline does per update; workers do not slow each other (true while workers x
+  threads <= cores); a setup job is not timed. Other kinds are not timed (they train models of real size, or
+  start from the setup job's checkpoint, which a plan does not make): the plan says so in one line and points to
+  `--pilot`.
+- `--pilot DIR`: the median seconds of the pilot's finished jobs (its sweep-log.jsonl), for any job kind: right
+  when the pilot ran this spec's jobs on this machine.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from .runner import SWEEP_LOG
+from .spec import SweepSpec
+
+TIMED_KINDS = ("expression-pretrain",)
+TIMING_UPDATES = 4  # k: the timed runs train k and 2k updates
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def pack(seconds: list[float], workers: int) -> float:
+    """Wall time of jobs packed longest first onto `workers` equal workers."""
+    loads = [0.0] * max(1, workers)
+    for s in sorted(seconds, reverse=True):
+        heapq.heapreplace(loads, loads[0] + s)
+    return max(loads)
+
+
+def _timed_run(settings: dict, seed: int, updates: int, scored: tuple[int, ...], folder: Path) -> float:
+    from .jobs import job_kind
+
+    kind = job_kind("expression-pretrain")
+    cfg = kind.make({**settings, "steps": updates}, seed, scored, folder)
+    started = time.perf_counter()
+    kind.run(cfg, folder, lambda *_: None)
+    return time.perf_counter() - started
+
+
+def time_jobs(spec: SweepSpec, threads: int) -> dict:
+    """Per-job seconds of each arm from three short runs of the baseline arm (see the module's docstring); only
+    for TIMED_KINDS."""
+    import torch
+
+    from .jobs import job_kind
+
+    settings, seed, k = spec.settings(spec.baseline), spec.seeds[0], TIMING_UPDATES
+    held = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
+            _timed_run(settings, seed, 1, (1,), Path(folder))  # warm-up: first-call costs are not per-job costs
+            once_k = _timed_run(settings, seed, k, (k,), Path(folder))
+            once_2k = _timed_run(settings, seed, 2 * k, (2 * k,), Path(folder))
+            twice_2k = _timed_run(settings, seed, 2 * k, (k, 2 * k), Path(folder))
+    finally:
+        torch.set_num_threads(held)
+    per_update = max((once_2k - once_k) / k, 1e-6)  # clipped: timing noise must not make updates free
+    per_scoring = max(twice_2k - once_2k, 0.0)
+    fixed = max(once_k - k * per_update - 2 * per_scoring, 0.0)  # a run scores before training and at each point
+    steps = {arm: job_kind(spec.job).make(spec.settings(arm), seed, spec.checkpoints, Path(".")).steps
+             for arm in spec.arms}
+    scorings = 1 + len(spec.checkpoints)
+    return {"per_update": per_update, "per_scoring": per_scoring, "fixed": fixed,
+            "job_seconds": {arm: fixed + steps[arm] * per_update + scorings * per_scoring for arm in spec.arms}}
+
+
+def pilot_job_seconds(pilot: Path) -> float | None:
+    """The median seconds of the pilot's finished arm jobs, from its sweep-log.jsonl (a line that is not JSON is
+    refused, naming the file and the line)."""
+    log = pilot / SWEEP_LOG
+    if not log.is_file():
+        return None
+    rows = []
+    for number, line in enumerate(log.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--pilot: {log} line {number} is not JSON ({error.msg}, column {error.colno}; a sweep stopped mid-write?): "
+                             "delete that line, or rerun the pilot's sweep to finish it") from None
+    done = [r["seconds"] for r in rows if isinstance(r, dict) and r.get("status") == "done"
+            and r.get("job") != "setup" and isinstance(r.get("seconds"), (int, float))]
+    return statistics.median(done) if done else None
+
+
+def untimed_line(spec: SweepSpec) -> str:
+    return (f"  --time does not time {spec.job} jobs (models of real size, or RL from the setup job's checkpoint, "
+            "which a plan does not make): for an estimate, run a few on this machine (glm53 sweep "
+            f"{spec.name} --seeds S --out DIR) and give --pilot DIR")
+
+
+def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None, pilot_seconds: float | None,
+               asked_time: bool = False) -> list[str]:
+    from ..runtime.distributed import available_cores
+
+    jobs = len(spec.arms) * len(spec.seeds)
+    lines = [f"wall time on this machine ({cpu_name()}, {available_cores()} usable cores; {workers} workers x "
+             f"{threads} threads), an estimate:"]
+    if timing:
+        per_job = [timing["job_seconds"][arm] for arm in spec.arms for _ in spec.seeds]
+        lines.append(f"  from a short timing of {spec.baseline} ({TIMING_UPDATES} and {2 * TIMING_UPDATES} updates): "
+                     f"{timing['per_update'] * 1000:.0f} ms an update, {timing['per_scoring']:.2f} s a scoring, "
+                     f"{timing['fixed']:.2f} s fixed; about {_duration(pack(per_job, workers))} for the {jobs} jobs")
+    if pilot_seconds is not None:
+        lines.append(f"  from the pilot's job times (median {pilot_seconds:.1f} s a job): about "
+                     f"{_duration(pack([pilot_seconds] * jobs, workers))} for the {jobs} jobs")
+    if spec.job not in TIMED_KINDS and (asked_time or pilot_seconds is None):
+        lines.append(untimed_line(spec))
+    elif not timing and pilot_seconds is None:
+        lines.append("  not timed: add --time (a few seconds of training in a temporary folder) or --pilot DIR")
+    if spec.setup and (timing or pilot_seconds is not None):
+        lines.append("  plus the setup job, not included")
+    if workers * threads > available_cores():
+        lines.append(f"  ({workers} x {threads} threads exceed the {available_cores()} cores: jobs will slow each "
+                     "other, so the real time is longer)")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
+
+
