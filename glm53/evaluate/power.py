@@ -114,7 +114,8 @@ def sign_flip_mde(differences, alpha: float = ALPHA, comparisons: int = 1, seed:
     row = {"threshold": threshold, "comparisons": comparisons, "method": "monte-carlo" if monte_carlo else "exact"}
     if largest < 2 and not monte_carlo:  # the two constant vectors are always as extreme
         return {**row, "mde": None, "positive": None, "negative": None,
-                "reason": f"{n} seed{'s' if n > 1 else ''} cannot reach p <= {threshold:.4g} (the smallest exact p is 2/2^{n} = "
+                "reason": f"{n} seed{'s' if n > 1 else ''} cannot reach p <= {threshold:.4g} (the smallest exact p "
+                          f"is 2/2^{n} = "
                           f"{2 / total:.4g}); at least {exact_floor_seeds(alpha, comparisons)} are needed"}
     ups, downs = _shift_thresholds(c, seed, exact_limit, resamples)
     scale = max(1.0, float(np.abs(c).max()))

@@ -27,7 +27,8 @@ def add_sweep_parser(sub) -> None:
     plan.add_argument("--plan", action="store_true", help="print the jobs, an estimated wall time on this machine and "
                                                          "the power of the design, then stop; writes nothing")
     plan.add_argument("--time", action="store_true", help="with --plan: time a few updates of the baseline arm's job "
-                                                         "(expression-pretrain) for the wall-time estimate")
+                                                         "(expression-pretrain, pretrain, pretrain-eval) in a "
+                                                         "temporary folder for the wall-time estimate")
     plan.add_argument("--pilot", metavar="DIR", help="with --plan: a finished or partly finished sweep of the same "
                                                      "metric; its spread gives the smallest detectable effect, and "
                                                      "its job times a wall-time estimate")

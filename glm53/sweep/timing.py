@@ -5,10 +5,18 @@ removed, whatever happens.
 - `--time`, expression-pretrain jobs: the baseline arm's job is trained three times at a few updates (k updates
   scored once, 2k scored once, 2k scored twice) in a temporary folder; the differences give the seconds per
   update and per held-out scoring, the rest is the fixed cost; each job's estimate is fixed + updates x
-  per-update + scorings x per-scoring, and the jobs are packed longest first onto the workers. Simplifications:
-  every arm costs what the baseline does per update; workers do not slow each other (true while workers x
-  threads <= cores); a setup job is not timed. Other kinds are not timed (they train models of real size, or
-  start from the setup job's checkpoint, which a plan does not make): the plan says so in one line and points to
+  per-update + scorings x per-scoring, and the jobs are packed longest first onto the workers.
+- `--time`, pretrain and pretrain-eval jobs: the baseline arm's own job (its model and batch) runs once at
+  PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one task per family scored
+  at it, in a temporary folder. The seconds per update come from the training receipt's tokens per second
+  (optimizer steps only); the rest of the pretraining, over its two dev scorings (step 0 and the last), is the
+  seconds per checkpoint scoring (the fixed cost included: an overestimate); the evaluation after it is the
+  seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x per-scoring + eval_per_family
+  x evaluated checkpoints x per-evaluation. Untrained weights decode to the token cap, so the scoring figures
+  are upper bounds; a trained model that stops early scores faster.
+- Simplifications: every arm costs what the baseline does; workers do not slow each other (true while workers x
+  threads <= cores); a setup job is not timed. RL kinds (rl, rl-eval, rl-splits) and eval are not timed: they
+  start from the setup job's checkpoint, which a plan does not make; the plan says so in one line and points to
   `--pilot`.
 - `--pilot DIR`: the median seconds of the pilot's finished jobs (its sweep-log.jsonl), for any job kind: right
   when the pilot ran this spec's jobs on this machine.
@@ -27,8 +35,10 @@ from pathlib import Path
 from .runner import SWEEP_LOG
 from .spec import SweepSpec
 
-TIMED_KINDS = ("expression-pretrain",)
-TIMING_UPDATES = 4  # k: the timed runs train k and 2k updates
+PRETRAIN_KINDS = ("pretrain", "pretrain-eval")
+TIMED_KINDS = ("expression-pretrain", *PRETRAIN_KINDS)
+TIMING_UPDATES = 4  # k: the timed expression-pretrain runs train k and 2k updates
+PRETRAIN_TIMING_UPDATES = 2  # the timed pretrain run: real-size steps, so as few as give a per-update figure
 
 
 def cpu_name() -> str:
@@ -59,13 +69,60 @@ def _timed_run(settings: dict, seed: int, updates: int, scored: tuple[int, ...],
     return time.perf_counter() - started
 
 
+def _pretrain_shape(spec: SweepSpec, job) -> tuple:
+    """(pretrain config, evaluated checkpoints, tasks per family) of a pretrain or pretrain-eval job."""
+    if spec.job == "pretrain-eval":
+        return job.pretrain, len(job.extra.eval_at), job.extra.eval_per_family
+    return job, 0, 0
+
+
+def time_pretrain_jobs(spec: SweepSpec) -> dict:
+    """Per-job seconds of each arm from one short run of the baseline arm's job (see the module's docstring)."""
+    from .jobs import job_kind
+
+    kind, seed, k = job_kind(spec.job), spec.seeds[0], PRETRAIN_TIMING_UPDATES
+    short = {**spec.settings(spec.baseline), "steps": k, "warmup_steps": 0}
+    if spec.job == "pretrain-eval":
+        short.update(eval_at=[k], eval_per_family=1)
+    with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
+        try:
+            job = kind.make(short, seed, (k,), Path(folder))
+        except ValueError as err:
+            raise ValueError(f"--time: {spec.baseline}'s job cannot be shortened to {k} updates ({err}); for an "
+                             "estimate give --pilot DIR, a sweep of a few of these jobs on this machine") from None
+        started = time.perf_counter()
+        receipt = kind.run(job, Path(folder), lambda *_: None)
+        total = time.perf_counter() - started
+        cfg = _pretrain_shape(spec, job)[0]
+        training = json.loads((Path(cfg.out) / "training-receipt.json").read_text())
+    per_update = cfg.batch_size * cfg.sequence_length / training["train_tokens_per_second"]
+    pretraining = receipt["elapsed_seconds"]
+    per_scoring = max(pretraining - k * per_update, 0.0) / 2
+    per_evaluation = max(total - pretraining, 0.0) if spec.job == "pretrain-eval" else 0.0
+    job_seconds = {}
+    for arm in spec.arms:
+        cfg, evaluated, per_family = _pretrain_shape(spec, kind.make(spec.settings(arm), seed, spec.checkpoints,
+                                                                     Path(".")))
+        scorings = 1 + len(set(cfg.checkpoints or ()) | {cfg.steps})
+        job_seconds[arm] = cfg.steps * per_update + scorings * per_scoring + evaluated * per_family * per_evaluation
+    return {"per_update": per_update, "per_scoring": per_scoring, "per_evaluation": per_evaluation,
+            "job_seconds": job_seconds, "short": f"{k} updates, one task per family"}
+
+
 def time_jobs(spec: SweepSpec, threads: int) -> dict:
-    """Per-job seconds of each arm from three short runs of the baseline arm (see the module's docstring); only
-    for TIMED_KINDS."""
+    """Per-job seconds of each arm from short runs of the baseline arm (see the module's docstring); only for
+    TIMED_KINDS."""
     import torch
 
     from .jobs import job_kind
 
+    if spec.job in PRETRAIN_KINDS:
+        held = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return time_pretrain_jobs(spec)
+        finally:
+            torch.set_num_threads(held)
     settings, seed, k = spec.settings(spec.baseline), spec.seeds[0], TIMING_UPDATES
     held = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -84,7 +141,8 @@ def time_jobs(spec: SweepSpec, threads: int) -> dict:
              for arm in spec.arms}
     scorings = 1 + len(spec.checkpoints)
     return {"per_update": per_update, "per_scoring": per_scoring, "fixed": fixed,
-            "job_seconds": {arm: fixed + steps[arm] * per_update + scorings * per_scoring for arm in spec.arms}}
+            "job_seconds": {arm: fixed + steps[arm] * per_update + scorings * per_scoring for arm in spec.arms},
+            "short": f"{k} and {2 * k} updates"}
 
 
 def pilot_job_seconds(pilot: Path) -> float | None:
@@ -100,16 +158,16 @@ def pilot_job_seconds(pilot: Path) -> float | None:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as error:
-            raise ValueError(f"--pilot: {log} line {number} is not JSON ({error.msg}, column {error.colno}; a sweep stopped mid-write?): "
-                             "delete that line, or rerun the pilot's sweep to finish it") from None
+            raise ValueError(f"--pilot: {log} line {number} is not JSON ({error.msg}, column {error.colno}; a sweep "
+                             "stopped mid-write?): delete that line, or rerun the pilot's sweep to finish it") from None
     done = [r["seconds"] for r in rows if isinstance(r, dict) and r.get("status") == "done"
             and r.get("job") != "setup" and isinstance(r.get("seconds"), (int, float))]
     return statistics.median(done) if done else None
 
 
 def untimed_line(spec: SweepSpec) -> str:
-    return (f"  --time does not time {spec.job} jobs (models of real size, or RL from the setup job's checkpoint, "
-            "which a plan does not make): for an estimate, run a few on this machine (glm53 sweep "
+    return (f"  --time does not time {spec.job} jobs (they start from a trained checkpoint, the setup job's or a "
+            "named one, which a plan does not make): for an estimate, run a few on this machine (glm53 sweep "
             f"{spec.name} --seeds S --out DIR) and give --pilot DIR")
 
 
@@ -122,16 +180,20 @@ def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None,
              f"{threads} threads), an estimate:"]
     if timing:
         per_job = [timing["job_seconds"][arm] for arm in spec.arms for _ in spec.seeds]
-        lines.append(f"  from a short timing of {spec.baseline} ({TIMING_UPDATES} and {2 * TIMING_UPDATES} updates): "
-                     f"{timing['per_update'] * 1000:.0f} ms an update, {timing['per_scoring']:.2f} s a scoring, "
-                     f"{timing['fixed']:.2f} s fixed; about {_duration(pack(per_job, workers))} for the {jobs} jobs")
+        parts = [f"{timing['per_update'] * 1000:.0f} ms an update", f"{timing['per_scoring']:.2f} s a scoring"]
+        parts += [f"{timing['fixed']:.2f} s fixed"] if "fixed" in timing else []
+        parts += ([f"{timing['per_evaluation']:.2f} s an evaluation per task per family"]
+                  if timing.get("per_evaluation") else [])
+        lines.append(f"  from a short timing of {spec.baseline} ({timing['short']}): {', '.join(parts)}; about "
+                     f"{_duration(pack(per_job, workers))} for the {jobs} jobs"
+                     + ("" if "fixed" in timing else " (scorings timed on untrained weights: upper bounds)"))
     if pilot_seconds is not None:
         lines.append(f"  from the pilot's job times (median {pilot_seconds:.1f} s a job): about "
                      f"{_duration(pack([pilot_seconds] * jobs, workers))} for the {jobs} jobs")
     if spec.job not in TIMED_KINDS and (asked_time or pilot_seconds is None):
         lines.append(untimed_line(spec))
     elif not timing and pilot_seconds is None:
-        lines.append("  not timed: add --time (a few seconds of training in a temporary folder) or --pilot DIR")
+        lines.append("  not timed: add --time (a few updates of training in a temporary folder) or --pilot DIR")
     if spec.setup and (timing or pilot_seconds is not None):
         lines.append("  plus the setup job, not included")
     if workers * threads > available_cores():

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from glm53.sweep.analysis import analyze
 from glm53.sweep.spec import load_spec
 from glm53.sweep.wording import detectable_text, magnitude
 
-from .test_sweep import write_spec
+from .test_sweep import TINY_MODEL, write_spec
 
 
 def brute_force_p(x: np.ndarray) -> float:
@@ -371,6 +372,46 @@ def test_plan_with_one_seed_and_a_pilot_says_no_figure_in_words(tmp_path, capsys
     printed = capsys.readouterr().out
     assert ("with 1 seed, smallest detectable none (1 seed cannot reach p <= 0.05) (sign-flip) / none (one seed "
             "has no interval) (bootstrap)") in printed
+
+
+def test_plan_time_of_a_pretrain_eval_study_runs_its_own_job_briefly_and_writes_nothing(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text(
+        'job = "pretrain-eval"\nseeds = [1, 2]\ncheckpoints = [20, 40]\nbaseline = "reference"\n'
+        'metrics = ["train_loss", "greedy_pass_at_1"]\n[base]\nsteps = 40\nwarmup_steps = 5\nbatch_size = 2\n'
+        'sequence_length = 128\nmax_sequence_length = 160\nprecision = "fp32"\ndev_max_new_tokens = 4\n'
+        'eval_at = [20, 40]\neval_per_family = 3\neval_max_new_tokens = 4\n' + TINY_MODEL
+        + '[arms.reference]\n[arms.long]\nsteps = 80\n[[comparisons]]\narm = "long"\nagainst = "reference"\n')
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "a.toml"), "--workers", "1"]) == 0
+    printed = capsys.readouterr().out
+    (line,) = [x for x in printed.splitlines() if "from a short timing of reference (2 updates, one task per family)"
+               in x]
+    figures = {unit: value for value, unit in
+               re.findall(r"([\d.]+) (ms an update|s a scoring|s an evaluation per task per family)", line)}
+    assert set(figures) == {"ms an update", "s a scoring", "s an evaluation per task per family"}, line
+    update, scoring = float(figures["ms an update"]) / 1000, float(figures["s a scoring"])
+    evaluation = float(figures["s an evaluation per task per family"])
+    # reference: 40 updates, 3 scorings (0, 20, 40), 2 x 3 evaluations; long: 80 updates, 4 scorings (and 80)
+    expected = 2 * (40 * update + 3 * scoring + 6 * evaluation) + 2 * (80 * update + 4 * scoring + 6 * evaluation)
+    total = float(re.search(r"about ([\d.]+) s for the 4 jobs", line).group(1))
+    assert total == pytest.approx(expected, abs=1.0 + 0.02 * expected)  # the printed figures are rounded
+    assert "upper bounds" in line and "not timed" not in printed
+    assert listing(tmp_path) == before
+
+
+def test_plan_time_of_a_pretrain_study(tmp_path, capsys):
+    (tmp_path / "p.toml").write_text(
+        'job = "pretrain"\nseeds = [1]\ncheckpoints = [10]\nbaseline = "a"\n[base]\nsteps = 30\nbatch_size = 2\n'
+        'sequence_length = 128\nmax_sequence_length = 160\nprecision = "fp32"\ndev_max_new_tokens = 4\n'
+        + TINY_MODEL + '[arms.a]\n')
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "p.toml"), "--workers", "1"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "from a short timing of a (2 updates" in x]
+    update = float(re.search(r"([\d.]+) ms an update", line).group(1)) / 1000
+    scoring = float(re.search(r"([\d.]+) s a scoring", line).group(1))
+    total = float(re.search(r"about ([\d.]+) s for the 1 jobs", line).group(1))
+    assert "evaluation" not in line and total == pytest.approx(30 * update + 3 * scoring, abs=1.0)
+    assert listing(tmp_path) == before
 
 
 def test_plan_time_of_a_kind_it_cannot_time_says_so_in_one_line(tmp_path, capsys):
