@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from .data.suites import BROAD_CONTEXT, BROAD_MAX_NEW_TOKENS, BROAD_SEQUENCE_LENGTH, DEFAULT_SUITE, SUITE_NAMES
+from .data.suites import BROAD_MAX_NEW_TOKENS, BROAD_SEQUENCE_LENGTH, DEFAULT_SUITE, SUITE_NAMES
+from .model.config import MODEL_PRESETS
 from .runtime.config import RuntimeConfig
 from .runtime.composition import composed, record
 from .runtime.settings import Checks, setting
@@ -28,13 +29,14 @@ PRESETS = {
               "rl": dict(groups=16, group_size=8, tasks_per_family=2, checkpoints=(8, 16), dev_per_family=1,
                          dev_samples=4, temperature=0.8, families="all"),
               "confirm_per_family": 4},
-    # broad: sized by an estimate of 13 minutes on a 2-core Zen 5 (bf16); measured on a Zen 3 in fp32, its pretraining
-    # alone takes ~28 min and 160 of its 240 steps solve no task (docs/broad-run.md). Length-bucketed
-    # rows of up to 324 tokens cost about 1.5 main-job steps each, RL rollouts about 4 main-job rollouts
+    # broad: the small dense model (MODEL_PRESETS["broad"]), rows of 16 at lr 3e-3 with the loss on the bodies
+    # (--loss-on completion), measured in docs/broad-run.md ("The recipe"); the reference model at 240 steps of 32
+    # solved nothing there. Length-bucketed rows of up to 324 tokens
     "broad": {"suite": "broad",
-              "pretrain": dict(steps=240, checkpoints=(160, 240), batch_size=32, sequence_length=BROAD_SEQUENCE_LENGTH,
-                               lr=1e-3, warmup_steps=20, lr_schedule="cosine", dev_max_new_tokens=BROAD_MAX_NEW_TOKENS,
-                               max_sequence_length=BROAD_CONTEXT),
+              "pretrain": dict(steps=3600, checkpoints=(1200, 2400, 3600), batch_size=16,
+                               sequence_length=BROAD_SEQUENCE_LENGTH, lr=3e-3, warmup_steps=20, lr_schedule="cosine",
+                               loss_on="completion", dev_max_new_tokens=BROAD_MAX_NEW_TOKENS,
+                               **MODEL_PRESETS["broad"]),
               "rl_start": 0,  # the pretraining checkpoint that passes the most dev tasks
               "rl": dict(groups=128, group_size=4, tasks_per_family=256, checkpoints=(64, 128), groups_per_step=16,
                          temperature=0.8, families="all", max_new_tokens=BROAD_MAX_NEW_TOKENS, dev_per_family=32,

@@ -4,7 +4,9 @@ receipts that record the suite, and final/ in the save_pretrained format."""
 
 import json
 
-from glm53 import GLM53, ModelConfig
+from glm53 import GLM53
+from glm53.data.suites import BROAD_CONTEXT
+from glm53.model.config import MODEL_PRESETS
 from glm53.data.pretrain_batches import bucketed_texts, pretraining_batch
 from glm53.data.suites import get_suite
 from glm53.run import RunConfig, run_pipeline
@@ -15,11 +17,10 @@ SPLITS = ["dev", "rl", "confirm", "compose", "phrase", "human"]
 
 
 def test_tiny_broad_run(tmp_path):
-    model = ModelConfig(**{**TINY, "max_sequence_length": 384})
-    cfg = RunConfig.from_preset(
+    cfg = RunConfig.from_preset(  # the tiny model's settings by their flat names, over the preset's model
         str(tmp_path / "run"), "broad", device="cpu", progress=False,
-        pretrain=dict(steps=3, checkpoints=(2, 3), batch_size=2, warmup_steps=1, seed=5, model=model,
-                      dev_max_new_tokens=8),
+        pretrain=dict(steps=3, checkpoints=(2, 3), batch_size=2, warmup_steps=1, seed=5, dev_max_new_tokens=8,
+                      **{**TINY, "max_sequence_length": 384}),
         rl=dict(groups=2, group_size=2, tasks_per_family=4, checkpoints=(2,), groups_per_step=2, dev_per_family=2,
                 max_new_tokens=24),
         confirm_per_family=2)
@@ -33,6 +34,7 @@ def test_tiny_broad_run(tmp_path):
     rl = json.loads((run / "rl" / "training-receipt.json").read_text())
     assert (pretraining["suite"], pretraining["language"], rl["suite"], rl["language"]) == ("broad", "python") * 2
     assert pretraining["run"]["sequence_length"] == 324 and pretraining["config"]["max_sequence_length"] == 384
+    assert pretraining["run"]["loss_on"] == "completion" and pretraining["config"]["sparse_every"] == 1
     assert rl["initial_checkpoint"].endswith("pretrain/checkpoint-0003")  # dev ties: the later checkpoint
     assert all(r["token_ids"] and len(r["token_ids"]) <= 24 for r in rl["rollouts"])
     for split in SPLITS:
@@ -47,6 +49,12 @@ def test_tiny_broad_run(tmp_path):
     assert final.config.max_sequence_length == 384
     assert receipt["final"]["weights_sha256"] == receipt["checkpoint_sha256"]["after"]
     assert json.loads((run / "final" / "metadata.json").read_text())["suite"] == "broad"
+
+
+def test_the_broad_model_attends_over_the_whole_broad_context():
+    model = MODEL_PRESETS["broad"]
+    assert model["max_sequence_length"] == BROAD_CONTEXT and model["sparse_window"] >= BROAD_CONTEXT
+    assert model["sparse_every"] == 1  # every layer softmax attention: no linear layer
 
 
 def test_broad_batches_are_bucketed_by_length_and_cut_to_their_longest_row():

@@ -106,9 +106,17 @@ class SharedPrefixBatch:
         return InferenceCache.concat(caches).select(back), torch.cat(lasts).index_select(0, back)
 
 
-def make_completion_batch(form: str, prompt_ids: list[list[int]], completion_ids: list[list[int]], device):
+def make_completion_batch(form: str, prompt_ids: list[list[int]], completion_ids: list[list[int]], device,
+                          context: int | None = None):
+    """The batch of `form`. The shared-prefix layout puts every row's completion after the longest prompt's
+    cache positions, so a long prompt in one group and a long completion in another can need more positions
+    than the model's `context` although every row fits; such a batch takes the plain form, whose rows are each
+    their own length (the two forms are equal up to rounding)."""
     if form == "plain":
         return PlainCompletionBatch(prompt_ids, completion_ids, device)
     if form == "fast":
+        shared_length = max(len(p) for p in prompt_ids) + max(1, max(len(c) for c in completion_ids)) - 1
+        if context is not None and shared_length > context:
+            return PlainCompletionBatch(prompt_ids, completion_ids, device)
         return SharedPrefixBatch(prompt_ids, completion_ids, device)
     raise ValueError(f"unknown completion batch form {form!r}; choose one of {', '.join(FORMS)}")

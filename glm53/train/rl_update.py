@@ -59,7 +59,8 @@ def update_policy(model, reference, optimizer, trainable, cfg: RLConfig, precisi
         return {"updated": False, "loss": 0.0, "grad_norm": 0.0, "entropy": None, "kl": None}
     rows = dp.share(len(advantages))
     mine = (prompt_ids[rows], completion_ids[rows], advantages[rows])
-    batch = make_completion_batch(cfg.update_impl, mine[0], mine[1], device) if mine[2] else None
+    batch = (make_completion_batch(cfg.update_impl, mine[0], mine[1], device, model.config.max_sequence_length)
+             if mine[2] else None)
     # the step's totals, by which every rank divides its sums
     totals = {"rows": len(advantages),
               "tokens": int(dp.sum(batch.mask.sum() if batch is not None else torch.zeros((), dtype=torch.long)))}

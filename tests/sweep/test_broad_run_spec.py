@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from glm53 import GLM53, ModelConfig
+from glm53.run_config import RunConfig
 from glm53.sweep.analysis import analyze
 from glm53.sweep.jobs import job_kind
 from glm53.sweep.runner import SPEC_FILE, job_dir, plan_jobs, setup_job
@@ -24,13 +25,16 @@ def test_broad_run_parses_and_plans(tmp_path):
     setup = setup_job(spec, tmp_path)
     pretraining = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
     assert (pretraining.suite, pretraining.sequence_length, pretraining.model.max_sequence_length) == ("broad", 324, 384)
-    assert (pretraining.steps, pretraining.lr_schedule, pretraining.dev_max_new_tokens) == (240, "cosine", 192)
+    preset = RunConfig.from_preset(str(tmp_path / "run"), "broad").pretrain  # the spec's setup is the preset's
+    for name in ("steps", "checkpoints", "batch_size", "sequence_length", "lr", "warmup_steps", "lr_schedule",
+                 "loss_on", "dev_max_new_tokens", "model", "seed"):
+        assert getattr(pretraining, name) == getattr(preset, name), name
     jobs = plan_jobs(spec, tmp_path)
     assert len(jobs) == len(spec.seeds) and {j.seed for j in jobs} == set(spec.seeds)
     for job in jobs:
         made = job_kind(job.kind).make(resolve_setup(job.settings, job.setup_dir), job.seed, job.checkpoints,
                                        Path(job.dir))
-        assert made.rl.init == str(tmp_path.resolve() / "setup" / "run" / "checkpoint-0240")
+        assert made.rl.init == str(tmp_path.resolve() / "setup" / "run" / "checkpoint-3600")
         assert (made.rl.suite, made.rl.sampling.max_new_tokens, made.rl.families, made.rl.seed) == ("broad", 192, "all", job.seed)
         assert made.splits() == ("dev", "rl", "confirm", "compose", "phrase", "human")
     assert not any(tmp_path.iterdir())  # planning wrote nothing

@@ -57,3 +57,23 @@ def test_shared_prefix_logprobs_and_gradients_equal_the_plain_form(tiny_config, 
 def test_unknown_form_is_refused():
     with pytest.raises(ValueError, match="unknown completion batch form"):
         make_completion_batch("quick", [[1, 2]], [[3]], "cpu")
+
+
+def test_a_long_prompt_beside_a_long_completion_fits_the_context(tiny_config):
+    """Each row fits the context, but the longest prompt (one group) plus the longest completion (another) does
+    not: the fast form's layout would need more positions than the model has, so the batch takes the plain form,
+    and the update's log-probabilities are the plain form's."""
+    context = tiny_config.max_sequence_length
+    prompts, completions = rows([context - 4, 6], [3, context - 8], 2)
+    completions = [c[:3] if len(p) > 6 else c for p, c in zip(prompts, completions)]
+    assert all(len(p) + len(c) - 1 <= context for p, c in zip(prompts, completions))
+    assert max(map(len, prompts)) + max(map(len, completions)) - 1 > context
+    model = GLM53(tiny_config).eval()
+    with pytest.raises(ValueError, match="exceeds max_sequence_length"):
+        token_logp(SharedPrefixBatch(prompts, completions, "cpu"), model)
+    batch = make_completion_batch("fast", prompts, completions, "cpu", context)
+    assert isinstance(batch, PlainCompletionBatch)
+    with torch.no_grad():
+        torch.testing.assert_close(token_logp(batch, model),
+                                   token_logp(PlainCompletionBatch(prompts, completions, "cpu"), model))
+    assert isinstance(make_completion_batch("fast", prompts[2:], completions[2:], "cpu", context), SharedPrefixBatch)
