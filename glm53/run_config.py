@@ -30,8 +30,8 @@ PRESETS = {
                          dev_samples=4, temperature=0.8, families="all"),
               "confirm_per_family": 4},
     # broad: the small dense model (MODEL_PRESETS["broad"]), rows of 16 at lr 3e-3 with the loss on the bodies
-    # (--loss-on completion), measured in docs/broad-run.md ("The recipe"); the reference model at 240 steps of 32
-    # solved nothing there. Length-bucketed rows of up to 324 tokens
+    # (--loss-on completion), measured in docs/broad-run.md ("The recipe"); the reference model after 160 steps of 32
+    # solved nothing there. Rows are length-bucketed, up to 324 tokens.
     "broad": {"suite": "broad",
               "pretrain": dict(steps=3600, checkpoints=(1200, 2400, 3600), batch_size=16,
                                sequence_length=BROAD_SEQUENCE_LENGTH, lr=3e-3, warmup_steps=20, lr_schedule="cosine",
