@@ -175,7 +175,7 @@ def test_print_config_reads_back_to_the_same_settings(tmp_path, capsys, command)
 @pytest.mark.parametrize("make", [
     lambda: PretrainConfig(out="o", steps=5, checkpoints=(2,), betas=(0.8, 0.99), lr=1 / 3, dim=96, progress=False),
     lambda: RLConfig(init="i", out="o", groups=4, temperature=0.3, dev_samples=1, dev_temperature=0.0, tasks_file="t"),
-    lambda: RunConfig.from_preset("o", "broad", pretrain=dict(lr=5e-4), rl_start=160),
+    lambda: RunConfig.from_preset("o", "broad", pretrain=dict(lr=5e-4), rl_start=2400),
     lambda: EvalCommandConfig(checkpoint="c", out="o", tasks="t.jsonl", samples=2, temperature=0.9, top_p=0.5),
 ], ids=["pretrain", "rl", "run", "eval"])
 def test_the_printed_toml_builds_an_equal_config(tmp_path, make):
