@@ -78,7 +78,12 @@ class SharedPrefixBatch:
         self.continuation, self.targets, self.mask = (t.to(device) for t in (self.continuation, self.targets,
                                                                               self.mask))
         self.row_prompt = torch.tensor(row_prompt, device=device)
-        self.max_length = max(len(p) for p in prompt_ids) + longest - 1
+        self.max_length = self.positions_needed(prompt_ids, completion_ids)
+
+    @staticmethod
+    def positions_needed(prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> int:
+        """Cache positions of this layout: the longest prompt, then the longest completion but its last token."""
+        return max(len(p) for p in prompt_ids) + max(1, max(len(c) for c in completion_ids)) - 1
 
     def logits(self, model) -> torch.Tensor:
         cache, last = self._prefill(model)
@@ -115,8 +120,7 @@ def make_completion_batch(form: str, prompt_ids: list[list[int]], completion_ids
     if form == "plain":
         return PlainCompletionBatch(prompt_ids, completion_ids, device)
     if form == "fast":
-        shared_length = max(len(p) for p in prompt_ids) + max(1, max(len(c) for c in completion_ids)) - 1
-        if context is not None and shared_length > context:
+        if context is not None and SharedPrefixBatch.positions_needed(prompt_ids, completion_ids) > context:
             return PlainCompletionBatch(prompt_ids, completion_ids, device)
         return SharedPrefixBatch(prompt_ids, completion_ids, device)
     raise ValueError(f"unknown completion batch form {form!r}; choose one of {', '.join(FORMS)}")
