@@ -95,10 +95,12 @@ def shared_setup(spec: SweepSpec, other: Path) -> Path:
 
 def plan_jobs(spec: SweepSpec, out: Path, setup_dir: Path | None = None,
               runtime: RuntimeConfig | None = None) -> list[Job]:
+    """The sweep's jobs, seed by seed (every arm of the first seed, then of the next): a sweep stopped part way
+    holds whole seeds, which the paired comparisons can use, rather than some arms with no seed at all."""
     if spec.setup is not None:
         setup_dir = str(setup_dir or (out / "setup").resolve())
     return [Job(arm, seed, str(job_dir(out, arm, seed)), spec.job, spec.settings(arm), tuple(spec.checkpoints),
-                setup_dir, runtime or RuntimeConfig()) for arm in spec.arms for seed in spec.seeds]
+                setup_dir, runtime or RuntimeConfig()) for seed in spec.seeds for arm in spec.arms]
 
 
 def clear_job(job: Job) -> None:

@@ -4,12 +4,17 @@ split: `<split>_pass_at_1_before`, `<split>_pass_at_1` (after RL) and `<split>_l
 seed is the RL seed. `glm53 analyze` tests every `*_lift` metric against zero over the seeds (the exact sign-flip
 test; analysis.py), so a spec of one arm and several seeds gives each split's RL lift with its p.
 
-The start's score is the same for every seed (greedy decoding of one checkpoint); each job computes it again
-rather than share a file between parallel jobs.
+The start's score is the same for every seed and arm (greedy decoding of one checkpoint), so inside a sweep folder
+the first job to finish it writes it to `start-scores/<key>.json` and the others read it (`start_scores`); the key
+names the start's weights, the tasks, the evaluation settings and the thread count, so a file is only read for the
+same greedy decoding. A race between parallel jobs is harmless: both compute the same result, and the file is
+written atomically by whichever ends first.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +80,42 @@ def make_rl_splits(settings: dict, seed: int, checkpoints: tuple[int, ...], job_
     return job
 
 
+def sweep_folder_of(job_dir: Path) -> Path | None:
+    """The sweep folder holding a job's folder (`<sweep>/runs/<arm>/seed-<n>`, runner.job_dir), or None."""
+    job_dir = Path(job_dir).resolve()
+    if len(job_dir.parents) >= 3 and job_dir.parents[1].name == "runs" and job_dir.name.startswith("seed-"):
+        return job_dir.parents[2]
+    return None
+
+
+def start_scores(model, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log) -> tuple[dict, str]:
+    """The start checkpoint's greedy evaluation on `tasks`, shared by the jobs of one sweep (module docstring).
+    Returns the result and how it was had: "computed", "read <file>", or "computed (not in a sweep folder)"."""
+    import torch
+
+    from ..evaluate.evaluate import evaluate
+    from ..runtime.files import atomic_write_json
+
+    folder = sweep_folder_of(job_dir)
+    if folder is None or not model.weights_sha256:
+        return evaluate(model, tasks, eval_cfg, accepted_partial=accepted), "computed (not in a sweep folder)"
+    identity = {"weights_sha256": model.weights_sha256, "tasks": [t.task_id for t in tasks],
+                "eval": asdict(eval_cfg), "threads": torch.get_num_threads(), "accepted_partial": accepted}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+    path = folder / "start-scores" / f"{key}.json"
+    if path.exists():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("identity") == identity:
+            log(f"start scores read from {path.relative_to(folder)}")
+            return saved["result"], f"read {path.relative_to(folder)}"
+    result = evaluate(model, tasks, eval_cfg, accepted_partial=accepted)
+    try:
+        atomic_write_json(path, {"identity": identity, "result": result})
+    except FileExistsError:  # a parallel job wrote the same result first
+        pass
+    return result, "computed"
+
+
 def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     from ..data.suites import get_suite
     from ..decode.sampling import Sampling
@@ -93,7 +134,8 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=final.eval_max_new_tokens or
                                                               cfg.sampling.max_new_tokens))
     accepted = cfg.runtime.accept_partial_isolation
-    scored = {name: evaluate(model, every, eval_cfg, accepted_partial=accepted) for name, model in models.items()}
+    before, start_source = start_scores(models["before"], every, eval_cfg, accepted, job_dir, log)
+    scored = {"before": before, "after": evaluate(models["after"], every, eval_cfg, accepted_partial=accepted)}
     metrics, outcomes = {}, {}
     for split, split_tasks in tasks.items():
         ids = [t.task_id for t in split_tasks]
@@ -111,7 +153,9 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
             "metrics": {"eval": metrics}, "task_outcomes": outcomes,
             "final_weights_sha256": models["after"].weights_sha256, "initial_sha256": receipt["initial_sha256"],
             "eval_settings": scored["after"]["settings"], "rl_seconds": receipt["elapsed_seconds_this_invocation"],
-            "eval_seconds": sum(r["elapsed_seconds"] for r in scored.values()),
+            "eval_seconds": scored["after"]["elapsed_seconds"] + (before["elapsed_seconds"] if
+                                                                  start_source.startswith("computed") else 0.0),
+            "start_scores": start_source,
             "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json")}
 
 

@@ -77,3 +77,42 @@ def test_analyze_tests_each_lift_against_zero(tmp_path):
     report = (tmp_path / "REPORT.md").read_text()
     assert "## Lifts (after - before within each job), tested against zero" in report
     assert f"| broad | eval | confirm_lift | +{100 * (0.05 + 0.01 * (n - 1) / 2):.1f} pp |" in report
+
+
+def test_rl_splits_jobs_of_one_sweep_share_the_start_scores(tmp_path):
+    """Inside a sweep folder the second job reads the start's scores the first wrote, and they equal a fresh
+    evaluation; a job outside a sweep folder computes its own."""
+    start = tmp_path / "start"
+    save_checkpoint(start, GLM53(ModelConfig(**{**TINY, "max_sequence_length": 384})), {"step": 0})
+    kind = job_kind("rl-splits")
+    settings = {"init": str(start), "suite": "broad", "groups": 2, "group_size": 2, "groups_per_step": 2,
+                "tasks_per_family": 4, "max_new_tokens": 8, "eval_count": 2, "eval_splits": "confirm,compose"}
+    sweep = tmp_path / "sweep"
+    receipts = []
+    for arm, seed in (("a", 1), ("b", 2)):
+        folder = job_dir(sweep, arm, seed)
+        receipts.append(kind.run(kind.make(settings, seed, (), folder), folder, lambda *_: None))
+    alone = kind.run(kind.make(settings, 3, (), tmp_path / "alone"), tmp_path / "alone", lambda *_: None)
+    assert receipts[0]["start_scores"] == "computed" and receipts[1]["start_scores"].startswith("read start-scores/")
+    assert alone["start_scores"] == "computed (not in a sweep folder)"
+    before = [{k: v for k, v in r["metrics"]["eval"].items() if k.endswith("_before")} for r in (*receipts, alone)]
+    assert before[0] == before[1] == before[2]
+    (saved,) = (sweep / "start-scores").iterdir()
+    assert json.loads(saved.read_text())["identity"]["weights_sha256"] == receipts[0]["initial_sha256"]
+
+
+def test_rl_screen_broad_shares_the_broad_run_setup(tmp_path):
+    """The broad RL screen starts from the broad-run spec's pretraining (so --setup-from a broad-run sweep shares
+    it), plans ten seeds of every arm seed by seed, and each arm differs from the baseline in its own settings."""
+    screen, run = load_spec("rl-screen-broad"), load_spec("broad-run")
+    assert screen.setup == run.setup and screen.job == "rl-splits" and len(screen.seeds) >= 10
+    assert not set(screen.seeds) & set(run.seeds)
+    jobs = plan_jobs(screen, tmp_path)
+    assert [j.seed for j in jobs[:len(screen.arms)]] == [screen.seeds[0]] * len(screen.arms)  # whole seeds first
+    base = screen.settings("baseline")
+    for arm in screen.arms:
+        made = job_kind("rl-splits").make(resolve_setup(screen.settings(arm), str(tmp_path / "setup")), 1, (),
+                                          tmp_path / arm)
+        assert made.splits() == ("confirm", "compose", "phrase", "human") and made.rl.suite == "broad"
+        assert arm == "baseline" or screen.settings(arm) != base, arm
+    assert not any(tmp_path.iterdir())
