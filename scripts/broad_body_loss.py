@@ -7,7 +7,7 @@ description loses more when it is swapped; one that only learned what bodies loo
         [--other-description]
 
 Used for docs/broad-run.md's recipe table, where pass@1 is still 0 and cannot tell pilots apart.
-Simplification: one forward per task, no batching (64 tasks take seconds for the broad model).
+The per-split figure the pretraining studies use is glm53/evaluate/body_loss.py, which this script shares.
 """
 
 from __future__ import annotations
@@ -18,19 +18,8 @@ import torch
 
 from glm53.data.broad.splits import frozen_broad_tasks
 from glm53.data.tokenizer import ByteTokenizer
+from glm53.evaluate.body_loss import body_nats
 from glm53.train.checkpoint import load_model
-
-
-def body_nats(model, tokenizer: ByteTokenizer, prompt: str, body: str) -> tuple[float, int]:
-    """Summed cross-entropy of the body's bytes and EOS after the prompt, and how many targets that is."""
-    prompt_ids = tokenizer.encode(prompt, bos=True, eos=False)
-    body_ids = tokenizer.encode(body, bos=False, eos=True)
-    ids = torch.tensor([prompt_ids + body_ids])
-    log_probs = torch.log_softmax(model(ids[:, :-1]).float(), dim=-1)[0]
-    targets = ids[0, 1:]
-    first = len(prompt_ids) - 1  # the position whose next token is the body's first byte
-    picked = log_probs[first:, :].gather(1, targets[first:, None])
-    return -float(picked.sum()), len(body_ids)
 
 
 def swapped_description(prompt: str, other: str) -> str:
@@ -52,11 +41,11 @@ def main() -> None:
         targets = 0
         with torch.no_grad():
             for i, task in enumerate(tasks):
-                nats, n = body_nats(model, tokenizer, task.prompt, task.body)
+                nats, n = body_nats(model, task.prompt, task.body, tokenizer)
                 own, targets = own + nats, targets + n
                 if args.other_description:
                     prompt = swapped_description(task.prompt, tasks[(i + 1) % len(tasks)].prompt)
-                    other += body_nats(model, tokenizer, prompt, task.body)[0]
+                    other += body_nats(model, prompt, task.body, tokenizer)[0]
         line = f"{path}: body loss {own / targets:.4f} nats a byte over {targets} bytes of {len(tasks)} dev tasks"
         print(line + (f"; with another task's description {other / targets:.4f}" if args.other_description else ""))
 

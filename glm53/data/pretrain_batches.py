@@ -78,11 +78,12 @@ def completion_labels(labels: torch.Tensor, texts: list[str]) -> torch.Tensor:
 
 
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
-                      corpus=None, corpus_mix: float = 1.0, loss_on: str = "all"):
+                      corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
-    generated documents' body targets."""
-    stream = get_suite(suite)
+    generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
+    or from fewer distinct ones, read in place of the stream."""
+    stream = ordered or get_suite(suite)
     if corpus is not None:
         return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix)
     if not stream.bucket_steps:

@@ -17,7 +17,7 @@ from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, config_from_settings, setting, setting_names
-from .split_jobs import RL_SPLITS
+from .split_jobs import PRETRAIN_SPLITS, RL_SPLITS
 
 
 @dataclass(frozen=True)
@@ -390,6 +390,7 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
     JobKind(**RL_SPLITS),  # split_jobs.py: RL, then every split of its suite before and after
+    JobKind(**PRETRAIN_SPLITS),  # split_jobs.py: pretraining scored on the broad suite's splits
 )}
 
 

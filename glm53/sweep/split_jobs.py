@@ -1,4 +1,6 @@
-"""The rl-splits job: RL from a given checkpoint (glm53 rl), then greedy pass@1 on every evaluation split of its
+"""Jobs scored on every evaluation split of a suite: rl-splits (post-training) and pretrain-splits (pretraining).
+
+The rl-splits job: RL from a given checkpoint (glm53 rl), then greedy pass@1 on every evaluation split of its
 suite, for the start checkpoint and for the RL run's last one. Its metrics, at the one label "eval", are per
 split: `<split>_pass_at_1_before`, `<split>_pass_at_1` (after RL) and `<split>_lift` (after - before); the
 seed is the RL seed. `glm53 analyze` tests every `*_lift` metric against zero over the seeds (the exact sign-flip
@@ -165,3 +167,112 @@ RL_SPLITS = dict(
                 "before and after RL, and each split's lift; the seed is the RL seed",
     metrics=tuple(f"{s}_{m}" for s in SPLITS for m in ("lift", "pass_at_1", "pass_at_1_before")),
     make=make_rl_splits, run=run_rl_splits, uses_checkpoints=False)
+
+
+# ---------------------------------------------------------------- pretrain-splits (the pretraining-data studies)
+# A pretraining run (glm53 pretrain, any of its settings, e.g. data_order and distinct_documents), scored at each of
+# the spec's checkpoints on the broad suite's splits: the body loss (evaluate/body_loss.py, smooth: it separates
+# short runs whose pass@1 is still near 0) and, unless pass_at_1 is false, greedy pass@1.
+
+@dataclass
+class PretrainSplitsSettings:
+    """What a pretrain-splits job adds to `glm53 pretrain`."""
+
+    eval_splits: str = setting("confirm,compose,phrase,human", "comma-separated splits of the broad suite to score")
+    eval_count: int = setting(64, "tasks of each split (the human split is scored whole)", at_least=1)
+    pass_at_1: bool = setting(True, "also greedy pass@1 on each split (the body loss is always scored)")
+    eval_max_new_tokens: int = setting(0, "token cap of the greedy completions (0: the suite's)", at_least=0)
+    keep_weights: bool = setting(False, "keep the checkpoints' weights (their hashes stay in the receipts)")
+
+    def __post_init__(self) -> None:
+        check = Checks("pretrain-splits")
+        check.declared(self)
+        check.done()
+
+    def splits(self) -> tuple[str, ...]:
+        from ..data.suites import get_suite
+
+        names = tuple(s.strip() for s in self.eval_splits.split(",") if s.strip())
+        known = get_suite("broad").eval_splits
+        unknown = [s for s in names if s not in known]
+        if unknown or not names:
+            raise ValueError(f"pretrain-splits: eval_splits {unknown or names} must be evaluation splits of the broad "
+                             f"suite ({', '.join(known)})")
+        return names
+
+
+@dataclass
+class PretrainSplitsJob:
+    pretrain: Any
+    extra: PretrainSplitsSettings
+
+    def to_dict(self) -> dict:
+        return {**self.pretrain.to_dict(), **asdict(self.extra)}
+
+
+def make_pretrain_splits(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainSplitsJob:
+    from .jobs import _make_pretrain
+
+    own = set(setting_names(PretrainSplitsSettings))
+    extra = config_from_settings(PretrainSplitsSettings, {k: v for k, v in settings.items()
+                                                          if k.replace("-", "_") in own}, "pretrain-splits")
+    pretrain = _make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
+                              checkpoints, job_dir)
+    if pretrain.suite != "broad":
+        raise ValueError(f"pretrain-splits: scores the broad suite's splits; set suite = \"broad\" (got {pretrain.suite})")
+    extra.splits()  # unknown splits are refused before anything runs
+    return PretrainSplitsJob(pretrain, extra)
+
+
+def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
+    from ..data.suites import get_suite
+    from ..decode.sampling import Sampling
+    from ..evaluate.body_loss import body_loss, reference_bodies
+    from ..evaluate.eval_config import EvalConfig
+    from ..evaluate.evaluate import evaluate, subset
+    from ..train.checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME, load_model
+    from ..train.pretrain import pretrain
+
+    cfg, extra = job.pretrain, job.extra
+    suite = get_suite(cfg.suite)
+    receipt = pretrain(cfg, log=log)
+    splits = extra.splits()
+    counts = {s: None if s == "human" else extra.eval_count for s in splits}
+    bodies = {s: reference_bodies(cfg.suite, s, counts[s]) for s in splits}
+    tasks = {s: suite.tasks(s, counts[s]) for s in splits}
+    every = [t for split_tasks in tasks.values() for t in split_tasks]
+    eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=extra.eval_max_new_tokens or
+                                                              suite.max_new_tokens))
+    metrics, outcomes = {}, {}
+    for c in receipt["checkpoints"]:
+        if c["step"] == 0:
+            continue
+        model = load_model(Path(cfg.out) / c["path"], expect=cfg.model)
+        row = {"weights_sha256": c["weights_sha256"]}
+        row.update({f"{s}_body_loss": body_loss(model, bodies[s]) for s in splits})
+        if extra.pass_at_1:
+            scored = evaluate(model, every, eval_cfg, accepted_partial=cfg.runtime.accept_partial_isolation)
+            for s in splits:
+                ids = [t.task_id for t in tasks[s]]
+                row[f"{s}_pass_at_1"] = subset(scored, ids)["summary"]["pass_at_k"]["1"]
+                outcomes[f"{s}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0) for r in subset(scored, ids)["tasks"]}
+        metrics[str(c["step"])] = row
+        log(f"step {c['step']}: " + ", ".join(f"{s} loss {row[f'{s}_body_loss']:.3f}" +
+                                             (f" pass {row[f'{s}_pass_at_1']:.3f}" if extra.pass_at_1 else "")
+                                             for s in splits))
+    if not extra.keep_weights:
+        for folder in Path(cfg.out).glob("checkpoint-*"):
+            for name in (WEIGHTS_NAME, TRAINER_STATE_NAME):
+                (folder / name).unlink(missing_ok=True)
+    return {"job": "pretrain-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
+            "metrics": metrics, "task_outcomes": outcomes, "task_outcomes_at": str(cfg.steps),
+            "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json"),
+            "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
+
+
+PRETRAIN_SPLITS = dict(
+    name="pretrain-splits",
+    description="coding pretraining (glm53 pretrain, e.g. with data_order or distinct_documents), scored at each "
+                "checkpoint on the broad suite's splits: body loss and greedy pass@1",
+    metrics=tuple(f"{s}_{m}" for s in SPLITS for m in ("body_loss", "pass_at_1")),
+    make=make_pretrain_splits, run=run_pretrain_splits)

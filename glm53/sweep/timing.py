@@ -6,9 +6,9 @@ removed, whatever happens.
   scored once, 2k scored once, 2k scored twice) in a temporary folder; the differences give the seconds per
   update and per held-out scoring, the rest is the fixed cost; each job's estimate is fixed + updates x
   per-update + scorings x per-scoring, and the jobs are packed longest first onto the workers.
-- `--time`, pretrain and pretrain-eval jobs: the baseline arm's own job (its model and batch) runs once at
-  PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one task per family scored
-  at it, in a temporary folder. The seconds per update come from the training receipt's tokens per second
+- `--time`, pretrain, pretrain-eval and pretrain-splits jobs: the baseline arm's own job (its model and batch)
+  runs once at PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one task per
+  family scored at it, or (pretrain-splits) its whole scoring, in a temporary folder. The seconds per update come from the training receipt's tokens per second
   (optimizer steps only); the rest of the pretraining, over its two dev scorings (step 0 and the last), is the
   seconds per checkpoint scoring (the fixed cost included: an overestimate); the evaluation after it is the
   seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x per-scoring + eval_per_family
@@ -35,7 +35,7 @@ from pathlib import Path
 from .runner import SWEEP_LOG
 from .spec import SweepSpec
 
-PRETRAIN_KINDS = ("pretrain", "pretrain-eval")
+PRETRAIN_KINDS = ("pretrain", "pretrain-eval", "pretrain-splits")
 TIMED_KINDS = ("expression-pretrain", *PRETRAIN_KINDS)
 TIMING_UPDATES = 4  # k: the timed expression-pretrain runs train k and 2k updates
 PRETRAIN_TIMING_UPDATES = 2  # the timed pretrain run: real-size steps, so as few as give a per-update figure
@@ -70,9 +70,12 @@ def _timed_run(settings: dict, seed: int, updates: int, scored: tuple[int, ...],
 
 
 def _pretrain_shape(spec: SweepSpec, job) -> tuple:
-    """(pretrain config, evaluated checkpoints, tasks per family) of a pretrain or pretrain-eval job."""
+    """(pretrain config, evaluated checkpoints, tasks per family) of a pretrain, pretrain-eval or pretrain-splits
+    job (pretrain-splits: its whole scoring counts as one "family", timed at full size)."""
     if spec.job == "pretrain-eval":
         return job.pretrain, len(job.extra.eval_at), job.extra.eval_per_family
+    if spec.job == "pretrain-splits":
+        return job.pretrain, len(set(job.pretrain.checkpoints) | {job.pretrain.steps}), 1
     return job, 0, 0
 
 
@@ -98,7 +101,7 @@ def time_pretrain_jobs(spec: SweepSpec) -> dict:
     per_update = cfg.batch_size * cfg.sequence_length / training["train_tokens_per_second"]
     pretraining = receipt["elapsed_seconds"]
     per_scoring = max(pretraining - k * per_update, 0.0) / 2
-    per_evaluation = max(total - pretraining, 0.0) if spec.job == "pretrain-eval" else 0.0
+    per_evaluation = max(total - pretraining, 0.0) if spec.job != "pretrain" else 0.0
     job_seconds = {}
     for arm in spec.arms:
         cfg, evaluated, per_family = _pretrain_shape(spec, kind.make(spec.settings(arm), seed, spec.checkpoints,

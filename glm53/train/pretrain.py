@@ -24,6 +24,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from inspect import signature
 from pathlib import Path
 from typing import Callable
@@ -34,6 +35,7 @@ from tqdm.auto import tqdm
 
 from ..data.corpus import Corpus, load_corpus
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
+from ..data.run_order import OrderedStream, run_documents
 from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
 from ..decode.sampling import Sampling
@@ -57,7 +59,8 @@ LOG_NAME = "train_log.jsonl"
 # what a resumed run may change besides EXTENSIONS: when the validation loss is measured leaves training alone
 VALIDATION_SETTINGS = frozenset({"eval_every", "validation_rows"})
 # settings this file's runs did not record before --corpus existed: at these values, an older run resumes
-NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None, "loss_on": "all"}
+NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None, "loss_on": "all",
+                "data_order": "stream", "distinct_documents": 0}
 
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
@@ -124,6 +127,20 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int, suite:
             for r in result["tasks"]]
 
 
+@lru_cache(maxsize=2)
+def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int) -> OrderedStream:
+    return OrderedStream(get_suite(suite), seed, documents, data_order, distinct)
+
+
+def run_stream(cfg: PretrainConfig) -> OrderedStream | None:
+    """The run's documents in the order `data_order` and `distinct_documents` give (data/run_order.py), made once
+    per process; None for the stream as generated (the reference), which pretraining_batch reads directly."""
+    if cfg.corpus or (cfg.data_order == "stream" and cfg.distinct_documents == 0):
+        return None
+    documents = run_documents(cfg.steps, cfg.batch_size, get_suite(cfg.suite).bucket_steps)
+    return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents)
+
+
 def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str,
                dp: DataParallel = SINGLE, corpus: Corpus | None = None) -> dict:
     """One optimizer step on the batch of 0-based `step` (this rank's rows of it); returns its log row (without
@@ -132,7 +149,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
     are scaled by the world size before backward (a no-op in one process)."""
     inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
-                                       cfg.corpus_mix, cfg.loss_on)
+                                       cfg.corpus_mix, cfg.loss_on, run_stream(cfg))
     rows = dp.share(cfg.batch_size)
     inputs, labels = inputs[rows].to(device), labels[rows].to(device)
     lr = learning_rate(cfg, step)
@@ -306,9 +323,11 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     def check_folder() -> None:
         check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS | VALIDATION_SETTINGS
                          | RETENTION_CHANGES | _unrecorded_defaults(out, cfg))
-        if cfg.runtime.resume and cfg.lr_schedule == "cosine" and \
-                json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") != cfg.steps:
+        held_steps = json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") if cfg.runtime.resume else None
+        if cfg.runtime.resume and cfg.lr_schedule == "cosine" and held_steps != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
+        if cfg.runtime.resume and cfg.data_order != "stream" and held_steps != cfg.steps:
+            raise ValueError(f"--resume: steps differ, and a {cfg.data_order} data order spans the run's total")
 
     dp.on_main(check_folder)
     if not cfg.runtime.resume:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..decode.sampling import MAX_NEW_TOKENS
+from ..data.run_order import DATA_ORDERS
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
@@ -66,6 +67,11 @@ class PretrainConfig:
     loss_on: str = setting("all", "targets of the language loss: all (every byte of each document, the reference) "
                                   "or completion (a task document's body alone: the prompt is read, not predicted; "
                                   "not with --corpus)", choices=LOSS_ON)
+    data_order: str = setting("stream", "order of the generated documents: stream (as generated, the reference), "
+                                        "blocked (the run's documents grouped by root function or family) or "
+                                        "curriculum (by depth, depth 1 first; broad suite)", choices=DATA_ORDERS)
+    distinct_documents: int = setting(0, "distinct generated documents the run cycles over, at the same token "
+                                         "budget (0: every document new)", at_least=0)
     eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0)
     validation_rows: int = setting(64, "rows the validation loss averages over: the corpus's held-out rows, or "
                                        "generated documents training never reads (0: no validation loss)",
@@ -109,6 +115,12 @@ class PretrainConfig:
                                                  "files have no prompt to leave out; use --loss-on all with --corpus")
         else:
             check.require(self.corpus_mix is None, "--corpus-mix needs --corpus (the share of rows from it)")
+        reordered = self.data_order != "stream" or self.distinct_documents > 0
+        check.require(not (reordered and self.corpus), "--data-order and --distinct-documents order the generated "
+                                                       "stream; with --corpus leave them at stream and 0")
+        check.require(self.data_order != "curriculum" or self.suite == "broad",
+                      f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
+                      "have; use --suite broad or another order")
 
     def to_dict(self) -> dict:
         return record(self)
