@@ -108,8 +108,12 @@ def time_pretrain_jobs(spec: SweepSpec) -> dict:
                                                                      Path(".")))
         scorings = 1 + len(set(cfg.checkpoints or ()) | {cfg.steps})
         job_seconds[arm] = cfg.steps * per_update + scorings * per_scoring + evaluated * per_family * per_evaluation
+    short = {"pretrain-eval": f"{k} updates, one task per family", "pretrain-splits": f"{k} updates, one scoring of "
+             f"the splits"}.get(spec.job, f"{k} updates")
     return {"per_update": per_update, "per_scoring": per_scoring, "per_evaluation": per_evaluation,
-            "job_seconds": job_seconds, "short": f"{k} updates, one task per family"}
+            "evaluation_unit": "a scoring of the splits" if spec.job == "pretrain-splits" else "an evaluation per task "
+                                                                                               "per family",
+            "job_seconds": job_seconds, "short": short}
 
 
 def time_jobs(spec: SweepSpec, threads: int) -> dict:
@@ -185,8 +189,8 @@ def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None,
         per_job = [timing["job_seconds"][arm] for arm in spec.arms for _ in spec.seeds]
         parts = [f"{timing['per_update'] * 1000:.0f} ms an update", f"{timing['per_scoring']:.2f} s a scoring"]
         parts += [f"{timing['fixed']:.2f} s fixed"] if "fixed" in timing else []
-        parts += ([f"{timing['per_evaluation']:.2f} s an evaluation per task per family"]
-                  if timing.get("per_evaluation") else [])
+        unit = timing.get("evaluation_unit", "an evaluation per task per family")
+        parts += [f"{timing['per_evaluation']:.2f} s {unit}"] if timing.get("per_evaluation") else []
         lines.append(f"  from a short timing of {spec.baseline} ({timing['short']}): {', '.join(parts)}; about "
                      f"{_duration(pack(per_job, workers))} for the {jobs} jobs"
                      + ("" if "fixed" in timing else " (scorings timed on untrained weights: upper bounds)"))
