@@ -10,7 +10,9 @@ analysis.json (what `glm53 analyze` computed), spec.json and runs/ARM/seed-S/rec
     summary      one row per arm: its parameters (from the receipts) and, per column METRIC@CHECKPOINT, the mean
                  over seeds with the per-seed values (a pass rate also as tasks solved of the tasks scored)
     comparisons  the analysis's paired comparisons against the baseline: mean difference, bootstrap intervals,
-                 wins, the exact sign-flip p and Holm's p (--metrics keeps some metrics)
+                 wins, the exact sign-flip p, Holm's p and the smallest effect the exact test could detect
+                 (--metrics keeps some metrics)
+    lifts        each arm's lifts (after - before within a job: rl-splits) against zero, the same columns
 
 The docs site runs the same code at build time (docs/hooks/study_tables.py): a page holds a marker line
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from pathlib import Path
 FRACTIONS = {"target_byte_accuracy", "exact_match", "dev_pass_rate", "pass_rate", "tasks_solved", "greedy_pass_at_1",
              "sampled_pass_at_1", "sampled_pass_at_k", "train_exact_rate", "zero_variance_fraction",
              "mtp_acceptance_rate"}
+FRACTION_SUFFIXES = ("_pass_at_1", "_pass_at_1_before", "_lift")  # per-split metrics of rl-splits, pretrain-splits
 RATES = {"train_tokens_per_second", "decode_tokens_per_second"}
 RATIOS = {"speculative_speedup"}
 THREE_DIGITS = {"expert_load_cv"}
@@ -46,7 +50,7 @@ LABELS = {
     "indexer_loss": "indexer KL term at step {c}",
 }
 
-MARKER = re.compile(r"^<!--\s*study-table\s+(?P<study>[\w.-]+)\s+(?P<table>summary|comparisons)(?P<options>[^>]*?)\s*-->\s*$",
+MARKER = re.compile(r"^<!--\s*study-table\s+(?P<study>[\w.-]+)\s+(?P<table>summary|comparisons|lifts)(?P<options>[^>]*?)\s*-->\s*$",
                     re.MULTILINE)
 
 
@@ -83,10 +87,14 @@ class Record:
         return windows.pop() if len(windows) == 1 else None
 
 
+def is_fraction(metric: str) -> bool:
+    return metric in FRACTIONS or metric.endswith(FRACTION_SUFFIXES)
+
+
 def fmt(metric: str, value: float | None, signed: bool = False) -> str:
     if value is None:
         return "-"
-    if metric in FRACTIONS:
+    if is_fraction(metric):
         return f"{100 * value:+.1f} pp" if signed else f"{100 * value:.1f}%"
     if metric in RATES:
         return f"{value:+,.0f}" if signed else f"{value:,.0f}"
@@ -102,7 +110,7 @@ def column_label(record: Record, column: str) -> str:
         return "parameters"
     metric, _, c = column.partition("@")
     window = record.loss_window()
-    label = LABELS.get(metric, f"{metric} at step {{c}}")
+    label = LABELS.get(metric, f"{metric} at step {{c}}" if c != "eval" else metric)
     if metric == "train_loss" and window:
         return label.format(window=f"{int(c) - window + 1}-{c}")
     if metric == "train_loss":
@@ -119,7 +127,7 @@ def cell(record: Record, arm: str, column: str) -> str:
         return "-"
     per_seed = [summary["per_seed"].get(s) for s in record.seeds]
     text = fmt(metric, summary["mean"])
-    if metric in FRACTIONS and metric != "mtp_acceptance_rate":
+    if is_fraction(metric) and metric != "mtp_acceptance_rate":
         tasks = record.tasks_scored(arm, metric)
         if tasks:
             solved = ", ".join("-" if v is None else f"{round(v * tasks)}" for v in per_seed)
@@ -145,12 +153,27 @@ def summary_table(record: Record, columns: list[str]) -> str:
     return "\n".join(lines)
 
 
+def detectable(metric: str, row: dict) -> str:
+    """The smallest effect the exact test could detect (analysis.json's "detectable"), rounded up, or why none."""
+    det = row.get("detectable")
+    if not det:
+        return "-"
+    if det["sign_flip"] is None:
+        return f"none: {row['n']} seeds cannot reach p <= {det['sign_flip_threshold']:.3g}"
+    value = det["sign_flip"]
+    if is_fraction(metric):
+        return f"{math.ceil(1000 * value - 1e-6) / 10:.1f} pp"
+    return f"{value:.4f}" if value == 0 else f"{math.ceil(value * 1e4 - 1e-6) / 1e4:.4f}"
+
+
 def comparisons_table(record: Record, metrics: list[str] | None = None) -> str:
     rows = [c for c in record.analysis["comparisons"] if c["n"] and (not metrics or c["metric"] in metrics)]
     two_level = any("seed_task_bootstrap95" in c for c in rows)
+    with_power = any("detectable" in c for c in rows)
     lines = ["| checkpoint | metric | comparison | mean difference | 95% bootstrap (seeds) |"
-             + (" 95% bootstrap (seeds, tasks) |" if two_level else "") + " wins | p (exact) | Holm p |",
-             "|---|---|---|---|---|" + ("---|" if two_level else "") + "---|---|---|"]
+             + (" 95% bootstrap (seeds, tasks) |" if two_level else "") + " wins | p (exact) | Holm p |"
+             + (" smallest detectable (exact, Holm) |" if with_power else ""),
+             "|---|---|---|---|---|" + ("---|" if two_level else "") + "---|---|---|" + ("---|" if with_power else "")]
     for c in rows:
         m, ci = c["metric"], c["bootstrap95"]
         extra = ""
@@ -159,7 +182,21 @@ def comparisons_table(record: Record, metrics: list[str] | None = None) -> str:
             extra = f" {fmt(m, st[0], True)} .. {fmt(m, st[1], True)} |" if st else " - |"
         lines.append(f"| {c['checkpoint']} | {m} | {c['arm']} - {c['against']} | {fmt(m, c['mean_difference'], True)}"
                      f" | {fmt(m, ci[0], True)} .. {fmt(m, ci[1], True)} |{extra} {c['wins']}/{c['n']} | "
-                     f"{c['p']:.4g} | {c['holm_p']:.4g} |")
+                     f"{c['p']:.4g} | {c['holm_p']:.4g} |" + (f" {detectable(m, c)} |" if with_power else ""))
+    return "\n".join(lines)
+
+
+def lifts_table(record: Record, metrics: list[str] | None = None) -> str:
+    """Each arm's lifts (after - before within a job) tested against zero: analysis.json's "lifts"."""
+    rows = [r for r in record.analysis.get("lifts", []) if r["n"] and (not metrics or r["metric"] in metrics)]
+    if not rows:
+        raise ValueError(f"{record.folder.name}: analysis.json holds no lift tests (metrics named *_lift)")
+    lines = ["| arm | metric | mean lift | 95% bootstrap (seeds) | up / down | p (exact) | Holm p | smallest "
+             "detectable (exact, Holm) |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m, ci = r["metric"], r["bootstrap95"]
+        lines.append(f"| {r['arm']} | {m} | {fmt(m, r['mean'], True)} | {fmt(m, ci[0], True)} .. {fmt(m, ci[1], True)}"
+                     f" | {r['up']} / {r['down']} of {r['n']} | {r['p']:.4g} | {r['holm_p']:.4g} | {detectable(m, r)} |")
     return "\n".join(lines)
 
 
@@ -177,6 +214,8 @@ def table(studies: Path, study: str, kind: str, options: dict[str, list[str]]) -
         columns = options.get("columns") or ["parameters"] + [f"{m}@{c}" for c in record.analysis["checkpoints"]
                                                              for m in record.analysis["metrics"][:2]]
         return summary_table(record, columns)
+    if kind == "lifts":
+        return lifts_table(record, options.get("metrics"))
     return comparisons_table(record, options.get("metrics"))
 
 
@@ -192,7 +231,7 @@ def expand_markers(markdown: str, studies: Path) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder", help="a study's kept record (docs/studies/NAME)")
-    p.add_argument("--table", choices=["summary", "comparisons", "both"], default="both")
+    p.add_argument("--table", choices=["summary", "comparisons", "lifts", "both"], default="both")
     p.add_argument("--columns", help="summary columns: parameters and METRIC@CHECKPOINT, comma-separated "
                                      "(default: parameters and the first two metrics at every checkpoint)")
     p.add_argument("--metrics", help="comparisons of these metrics only, comma-separated (default: all)")
@@ -205,6 +244,8 @@ def main() -> None:
         out.append(table(folder.parent, folder.name, "summary", options))
     if args.table in ("comparisons", "both"):
         out.append(table(folder.parent, folder.name, "comparisons", options))
+    if args.table == "lifts":
+        out.append(table(folder.parent, folder.name, "lifts", options))
     print("\n\n".join(out))
 
 

@@ -48,8 +48,9 @@ def test_study_tables_come_from_the_record(record):
     summary = tables.table(STUDIES, record.name, "summary", {})
     baseline = analysis["baseline"]
     row = next(line for line in summary.splitlines() if line.startswith(f"| {baseline} |"))
-    loss = analysis["arms"][baseline][analysis["checkpoints"][0]]["train_loss"]["mean"]
-    assert f"{loss:.4f}" in row
+    metric = analysis["metrics"][0]
+    mean = analysis["arms"][baseline][analysis["checkpoints"][0]][metric]["mean"]
+    assert tables.fmt(metric, mean) in row
     comparisons = tables.table(STUDIES, record.name, "comparisons", {})
     assert len(comparisons.splitlines()) == 2 + sum(1 for c in analysis["comparisons"] if c["n"])
 
@@ -71,3 +72,36 @@ def test_the_released_attention_table_matches_its_run():
     summary = study_tables().table(STUDIES, "released-attention", "summary", {"columns": [
         "parameters", "train_loss@100", "greedy_pass_at_1@100"]})
     assert "| reference | 25,730,592 | 0.2949 | 95.3% (56, 64, 63 of 64) |" in summary
+
+
+def test_the_lifts_table_and_the_detectable_column_come_from_the_analysis(tmp_path):
+    """An rl-splits study (lifts against zero, one comparison): every figure of both tables is the analysis's."""
+    from glm53.sweep.analysis import analyze
+    from glm53.sweep.runner import SPEC_FILE, job_dir
+    from glm53.sweep.spec import SweepSpec
+
+    spec = SweepSpec(name="lifted", description="", job="rl-splits", seeds=tuple(range(1, 9)), checkpoints=(),
+                     metrics=("compose_lift", "compose_pass_at_1"), baseline="a", base={},
+                     arms={"a": {}, "b": {"lr": 1.0}}, comparisons=(("b", "a"),))
+    study = tmp_path / "lifted"
+    study.mkdir()
+    (study / SPEC_FILE).write_text(json.dumps(spec.to_dict()))
+    for arm, extra in (("a", 0.0), ("b", 0.05)):
+        for seed in spec.seeds:
+            lift = 0.02 + 0.01 * (seed % 3) + extra
+            folder = job_dir(study, arm, seed)
+            folder.mkdir(parents=True)
+            (folder / "receipt.json").write_text(json.dumps({"seed": seed, "metrics": {"eval": {
+                "compose_lift": lift, "compose_pass_at_1": 0.3 + lift}}}))
+    analysis = analyze(study, charts=False)
+    tables = study_tables()
+    lifts = tables.table(tmp_path, "lifted", "lifts", {}).splitlines()
+    assert len(lifts) == 2 + 2  # a header, a rule, one row per arm
+    row_b = next(r for r in analysis["lifts"] if r["arm"] == "b")
+    assert lifts[3].startswith(f"| b | compose_lift | +{100 * row_b['mean']:.1f} pp |")
+    assert f"8 / 0 of 8 | {row_b['p']:.4g} | {row_b['holm_p']:.4g} |" in lifts[3]
+    comparisons = tables.table(tmp_path, "lifted", "comparisons", {"metrics": ["compose_pass_at_1"]}).splitlines()
+    (c,) = [c for c in analysis["comparisons"] if c["metric"] == "compose_pass_at_1"]
+    assert comparisons[0].endswith("smallest detectable (exact, Holm) |")
+    assert comparisons[2].endswith(f"| {tables.detectable('compose_pass_at_1', c)} |")
+    assert c["detectable"]["sign_flip"] is not None and tables.detectable("compose_pass_at_1", c).endswith(" pp")

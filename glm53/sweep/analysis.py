@@ -34,6 +34,11 @@ from .wording import detectable_text, is_fraction
 ANALYSIS = "analysis.json"
 REPORT = "REPORT.md"
 LOWER_IS_BETTER = {"target_loss", "perplexity", "train_loss"}
+LOWER_IS_BETTER_SUFFIXES = ("_body_loss",)  # pretrain-splits' per-split losses
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric in LOWER_IS_BETTER or metric.endswith(LOWER_IS_BETTER_SUFFIXES)
 def saved_spec(out: Path) -> SweepSpec:
     path = out / SPEC_FILE
     if not path.is_file():
@@ -196,7 +201,7 @@ def _compare(values: dict, arm: str, against: str, label: str, metric: str, seed
            "differences": d.tolist(), **_left_out(paired, seeds)}
     if not seeds:
         return {**row, "mean_difference": None, "p": None, "holm_p": None}
-    better = -d if metric in LOWER_IS_BETTER else d
+    better = -d if lower_is_better(metric) else d
     test = sign_flip_test(d, seed=seed)
     return {**row, "mean_difference": float(d.mean()), "p": test["p"], "test": test["method"],
             "bootstrap95": list(bootstrap_interval(d, seed)), "wins": int((better > 0).sum()),
