@@ -5,7 +5,8 @@ and the step: resuming at step t needs no data-loader state. No packing, as in t
 come from a task suite's stream (glm53/data/suites.py; the reference suite's by default).
 
 A suite with `bucket_steps` (the broad suite: 8; its documents run from about 60 to 322 tokens) batches by length
-instead: the documents of steps [w * 8, w * 8 + 8) are sorted by length and cut into 8 batches, which those steps
+instead: the documents of steps [w * 8, w * 8 + 8) are sorted by length (an ordered run's by its group first:
+run_order.py) and cut into 8 batches, which those steps
 take in an order shuffled by (seed, w), and each batch is cut to its longest row. The same documents are seen,
 in another order, at about 60% of the cost of padding every row to sequence_length (no row attends to another,
 and PAD is never a target, so a row's loss does not depend on its padding). Still a pure function of the step.
@@ -102,7 +103,8 @@ def bucketed_texts(stream, step: int, batch_size: int, seed: int) -> list[str]:
     window, slot = divmod(step, stream.bucket_steps)
     first = window * stream.bucket_steps * batch_size
     texts = [stream.pretraining_text(first + i, seed) for i in range(stream.bucket_steps * batch_size)]
-    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+    group = getattr(stream, "group", lambda index: 0)  # an ordered run's groups stay apart (run_order.py)
+    order = sorted(range(len(texts)), key=lambda i: (group(first + i), len(texts[i]), i))
     batches = [order[k * batch_size:(k + 1) * batch_size] for k in range(stream.bucket_steps)]
     random.Random(f"length-buckets:{seed}:{window}").shuffle(batches)
     return [texts[i] for i in sorted(batches[slot])]

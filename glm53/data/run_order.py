@@ -14,7 +14,9 @@ window). Two settings change which stream document each of those positions holds
 
 Both are pure functions of (seed, N): a step's batch is still known from its index, so a run resumes exactly. A
 blocked or curriculum order spans the run, so it changes with the number of steps (a resumed run keeps them).
-Within that order, length bucketing (pretrain_batches.py) sorts each window of steps by length as before.
+Length bucketing (pretrain_batches.py) still sorts each window of steps by length, but by group first (root
+function or depth), so a batch of a blocked or curriculum run holds one group wherever a window allows: a window
+of 8 steps that spans the end of one group and the start of the next holds batches of each.
 Simplification: the run's documents are generated once, up front, and kept as text (about 40 s and 20 MB for
 the broad preset's 57,600), since a sorted order reads the stream out of its generation order.
 """
@@ -83,6 +85,14 @@ class OrderedStream:
         self.positions = order
         self._texts = [tasks[i].text if hasattr(tasks[i], "text") else stream.pretraining_text(i, seed)
                        for i in order]
+        keys = [order_key(tasks[i], data_order) for i in order] if data_order != "stream" else [0] * len(order)
+        rank = {k: r for r, k in enumerate(dict.fromkeys(keys))}  # groups numbered in the run's order
+        self._groups = [rank[k] for k in keys]
+
+    def group(self, index: int) -> int:
+        """The group (root function, or depth) of the run's document `index`, numbered in the run's order: length
+        bucketing sorts a window by group first, so a batch stays inside one group where the window allows."""
+        return self._groups[index]
 
     def pretraining_text(self, index: int, seed: int) -> str:
         if seed != self.seed:

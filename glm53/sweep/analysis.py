@@ -39,6 +39,8 @@ LOWER_IS_BETTER_SUFFIXES = ("_body_loss",)  # pretrain-splits' per-split losses
 
 def lower_is_better(metric: str) -> bool:
     return metric in LOWER_IS_BETTER or metric.endswith(LOWER_IS_BETTER_SUFFIXES)
+
+
 def saved_spec(out: Path) -> SweepSpec:
     path = out / SPEC_FILE
     if not path.is_file():

@@ -92,27 +92,39 @@ def sweep_folder_of(job_dir: Path) -> Path | None:
 
 def start_scores(model, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log) -> tuple[dict, str]:
     """The start checkpoint's greedy evaluation on `tasks`, shared by the jobs of one sweep (module docstring).
+    The file is read only when its identity equals this job's: the weights' hash and the model's config, every
+    task's id, prompt, entry point, language and cases, the evaluation settings, the thread count and glm53's
+    version; a file that is unreadable or names another identity is computed again and replaced.
     Returns the result and how it was had: "computed", "read <file>", or "computed (not in a sweep folder)"."""
     import torch
 
+    from .. import __version__
     from ..evaluate.evaluate import evaluate
     from ..runtime.files import atomic_write_json
 
     folder = sweep_folder_of(job_dir)
     if folder is None or not model.weights_sha256:
         return evaluate(model, tasks, eval_cfg, accepted_partial=accepted), "computed (not in a sweep folder)"
-    identity = {"weights_sha256": model.weights_sha256, "tasks": [t.task_id for t in tasks],
-                "eval": asdict(eval_cfg), "threads": torch.get_num_threads(), "accepted_partial": accepted}
+    task_text = json.dumps([[t.task_id, t.prompt, t.entry_point, getattr(t, "language", ""), repr(t.cases)]
+                            for t in tasks])
+    identity = {"weights_sha256": model.weights_sha256, "model": asdict(model.config),
+                "tasks_sha256": hashlib.sha256(task_text.encode()).hexdigest(), "tasks": [t.task_id for t in tasks],
+                "eval": asdict(eval_cfg), "threads": torch.get_num_threads(), "accepted_partial": accepted,
+                "glm53": __version__}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     path = folder / "start-scores" / f"{key}.json"
-    if path.exists():
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved.get("identity") == identity:
+    stale = path.exists()
+    if stale:
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = {}
+        if saved.get("identity") == identity and "result" in saved:
             log(f"start scores read from {path.relative_to(folder)}")
             return saved["result"], f"read {path.relative_to(folder)}"
     result = evaluate(model, tasks, eval_cfg, accepted_partial=accepted)
-    try:
-        atomic_write_json(path, {"identity": identity, "result": result})
+    try:  # a file in the way (unreadable, or another identity under the same key) is replaced
+        atomic_write_json(path, {"identity": identity, "result": result}, overwrite=stale)
     except FileExistsError:  # a parallel job wrote the same result first
         pass
     return result, "computed"

@@ -6,9 +6,9 @@ removed, whatever happens.
   scored once, 2k scored once, 2k scored twice) in a temporary folder; the differences give the seconds per
   update and per held-out scoring, the rest is the fixed cost; each job's estimate is fixed + updates x
   per-update + scorings x per-scoring, and the jobs are packed longest first onto the workers.
-- `--time`, pretrain, pretrain-eval and pretrain-splits jobs: the baseline arm's own job (its model and batch)
-  runs once at PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one task per
-  family scored at it, or (pretrain-splits) its whole scoring, in a temporary folder. The seconds per update come from the training receipt's tokens per second
+- `--time`, pretrain, pretrain-eval and pretrain-splits jobs: the baseline arm's own job (its model and
+  batch) runs once at PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one
+  task per family scored at it, or (pretrain-splits) its whole scoring, in a temporary folder. The seconds per update come from the training receipt's tokens per second
   (optimizer steps only); the rest of the pretraining, over its two dev scorings (step 0 and the last), is the
   seconds per checkpoint scoring (the fixed cost included: an overestimate); the evaluation after it is the
   seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x per-scoring + eval_per_family

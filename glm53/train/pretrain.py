@@ -319,6 +319,7 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     optimizer = make_optimizer(model, cfg)
     run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer, corpus=corpus)
     run.validation = validation_set(cfg, corpus)  # before anything is written: it may refuse the run
+    run_stream(cfg)  # an ordered run's documents are made here, once, not inside the first timed step
 
     def check_folder() -> None:
         check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS | VALIDATION_SETTINGS
@@ -327,7 +328,8 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
         if cfg.runtime.resume and cfg.lr_schedule == "cosine" and held_steps != cfg.steps:
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
         if cfg.runtime.resume and cfg.data_order != "stream" and held_steps != cfg.steps:
-            raise ValueError(f"--resume: steps differ, and a {cfg.data_order} data order spans the run's total")
+            raise ValueError(f"--resume: steps differ, and a {cfg.data_order} data order spans the run's total; "
+                             f"resume with --steps {held_steps}, or start a longer run in a new --out")
 
     dp.on_main(check_folder)
     if not cfg.runtime.resume:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..decode.sampling import MAX_NEW_TOKENS
-from ..data.run_order import DATA_ORDERS
+from ..data.run_order import DATA_ORDERS, run_documents
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
@@ -118,6 +118,12 @@ class PretrainConfig:
         reordered = self.data_order != "stream" or self.distinct_documents > 0
         check.require(not (reordered and self.corpus), "--data-order and --distinct-documents order the generated "
                                                        "stream; with --corpus leave them at stream and 0")
+        if self.distinct_documents and self.suite in SUITE_NAMES:
+            documents = run_documents(self.steps, self.batch_size, get_suite(self.suite).bucket_steps)
+            check.require(self.distinct_documents < documents,
+                          f"--distinct-documents {self.distinct_documents} must be fewer than the {documents} documents "
+                          f"the run reads (--steps x --batch-size), or no document is seen twice; use 0 for a stream "
+                          "of new documents")
         check.require(self.data_order != "curriculum" or self.suite == "broad",
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
                       "have; use --suite broad or another order")

@@ -12,7 +12,7 @@ from glm53 import ModelConfig
 from glm53.data.pretrain_batches import bucketed_texts, encode_documents, pretraining_batch
 from glm53.data.run_order import OrderedStream, run_documents, stream_positions
 from glm53.data.suites import get_suite
-from glm53.train.pretrain import pretrain, run_stream
+from glm53.train.pretrain import _ordered_stream, pretrain, run_stream
 from glm53.train.pretrain_config import PretrainConfig
 
 from ..tiny import TINY
@@ -58,6 +58,21 @@ def test_blocked_reads_the_same_documents_one_root_function_at_a_time():
     assert Counter(roots) == Counter(BROAD.pretraining_task(i, 5).root for i in range(256))
 
 
+def test_a_blocked_batch_holds_one_root_function_where_its_window_allows():
+    ordered = OrderedStream(BROAD, 5, run_documents(64, 16, BROAD.bucket_steps), "blocked")
+    roots = [t.root for t in tasks_of(ordered)]
+    for window in range(8):
+        first = window * 8 * 16
+        in_window = roots[first:first + 128]
+        boundaries = sum(a != b for a, b in zip(in_window, in_window[1:]))
+        mixed = 0
+        for step in range(window * 8, window * 8 + 8):
+            texts = bucketed_texts(ordered, step, 16, 5)
+            batch_roots = {roots[first + i] for i in range(128) if ordered.pretraining_text(first + i, 5) in texts}
+            mixed += len(batch_roots) > 1
+        assert mixed <= boundaries  # only a batch cut across a group boundary mixes two groups
+
+
 def test_batches_read_the_ordered_documents_with_the_same_bucketing():
     ordered = OrderedStream(BROAD, 5, run_documents(16, 4, BROAD.bucket_steps), "curriculum", distinct=20)
     texts = [ordered.pretraining_text(i, 5) for i in range(len(ordered.positions))]
@@ -70,6 +85,9 @@ def test_batches_read_the_ordered_documents_with_the_same_bucketing():
 
             def pretraining_text(self, index, seed):
                 return texts[index]
+
+            def group(self, index):
+                return ordered.group(index)
 
         want = bucketed_texts(Plain(), step, 4, 5)
         want_inputs, _ = encode_documents(want, 324)
@@ -93,6 +111,8 @@ def test_bad_pairs_are_refused_in_one_line(tmp_path):
         PretrainConfig(out=str(tmp_path / "r"), corpus=str(tmp_path), distinct_documents=8)
     with pytest.raises(ValueError, match="--distinct-documents"):
         PretrainConfig(out=str(tmp_path / "r"), distinct_documents=-1)
+    with pytest.raises(ValueError, match="--distinct-documents 12 must be fewer than the 12 documents"):
+        PretrainConfig(out=str(tmp_path / "r"), steps=4, batch_size=3, distinct_documents=12)
     with pytest.raises(ValueError, match="--data-order"):
         PretrainConfig(out=str(tmp_path / "r"), data_order="random")
 
@@ -100,7 +120,7 @@ def test_bad_pairs_are_refused_in_one_line(tmp_path):
 def _broad_run(out, **kw):
     args = dict(out=str(out), steps=8, checkpoints=(4, 8), batch_size=2, sequence_length=324, lr=1e-3, suite="broad",
                 progress=False, device="cpu", dev_max_new_tokens=4, validation_rows=2, loss_on="completion",
-                data_order="curriculum", distinct_documents=24,
+                data_order="curriculum", distinct_documents=6,
                 model=ModelConfig(**{**TINY, "max_sequence_length": 384}))
     return PretrainConfig(**{**args, **kw})
 
@@ -114,6 +134,7 @@ def test_an_ordered_run_records_its_order_and_resumes_exactly(tmp_path):
     pretrain(_broad_run(whole), dev_tasks=[], log=lambda *_: None)
     assert json.loads((whole / "run.json").read_text())["data_order"] == "curriculum"
     pretrain(_broad_run(part), dev_tasks=[], log=lambda *_: None)
+    _ordered_stream.cache_clear()  # the resumed run makes its documents again, as a new process would
     (part / "training-receipt.json").unlink()
     shutil.rmtree(part / "checkpoint-0008")  # as if the run had stopped after checkpoint 4
     pretrain(_broad_run(part, resume=True), dev_tasks=[], log=lambda *_: None)
@@ -121,3 +142,24 @@ def test_an_ordered_run_records_its_order_and_resumes_exactly(tmp_path):
     (part / "training-receipt.json").unlink()
     with pytest.raises(ValueError, match="curriculum data order spans the run"):
         pretrain(_broad_run(part, steps=16, checkpoints=(4, 8, 16), resume=True), dev_tasks=[], log=lambda *_: None)
+
+
+def test_training_reads_the_ordered_documents(tmp_path, monkeypatch):
+    """A curriculum run's first step trains on depth-1 documents, so its loss differs from a stream run's, and
+    every batch it asks for comes from its ordered stream."""
+    import glm53.train.pretrain as pretrain_module
+
+    asked = []
+    plain_batch = pretrain_module.pretraining_batch
+
+    def spy(*args, **kwargs):
+        asked.append(args[-1] if len(args) >= 9 else kwargs.get("ordered"))
+        return plain_batch(*args, **kwargs)
+
+    monkeypatch.setattr(pretrain_module, "pretraining_batch", spy)
+    pretrain(_broad_run(tmp_path / "c", steps=2, checkpoints=(2,), distinct_documents=0), dev_tasks=[], log=lambda *_: None)
+    assert len(asked) == 2 and all(isinstance(o, OrderedStream) and o.data_order == "curriculum" for o in asked)
+    pretrain(_broad_run(tmp_path / "s", steps=2, checkpoints=(2,), distinct_documents=0, data_order="stream"),
+             dev_tasks=[], log=lambda *_: None)
+    assert asked[2:] == [None, None]
+    assert losses(tmp_path / "c")[0] != losses(tmp_path / "s")[0]

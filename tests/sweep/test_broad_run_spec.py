@@ -99,6 +99,14 @@ def test_rl_splits_jobs_of_one_sweep_share_the_start_scores(tmp_path):
     assert before[0] == before[1] == before[2]
     (saved,) = (sweep / "start-scores").iterdir()
     assert json.loads(saved.read_text())["identity"]["weights_sha256"] == receipts[0]["initial_sha256"]
+    # other tasks: another file; a damaged file: computed again and replaced
+    folder = job_dir(sweep, "c", 4)
+    other = kind.run(kind.make({**settings, "eval_count": 3}, 4, (), folder), folder, lambda *_: None)
+    assert other["start_scores"] == "computed" and len(list((sweep / "start-scores").iterdir())) == 2
+    saved.write_text("{not json")
+    folder = job_dir(sweep, "d", 5)
+    again = kind.run(kind.make(settings, 5, (), folder), folder, lambda *_: None)
+    assert again["start_scores"] == "computed" and json.loads(saved.read_text())["result"]
 
 
 def test_rl_screen_broad_shares_the_broad_run_setup(tmp_path):
