@@ -128,7 +128,7 @@ def cell(record: Record, arm: str, column: str) -> str:
     per_seed = [summary["per_seed"].get(s) for s in record.seeds]
     text = fmt(metric, summary["mean"])
     if is_fraction(metric) and metric != "mtp_acceptance_rate":
-        tasks = record.tasks_scored(arm, metric)
+        tasks = record.tasks_scored(arm, metric.removesuffix("_before"))  # a start's score: the same tasks
         if tasks:
             solved = ", ".join("-" if v is None else f"{round(v * tasks)}" for v in per_seed)
             return f"{text} ({solved} of {tasks})"

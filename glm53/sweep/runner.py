@@ -13,6 +13,7 @@ is minutes at most; its partial files are removed first). One sweep process at a
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -169,10 +170,12 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def keep_without_checkpoints(src: str | os.PathLike, dst: str | os.PathLike) -> int:
+def keep_without_checkpoints(src: str | os.PathLike, dst: str | os.PathLike, compress_over: int | None = None) -> int:
     """Copy a sweep folder's record (spec, log, analysis, report, charts and every finished job's receipts and logs)
     to `dst` without checkpoints, small enough to commit; `glm53 sweep SPEC --out DST` then continues the study,
-    skipping the kept jobs. Unfinished jobs are left out (they are redone anyway). Returns the finished jobs kept."""
+    skipping the kept jobs. Unfinished jobs are left out (they are redone anyway). `compress_over`: a job's files
+    larger than this many bytes (an RL run's rollouts and training receipt) are kept gzipped as NAME.gz, all but
+    its receipt.json, which analyze and the sweep read. Returns the finished jobs kept."""
     src, dst = Path(src), Path(dst)
     check_reuse_folder(src, named_by="sweep folder")
     if dst.exists() and (dst / SPEC_FILE).is_file() and json.loads((dst / SPEC_FILE).read_text()) != \
@@ -191,6 +194,12 @@ def keep_without_checkpoints(src: str | os.PathLike, dst: str | os.PathLike) -> 
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(receipt.parent, target, ignore=skip)
+        if compress_over is not None:
+            for path in [p for p in target.rglob("*") if p.is_file() and p.name != RECEIPT and not p.suffix == ".gz"
+                         and p.stat().st_size > compress_over]:
+                with open(path, "rb") as f, gzip.open(path.with_name(path.name + ".gz"), "wb") as out:
+                    shutil.copyfileobj(f, out)
+                path.unlink()
         kept += 1
     return kept
 

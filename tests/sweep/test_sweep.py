@@ -235,6 +235,11 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     assert receipt(kept, "b", 1) == receipt(out, "b", 1)
     assert_run_receipt_exists(kept, "b", 1)
     assert run_sweep(load_spec(tmp_path / "p.toml"), kept, workers=1, progress=False, log=lambda *_: None)["skipped"] == 2
+    small = tmp_path / "kept-small"  # large files gzipped, the receipts plain: still the same finished sweep
+    assert keep_without_checkpoints(out, small, compress_over=1) == 2
+    assert receipt(small, "b", 1) == receipt(out, "b", 1)
+    assert (small / "runs" / "b" / "seed-1" / "run" / "training-receipt.json.gz").is_file()
+    assert run_sweep(load_spec(tmp_path / "p.toml"), small, workers=1, progress=False, log=lambda *_: None)["skipped"] == 2
     with pytest.raises(ValueError, match="sweep folder .*not a sweep folder") as refused:
         keep_without_checkpoints(tmp_path / "runs-only", tmp_path / "kept2")
     assert "--reuse-from" not in str(refused.value) and not (tmp_path / "kept2").exists()
