@@ -268,6 +268,7 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     from ..data.suites import get_suite
     from ..evaluate.evaluate import evaluate
+    from ..train.retention import prune_checkpoints
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
@@ -297,7 +298,7 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     curves = {name: [[s["groups_done"] * cfg.group_size, s[name]] for s in steps]
               for name in ("reward_mean", "zero_variance_fraction")}
     if not final.keep_weights:
-        _drop_weights(Path(cfg.out))
+        prune_checkpoints(cfg.out, whole=0)
     log(f"{final.eval_split}: greedy {sum(o['greedy_passed'] for o in outcomes.values())}/{len(tasks)}"
         + (f", sampled pass@1 {metrics['sampled_pass_at_1']:.3f}" if sampled else ""))
     return {"job": "rl-eval", "settings": job.to_dict(), "seed": cfg.seed, "metrics": {"eval": metrics},
@@ -307,14 +308,6 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
             "eval_settings": {"greedy": greedy["settings"], "sampled": sampled["settings"] if sampled else None},
             "rl_seconds": receipt["elapsed_seconds_this_invocation"], "run_receipt": _run_receipt(cfg, job_dir),
             "eval_seconds": greedy["elapsed_seconds"] + (sampled["elapsed_seconds"] if sampled else 0.0)}
-
-
-def _drop_weights(run: Path) -> None:
-    from ..train.checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME
-
-    for folder in run.glob("checkpoint-*"):
-        for name in (WEIGHTS_NAME, TRAINER_STATE_NAME):
-            (folder / name).unlink(missing_ok=True)
 
 
 def _load_final(cfg, receipt: dict):

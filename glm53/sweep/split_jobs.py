@@ -135,7 +135,8 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     from ..decode.sampling import Sampling
     from ..evaluate.eval_config import EvalConfig
     from ..evaluate.evaluate import evaluate, subset
-    from ..train.checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME, load_model
+    from ..train.checkpoint import load_model
+    from ..train.retention import prune_checkpoints
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
@@ -159,9 +160,7 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
         outcomes[f"{split}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0)
                                           for r in subset(scored["after"], ids)["tasks"]}
     if not final.keep_weights:
-        for folder in Path(cfg.out).glob("checkpoint-*"):
-            for name in (WEIGHTS_NAME, TRAINER_STATE_NAME):
-                (folder / name).unlink(missing_ok=True)
+        prune_checkpoints(cfg.out, whole=0)  # every checkpoint's weights and state go; the hashes stay
     log(", ".join(f"{s} {metrics[f'{s}_pass_at_1_before']:.3f} -> {metrics[f'{s}_pass_at_1']:.3f}" for s in tasks))
     return {"job": "rl-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
             "metrics": {"eval": metrics}, "task_outcomes": outcomes,
@@ -242,8 +241,9 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
     from ..evaluate.body_loss import body_loss, reference_bodies
     from ..evaluate.eval_config import EvalConfig
     from ..evaluate.evaluate import evaluate, subset
-    from ..train.checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME, load_model
+    from ..train.checkpoint import load_model
     from ..train.pretrain import pretrain
+    from ..train.retention import prune_checkpoints
 
     cfg, extra = job.pretrain, job.extra
     suite = get_suite(cfg.suite)
@@ -273,9 +273,7 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
                                              (f" pass {row[f'{s}_pass_at_1']:.3f}" if extra.pass_at_1 else "")
                                              for s in splits))
     if not extra.keep_weights:
-        for folder in Path(cfg.out).glob("checkpoint-*"):
-            for name in (WEIGHTS_NAME, TRAINER_STATE_NAME):
-                (folder / name).unlink(missing_ok=True)
+        prune_checkpoints(cfg.out, whole=0)  # every checkpoint's weights and state go; the hashes stay
     return {"job": "pretrain-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
             "metrics": metrics, "task_outcomes": outcomes, "task_outcomes_at": str(cfg.steps),
             "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json"),
