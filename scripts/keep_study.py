@@ -4,7 +4,8 @@
 
 Copies spec.json, sweep-log.jsonl, analysis.json, REPORT.md, charts/ and each finished job's folder (receipt,
 log, training receipt and loss log) without checkpoint folders; a job's files over 64 KB but its receipt.json
-are kept gzipped (NAME.gz). `glm53 sweep SPEC --out DOCS_FOLDER` (or a copy
+are kept gzipped (NAME.gz), and under docs/studies git ignores them (an RL run's training receipt carries every
+rollout) along with the RL runs' per-step and per-rollout logs. `glm53 sweep SPEC --out DOCS_FOLDER` (or a copy
 of it) then continues the study: kept jobs are skipped, the others run. Under docs/studies git ignores the
 per-step loss logs (runs/ARM/seed-S/run/train_log.jsonl): the record in the repository is the receipts, the
 analysis, the report and the charts; `glm53 analyze` needs only the receipts.
