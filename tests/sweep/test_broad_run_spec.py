@@ -124,3 +124,10 @@ def test_rl_screen_broad_shares_the_broad_run_setup(tmp_path):
         assert made.splits() == ("confirm", "compose", "phrase", "human") and made.rl.suite == "broad"
         assert arm == "baseline" or screen.settings(arm) != base, arm
     assert not any(tmp_path.iterdir())
+
+
+def test_the_confirmation_reruns_the_screens_arms_on_fresh_seeds():
+    screen, confirm = load_spec("rl-screen-broad"), load_spec("rl-screen-broad-confirm")
+    assert confirm.setup == screen.setup and confirm.base == screen.base and confirm.metrics == screen.metrics
+    assert set(confirm.arms) < set(screen.arms) and all(confirm.arms[a] == screen.arms[a] for a in confirm.arms)
+    assert len(confirm.seeds) >= 10 and not set(confirm.seeds) & set(screen.seeds)
