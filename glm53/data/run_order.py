@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import lru_cache
 
 DATA_ORDERS = ("stream", "blocked", "curriculum")
 
@@ -100,3 +101,22 @@ class OrderedStream:
         if not 0 <= index < len(self._texts):
             raise IndexError(f"document {index} is outside the run's {len(self._texts)} documents")
         return self._texts[index]
+
+
+@lru_cache(maxsize=2)
+def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int) -> OrderedStream:
+    from .suites import get_suite
+
+    return OrderedStream(get_suite(suite), seed, documents, data_order, distinct)
+
+
+def run_stream(cfg) -> OrderedStream | None:
+    """A pretraining run's documents (`cfg`: train/pretrain_config.PretrainConfig) in the order `data_order` and
+    `distinct_documents` give, made once per process; None for the stream as generated (the reference), which
+    pretraining_batch reads directly."""
+    from .suites import get_suite
+
+    if cfg.corpus or (cfg.data_order == "stream" and cfg.distinct_documents == 0):
+        return None
+    documents = run_documents(cfg.steps, cfg.batch_size, get_suite(cfg.suite).bucket_steps)
+    return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents)

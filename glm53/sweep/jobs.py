@@ -17,7 +17,7 @@ from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, config_from_settings, setting, setting_names
-from .split_jobs import PRETRAIN_SPLITS, RL_SPLITS
+from .split_jobs import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,6 @@ def _run_expression(cfg, job_dir: Path, log) -> dict:
 
 
 # ---------------------------------------------------------------- pretrain (the coding pretraining)
-
-def _make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    from ..data.suites import suite_settings
-    from ..train.pretrain_config import PretrainConfig
-
-    return config_from_settings(PretrainConfig, suite_settings(settings, "pretrain"), "pretrain", seed=seed,
-                                checkpoints=tuple(checkpoints), out=str(job_dir / "run"), progress=False, resume=False)
-
 
 def _run_pretrain(cfg, job_dir: Path, log) -> dict:
     from ..train.pretrain import pretrain

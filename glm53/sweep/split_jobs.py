@@ -221,14 +221,21 @@ class PretrainSplitsJob:
         return {**self.pretrain.to_dict(), **asdict(self.extra)}
 
 
-def make_pretrain_splits(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainSplitsJob:
-    from .jobs import _make_pretrain
+def make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
+    """A spec's settings, seed and checkpoints as `glm53 pretrain`'s config (the pretrain job kinds share it)."""
+    from ..data.suites import suite_settings
+    from ..train.pretrain_config import PretrainConfig
 
+    return config_from_settings(PretrainConfig, suite_settings(settings, "pretrain"), "pretrain", seed=seed,
+                                checkpoints=tuple(checkpoints), out=str(job_dir / "run"), progress=False, resume=False)
+
+
+def make_pretrain_splits(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainSplitsJob:
     own = set(setting_names(PretrainSplitsSettings))
     extra = config_from_settings(PretrainSplitsSettings, {k: v for k, v in settings.items()
                                                           if k.replace("-", "_") in own}, "pretrain-splits")
-    pretrain = _make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
-                              checkpoints, job_dir)
+    pretrain = make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
+                             checkpoints, job_dir)
     if pretrain.suite != "broad":
         raise ValueError(f"pretrain-splits: scores the broad suite's splits; set suite = \"broad\" (got {pretrain.suite})")
     extra.splits()  # unknown splits are refused before anything runs

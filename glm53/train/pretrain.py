@@ -24,7 +24,6 @@ import json
 import math
 import time
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from inspect import signature
 from pathlib import Path
 from typing import Callable
@@ -35,7 +34,7 @@ from tqdm.auto import tqdm
 
 from ..data.corpus import Corpus, load_corpus
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
-from ..data.run_order import OrderedStream, run_documents
+from ..data.run_order import run_stream
 from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
 from ..decode.sampling import Sampling
@@ -125,20 +124,6 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int, suite:
     return [{"task_id": r["task_id"], "family": r["family"], "completion": r["samples"][0]["completion"],
              "status": r["samples"][0]["verdict"]["status"], "hit_token_cap": r["samples"][0]["hit_token_cap"]}
             for r in result["tasks"]]
-
-
-@lru_cache(maxsize=2)
-def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int) -> OrderedStream:
-    return OrderedStream(get_suite(suite), seed, documents, data_order, distinct)
-
-
-def run_stream(cfg: PretrainConfig) -> OrderedStream | None:
-    """The run's documents in the order `data_order` and `distinct_documents` give (data/run_order.py), made once
-    per process; None for the stream as generated (the reference), which pretraining_batch reads directly."""
-    if cfg.corpus or (cfg.data_order == "stream" and cfg.distinct_documents == 0):
-        return None
-    documents = run_documents(cfg.steps, cfg.batch_size, get_suite(cfg.suite).bucket_steps)
-    return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents)
 
 
 def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str,
@@ -324,12 +309,8 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     def check_folder() -> None:
         check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS | VALIDATION_SETTINGS
                          | RETENTION_CHANGES | _unrecorded_defaults(out, cfg))
-        held_steps = json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps") if cfg.runtime.resume else None
-        if cfg.runtime.resume and cfg.lr_schedule == "cosine" and held_steps != cfg.steps:
-            raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
-        if cfg.runtime.resume and cfg.data_order != "stream" and held_steps != cfg.steps:
-            raise ValueError(f"--resume: steps differ, and a {cfg.data_order} data order spans the run's total; "
-                             f"resume with --steps {held_steps}, or start a longer run in a new --out")
+        if cfg.runtime.resume:
+            cfg.check_resumed_steps(json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps"))
 
     dp.on_main(check_folder)
     if not cfg.runtime.resume:

@@ -128,5 +128,15 @@ class PretrainConfig:
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
                       "have; use --suite broad or another order")
 
+    def check_resumed_steps(self, held_steps: int) -> None:
+        """A resumed run may go longer (EXTENSIONS), except where its total shapes what each step does."""
+        if held_steps == self.steps:
+            return
+        if self.lr_schedule == "cosine":
+            raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
+        if self.data_order != "stream":
+            raise ValueError(f"--resume: steps differ, and a {self.data_order} data order spans the run's total; "
+                             f"resume with --steps {held_steps}, or start a longer run in a new --out")
+
     def to_dict(self) -> dict:
         return record(self)

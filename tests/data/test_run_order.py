@@ -10,9 +10,9 @@ import torch
 
 from glm53 import ModelConfig
 from glm53.data.pretrain_batches import bucketed_texts, encode_documents, pretraining_batch
-from glm53.data.run_order import OrderedStream, run_documents, stream_positions
+from glm53.data.run_order import OrderedStream, _ordered_stream, run_documents, run_stream, stream_positions
 from glm53.data.suites import get_suite
-from glm53.train.pretrain import _ordered_stream, pretrain, run_stream
+from glm53.train.pretrain import pretrain
 from glm53.train.pretrain_config import PretrainConfig
 
 from ..tiny import TINY
