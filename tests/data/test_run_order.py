@@ -163,3 +163,12 @@ def test_training_reads_the_ordered_documents(tmp_path, monkeypatch):
              dev_tasks=[], log=lambda *_: None)
     assert asked[2:] == [None, None]
     assert losses(tmp_path / "c")[0] != losses(tmp_path / "s")[0]
+
+
+def test_a_resumed_run_keeps_its_steps_where_the_total_shapes_each_step(tmp_path):
+    PretrainConfig(out=str(tmp_path / "r"), steps=8).check_resumed_steps(4)  # a constant lr, the stream: longer is fine
+    with pytest.raises(ValueError, match="cosine schedule depends on the total"):
+        PretrainConfig(out=str(tmp_path / "r"), steps=8, lr_schedule="cosine").check_resumed_steps(4)
+    with pytest.raises(ValueError, match="resume with --steps 4"):
+        PretrainConfig(out=str(tmp_path / "r"), steps=8, data_order="blocked").check_resumed_steps(4)
+    PretrainConfig(out=str(tmp_path / "r"), steps=8, data_order="blocked").check_resumed_steps(8)
