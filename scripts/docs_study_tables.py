@@ -50,7 +50,7 @@ LABELS = {
     "indexer_loss": "indexer KL term at step {c}",
 }
 
-MARKER = re.compile(r"^<!--\s*study-table\s+(?P<study>[\w.-]+)\s+(?P<table>summary|comparisons|lifts)(?P<options>[^>]*?)\s*-->\s*$",
+MARKER = re.compile(r"^<!--\s*study-table\s+(?P<study>[\w.-]+)\s+(?P<table>summary|comparisons|lifts)(?P<options>[^>]*?)\s*-->[ \t]*$",
                     re.MULTILINE)
 
 

@@ -105,3 +105,12 @@ def test_the_lifts_table_and_the_detectable_column_come_from_the_analysis(tmp_pa
     assert comparisons[0].endswith("smallest detectable (exact, Holm) |")
     assert comparisons[2].endswith(f"| {tables.detectable('compose_pass_at_1', c)} |")
     assert c["detectable"]["sign_flip"] is not None and tables.detectable("compose_pass_at_1", c).endswith(" pp")
+
+
+def test_adjacent_markers_expand_to_separate_tables():
+    tables = study_tables()
+    record = RECORDS[0].name
+    page = f"<!-- study-table {record} summary -->\n\n<!-- study-table {record} comparisons -->\n"
+    out = tables.expand_markers(page, STUDIES)
+    summary = tables.table(STUDIES, record, "summary", {})
+    assert out.startswith(summary + "\n\n| checkpoint |")  # the blank line between them survives
