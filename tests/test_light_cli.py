@@ -50,8 +50,8 @@ def test_the_package_face_is_unchanged_and_lazy():
 
 
 def test_print_config_answers_without_torch():
-    # (not `glm53 run`: RunConfig's check names the RL start checkpoint with train/checkpoint.py, which loads torch)
-    for argv in (["pretrain"], ["rl", "--init", "a", "--out", "b"],
+    for argv in (["pretrain"], ["rl", "--init", "a", "--out", "b"], ["run", "--out", "r"],
+                 ["run", "--preset", "broad", "--out", "r", "--rl-start", "1200"],
                  ["eval", "--checkpoint", "c", "--out", "o.json", "--split", "dev"]):
         p = run_python(NO_TORCH + "sys.exit(main(sys.argv[1:]))", *argv, "--print-config")
         assert p.returncode == 0 and "settings, resolved" in p.stdout, (argv, p.stderr[-2000:])

@@ -283,6 +283,7 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
         prune_checkpoints(cfg.out, whole=0)  # every checkpoint's weights and state go; the hashes stay
     return {"job": "pretrain-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
             "metrics": metrics, "task_outcomes": outcomes, "task_outcomes_at": str(cfg.steps),
+            "parameter_counts": receipt["parameter_counts"],
             "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json"),
             "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
 

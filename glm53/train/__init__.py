@@ -1,6 +1,7 @@
 """Training: pretraining, then RL with the verifier's reward. Read in this order:
 
     schedule.py            learning-rate schedules (warmup, constant or cosine)
+    names.py               the names of a run's checkpoint folders and files (light: configs use them)
     checkpoint.py          checkpoint folders written atomically, loaded with their hash checked; run folders
     retention.py           what a run keeps of its checkpoints: --keep-last N, --save-optimizer
     pretrain_config.py     `glm53 pretrain`'s settings (PretrainConfig)

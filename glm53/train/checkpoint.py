@@ -21,16 +21,8 @@ import torch
 from ..model.config import ModelConfig
 from ..model.model import GLM53
 from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
-
-WEIGHTS_NAME = "model.safetensors"
-METADATA_NAME = "metadata.json"
-TRAINER_STATE_NAME = "trainer_state.pt"
-RUN_CONFIG_NAME = "run.json"  # a training run's settings, written when it starts
-RECEIPT_NAME = "training-receipt.json"  # written when it finishes
-
-
-def checkpoint_name(step: int) -> str:
-    return f"checkpoint-{step:04d}"
+from .names import (METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME,  # noqa: F401 (re-exported)
+                    WEIGHTS_NAME, checkpoint_name)
 
 
 def checkpoint_folders(out: str | os.PathLike, complete: bool = True) -> list[Path]:

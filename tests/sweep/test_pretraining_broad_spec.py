@@ -61,6 +61,7 @@ def test_pretrain_splits_job_on_a_tiny_model(tmp_path):
     assert row["human_body_loss"] == pytest.approx(body_loss(model, reference_bodies("broad", "human", None)))
     assert 0 <= row["human_pass_at_1"] <= 1 and len(receipt["task_outcomes"]["human_pass_at_1"]) == len(human_rows())
     assert receipt["settings"]["data_order"] == "curriculum"
+    assert receipt["parameter_counts"] == model.parameter_counts()
     with pytest.raises(ValueError, match="set suite"):
         kind.make({**settings, "suite": "reference", "data_order": "blocked"}, 3, (2,), tmp_path / "ref")
     with pytest.raises(ValueError, match="eval_splits"):
