@@ -77,7 +77,9 @@ def test_tiny_sweep_end_to_end_and_rerun_skips(tmp_path):
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_sweep_completes_without_redoing_finished_jobs(tmp_path, how):
-    spec_path = write_spec(tmp_path, steps=30)
+    # jobs of a few seconds each: at 30 steps (about 1 s on a fast CPU) the whole sweep could end between the first
+    # receipt and the signal, and the test would see a finished sweep instead of an interrupted one
+    spec_path = write_spec(tmp_path, steps=120)
     reference = tmp_path / "uninterrupted"
     run_sweep(load_spec(spec_path), reference, workers=2, progress=False, log=lambda *_: None)
     out = tmp_path / "interrupted"
