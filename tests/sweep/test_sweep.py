@@ -75,6 +75,14 @@ def test_tiny_sweep_end_to_end_and_rerun_skips(tmp_path):
     assert without_timings(receipt(other, "repeated-8", 2)) == without_timings(receipt(out, "repeated-8", 2))
 
 
+def _ctrl_c_as_in_a_shell() -> None:
+    """The sweep's process takes SIGINT as a user's Ctrl-C would reach it: neither ignored nor blocked, whatever
+    the test process inherited (an ignored or blocked SIGINT survives exec; in a full-suite run the sweep once
+    finished untouched by the signal)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_sweep_completes_without_redoing_finished_jobs(tmp_path, how):
     # jobs of a few seconds each: at 30 steps (about 1 s on a fast CPU) the whole sweep could end between the first
@@ -85,7 +93,8 @@ def test_interrupted_sweep_completes_without_redoing_finished_jobs(tmp_path, how
     out = tmp_path / "interrupted"
     command = [sys.executable, "-m", "glm53", "sweep", str(spec_path), "--out", str(out), "--workers", "2",
                "--no-progress", "--no-analyze"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_ctrl_c_as_in_a_shell)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list(out.glob("runs/*/*/receipt.json")):
         time.sleep(0.05)
