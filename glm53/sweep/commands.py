@@ -106,7 +106,7 @@ def cmd_sweep(args) -> int:
         from .plan import plan_text
 
         print(plan_text(spec, args.workers or default_workers(args.threads_per_worker), args.threads_per_worker,
-                        args.pilot, args.effect, args.metric, args.time))
+                        args.pilot, args.effect, args.metric, args.time, args.setup_from))
         return 0
     given = [flag for flag, name in PLAN_ONLY if getattr(args, name) is not None and getattr(args, name) is not False]
     if given:

@@ -257,28 +257,37 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
     return RLEvalJob(rl, final)
 
 
-def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
+def final_evaluation(job: RLEvalJob, receipt: dict) -> tuple[list, EvalConfig, EvalConfig | None]:
+    """The tasks, and the greedy and sampled settings (None: greedy only), of the evaluation that ends an rl-eval
+    job whose RL run wrote `receipt` (a task file's families are those its rollouts drew)."""
     from ..data.suites import get_suite
+
+    cfg, final = job.rl, job.final
+    families = cfg.families if cfg.tasks_file is None else ",".join(sorted({r["family"] for r in receipt["rollouts"]}))
+    tasks = get_suite(cfg.suite).tasks(final.eval_split, final.eval_per_family, families)  # broad: first N in all
+    cap = final.eval_max_new_tokens or cfg.sampling.max_new_tokens
+    greedy = EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap), suite=cfg.suite)
+    sampled = EvalConfig(samples=final.eval_samples, seed=final.eval_seed, sampling=Sampling(
+        temperature=final.eval_temperature, max_new_tokens=cap), suite=cfg.suite) if final.eval_samples else None
+    return tasks, greedy, sampled
+
+
+def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     from ..evaluate.evaluate import evaluate
     from ..train.retention import prune_checkpoints
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
     receipt = rl_train(cfg, log=log)
-    model = _load_final(cfg, receipt)
-    families = cfg.families if cfg.tasks_file is None else ",".join(sorted({r["family"] for r in receipt["rollouts"]}))
-    tasks = get_suite(cfg.suite).tasks(final.eval_split, final.eval_per_family, families)  # broad: first N in all
-    cap = final.eval_max_new_tokens or cfg.sampling.max_new_tokens
+    model = load_final(cfg, receipt)
+    tasks, greedy_cfg, sampled_cfg = final_evaluation(job, receipt)
     accepted = cfg.runtime.accept_partial_isolation
-    greedy = evaluate(model, tasks, EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap),
-                                                  suite=cfg.suite),
-                      accepted_partial=accepted)
+    greedy = evaluate(model, tasks, greedy_cfg, accepted_partial=accepted)
     outcomes = {r["task_id"]: {"family": r["family"], "greedy_passed": r["passed"] > 0} for r in greedy["tasks"]}
     metrics = {"greedy_pass_at_1": greedy["summary"]["pass_at_k"]["1"]}
     sampled = None
-    if final.eval_samples:
-        sampled = evaluate(model, tasks, EvalConfig(samples=final.eval_samples, seed=final.eval_seed, sampling=Sampling(
-            temperature=final.eval_temperature, max_new_tokens=cap), suite=cfg.suite), accepted_partial=accepted)
+    if sampled_cfg is not None:
+        sampled = evaluate(model, tasks, sampled_cfg, accepted_partial=accepted)
         for r in sampled["tasks"]:
             outcomes[r["task_id"]]["samples_passed"] = r["passed"]
         metrics["sampled_pass_at_1"] = sampled["summary"]["pass_at_k"]["1"]
@@ -302,7 +311,8 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
             "eval_seconds": greedy["elapsed_seconds"] + (sampled["elapsed_seconds"] if sampled else 0.0)}
 
 
-def _load_final(cfg, receipt: dict):
+def load_final(cfg, receipt: dict):
+    """The last checkpoint of the RL run `cfg` that wrote `receipt`."""
     from ..train.checkpoint import load_model
 
     last = max(receipt["checkpoints"], key=lambda c: c["group"])

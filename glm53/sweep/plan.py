@@ -137,7 +137,7 @@ def power_lines(spec: SweepSpec, pilot: Path, metric: str | None, effect: float 
 
 
 def plan_text(spec: SweepSpec, workers: int, threads: int, pilot: str | None = None, effect: float | None = None,
-              metric: str | None = None, timed: bool = False) -> str:
+              metric: str | None = None, timed: bool = False, setup_from: str | None = None) -> str:
     """Everything `glm53 sweep --plan` prints; reads the pilot, writes nothing."""
     if effect is not None and not math.isfinite(effect):
         raise ValueError(f"--effect must be a finite number (in the metric's units: 0.03 is 3 points of a rate), "
@@ -150,7 +150,7 @@ def plan_text(spec: SweepSpec, workers: int, threads: int, pilot: str | None = N
         raise ValueError("--metric chooses the pilot's metric; add --pilot DIR")
     power = power_lines(spec, Path(pilot), metric, effect) if pilot is not None else []
     pilot_seconds = pilot_job_seconds(Path(pilot)) if pilot is not None else None
-    timing = time_jobs(spec, threads) if timed and spec.job in TIMED_KINDS else None
+    timing = time_jobs(spec, threads, setup_from) if timed and spec.job in TIMED_KINDS else None
     lines = job_lines(spec) + wall_lines(spec, workers, threads, timing, pilot_seconds, timed) + power
     if pilot is None:
         lines.append("power: add --pilot DIR (a sweep of the same metric) for the smallest detectable effect, and "

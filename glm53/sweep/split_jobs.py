@@ -130,10 +130,21 @@ def start_scores(model, tasks: list, eval_cfg, accepted: bool, job_dir: Path, lo
     return result, "computed"
 
 
-def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
+def split_evaluation(job: RLSplitsJob) -> tuple[dict, Any]:
+    """The tasks of each scored split ({split: tasks}) and the greedy settings of an rl-splits job's scoring."""
     from ..data.suites import get_suite
     from ..decode.sampling import Sampling
     from ..evaluate.eval_config import EvalConfig
+
+    cfg, final = job.rl, job.final
+    suite = get_suite(cfg.suite)
+    tasks = {s: suite.tasks(s, None if s == "human" else final.eval_count) for s in job.splits()}
+    return tasks, EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=final.eval_max_new_tokens or
+                                                                 cfg.sampling.max_new_tokens))
+
+
+def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
+    from ..data.suites import get_suite
     from ..evaluate.evaluate import evaluate, subset
     from ..train.checkpoint import load_model
     from ..train.retention import prune_checkpoints
@@ -144,10 +155,8 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     receipt = rl_train(cfg, log=log)
     last = max(receipt["checkpoints"], key=lambda c: c["group"])
     models = {"before": load_model(cfg.init), "after": load_model(Path(cfg.out) / last["path"])}
-    tasks = {s: suite.tasks(s, None if s == "human" else final.eval_count) for s in job.splits()}
+    tasks, eval_cfg = split_evaluation(job)
     every = [t for split in tasks.values() for t in split]
-    eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=final.eval_max_new_tokens or
-                                                              cfg.sampling.max_new_tokens))
     accepted = cfg.runtime.accept_partial_isolation
     before, start_source = start_scores(models["before"], every, eval_cfg, accepted, job_dir, log)
     scored = {"before": before, "after": evaluate(models["after"], every, eval_cfg, accepted_partial=accepted)}

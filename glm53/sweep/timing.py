@@ -14,10 +14,16 @@ removed, whatever happens.
   seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x per-scoring + eval_per_family
   x evaluated checkpoints x per-evaluation. Untrained weights decode to the token cap, so the scoring figures
   are upper bounds; a trained model that stops early scores faster.
-- Simplifications: every arm costs what the baseline does; workers do not slow each other (true while workers x
-  threads <= cores); a setup job is not timed. RL kinds (rl, rl-eval, rl-splits) and eval are not timed: they
-  start from the setup job's checkpoint, which a plan does not make; the plan says so in one line and points to
-  `--pilot`.
+- `--time`, RL kinds (rl, rl-eval, rl-splits): they start from a trained checkpoint. The start is the finished
+  setup of `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup]
+  shortened as above, whose figures also estimate the setup's own time (its untrained weights sample to the
+  token cap: upper bounds); else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES
+  updates of its own size: seconds per rollout (the fixed cost included). Its final evaluation is timed on
+  RL_TIMING_TASKS tasks spread over each split and scaled to the whole. Each job: rollouts (groups x group size)
+  x per-rollout + the evaluation; an rl-splits sweep scores its start once more (its jobs share it).
+- Simplifications: every arm evaluates as the baseline does, and (pretraining) trains at its speed; RL arms differ
+  by their rollouts only (DAPO's redraws and extra passes are not counted); workers do not slow each other (true
+  while workers x threads <= cores). The eval kind is not timed (it points to `--pilot`).
 - `--pilot DIR`: the median seconds of the pilot's finished jobs (its sweep-log.jsonl), for any job kind: right
   when the pilot ran this spec's jobs on this machine.
 """
@@ -32,13 +38,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..train.names import checkpoint_name
 from .runner import SWEEP_LOG
 from .spec import SweepSpec
 
 PRETRAIN_KINDS = ("pretrain", "pretrain-eval", "pretrain-splits")
-TIMED_KINDS = ("expression-pretrain", *PRETRAIN_KINDS)
+RL_KINDS = ("rl", "rl-eval", "rl-splits")
+TIMED_KINDS = ("expression-pretrain", *PRETRAIN_KINDS, *RL_KINDS)
 TIMING_UPDATES = 4  # k: the timed expression-pretrain runs train k and 2k updates
 PRETRAIN_TIMING_UPDATES = 2  # the timed pretrain run: real-size steps, so as few as give a per-update figure
+RL_TIMING_UPDATES = 2  # the timed RL run: optimizer steps of the baseline's own size
+RL_TIMING_TASKS = 4  # tasks of each final evaluation timed (spread over the split), scaled to the whole
 
 
 def cpu_name() -> str:
@@ -79,55 +89,149 @@ def _pretrain_shape(spec: SweepSpec, job) -> tuple:
     return job, 0, 0
 
 
+def _short_pretrain(kind_name: str, settings: dict, seed: int, name: str, folder: Path) -> dict:
+    """One run of a pretrain, pretrain-eval or pretrain-splits job shortened to PRETRAIN_TIMING_UPDATES updates
+    (a checkpoint at the last) in `folder`: seconds per update (optimizer steps only, from the training receipt's
+    tokens per second), per dev scoring (the rest of the pretraining over its two scorings, the fixed cost
+    included), and whatever followed the pretraining (the job's evaluation)."""
+    from .jobs import job_kind
+
+    kind, k = job_kind(kind_name), PRETRAIN_TIMING_UPDATES
+    short = {**settings, "steps": k, "warmup_steps": 0}
+    if kind_name == "pretrain-eval":
+        short.update(eval_at=[k], eval_per_family=1)
+    try:
+        job = kind.make(short, seed, (k,), folder)
+    except ValueError as err:
+        raise ValueError(f"--time: {name}'s job cannot be shortened to {k} updates ({err}); for an estimate give "
+                         "--pilot DIR, a sweep of a few of these jobs on this machine") from None
+    started = time.perf_counter()
+    receipt = kind.run(job, folder, lambda *_: None)
+    total = time.perf_counter() - started
+    cfg = job.pretrain if hasattr(job, "pretrain") else job
+    training = json.loads((Path(cfg.out) / "training-receipt.json").read_text())
+    per_update = cfg.batch_size * cfg.sequence_length / training["train_tokens_per_second"]
+    pretraining = receipt["elapsed_seconds"]
+    return {"per_update": per_update, "per_scoring": max(pretraining - k * per_update, 0.0) / 2,
+            "per_evaluation": max(total - pretraining, 0.0), "checkpoint": Path(cfg.out) / checkpoint_name(k)}
+
+
+def pretrain_seconds(cfg, short: dict) -> float:
+    """A pretraining's seconds from a short run's figures: its updates, and a dev scoring before training and
+    at each checkpoint and the last step."""
+    return cfg.steps * short["per_update"] + (1 + len(set(cfg.checkpoints or ()) | {cfg.steps})) * short["per_scoring"]
+
+
 def time_pretrain_jobs(spec: SweepSpec) -> dict:
     """Per-job seconds of each arm from one short run of the baseline arm's job (see the module's docstring)."""
     from .jobs import job_kind
 
     kind, seed, k = job_kind(spec.job), spec.seeds[0], PRETRAIN_TIMING_UPDATES
-    short = {**spec.settings(spec.baseline), "steps": k, "warmup_steps": 0}
-    if spec.job == "pretrain-eval":
-        short.update(eval_at=[k], eval_per_family=1)
     with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
-        try:
-            job = kind.make(short, seed, (k,), Path(folder))
-        except ValueError as err:
-            raise ValueError(f"--time: {spec.baseline}'s job cannot be shortened to {k} updates ({err}); for an "
-                             "estimate give --pilot DIR, a sweep of a few of these jobs on this machine") from None
-        started = time.perf_counter()
-        receipt = kind.run(job, Path(folder), lambda *_: None)
-        total = time.perf_counter() - started
-        cfg = _pretrain_shape(spec, job)[0]
-        training = json.loads((Path(cfg.out) / "training-receipt.json").read_text())
-    per_update = cfg.batch_size * cfg.sequence_length / training["train_tokens_per_second"]
-    pretraining = receipt["elapsed_seconds"]
-    per_scoring = max(pretraining - k * per_update, 0.0) / 2
-    per_evaluation = max(total - pretraining, 0.0) if spec.job != "pretrain" else 0.0
+        short = _short_pretrain(spec.job, spec.settings(spec.baseline), seed, spec.baseline, Path(folder))
+    per_update, per_scoring = short["per_update"], short["per_scoring"]
+    per_evaluation = short["per_evaluation"] if spec.job != "pretrain" else 0.0
     job_seconds = {}
     for arm in spec.arms:
         cfg, evaluated, per_family = _pretrain_shape(spec, kind.make(spec.settings(arm), seed, spec.checkpoints,
                                                                      Path(".")))
-        scorings = 1 + len(set(cfg.checkpoints or ()) | {cfg.steps})
-        job_seconds[arm] = cfg.steps * per_update + scorings * per_scoring + evaluated * per_family * per_evaluation
-    short = {"pretrain-eval": f"{k} updates, one task per family", "pretrain-splits": f"{k} updates, one scoring of "
+        job_seconds[arm] = pretrain_seconds(cfg, short) + evaluated * per_family * per_evaluation
+    label = {"pretrain-eval": f"{k} updates, one task per family", "pretrain-splits": f"{k} updates, one scoring of "
              f"the splits"}.get(spec.job, f"{k} updates")
     return {"per_update": per_update, "per_scoring": per_scoring, "per_evaluation": per_evaluation,
             "evaluation_unit": "a scoring of the splits" if spec.job == "pretrain-splits" else "an evaluation per task "
                                                                                                "per family",
-            "job_seconds": job_seconds, "short": short}
+            "job_seconds": job_seconds, "short": label}
 
 
-def time_jobs(spec: SweepSpec, threads: int) -> dict:
+def _rl_start(spec: SweepSpec, settings: dict, setup_from: str | None, folder: Path) -> tuple[dict, dict]:
+    """The baseline's settings with a start checkpoint that exists, and where it came from: the finished setup of
+    `setup_from`; else, for a spec with a pretraining [setup], that setup shortened to PRETRAIN_TIMING_UPDATES
+    updates here (its figures also estimate the setup's own time); else the spec's own `init`."""
+    from .runner import shared_setup
+    from .spec import resolve_setup
+
+    if setup_from is not None:
+        return resolve_setup(settings, str(shared_setup(spec, Path(setup_from)))), {
+            "start": f"the finished setup in {setup_from}", "setup_reused": True}
+    if spec.setup is not None and spec.setup["job"] in PRETRAIN_KINDS:
+        setup = spec.setup
+        short = _short_pretrain(setup["job"], setup["settings"], setup["seed"], "the setup", folder / "setup")
+        from .jobs import job_kind
+
+        cfg = job_kind(setup["job"]).make(setup["settings"], setup["seed"], tuple(setup["checkpoints"]), Path("."))
+        cfg = cfg.pretrain if hasattr(cfg, "pretrain") else cfg
+        start = f"a {PRETRAIN_TIMING_UPDATES}-update checkpoint of the setup's model (untrained: upper bounds)"
+        return {**settings, "init": str(short["checkpoint"])}, {"start": start, "setup": pretrain_seconds(cfg, short)}
+    init = Path(resolve_setup(settings, None).get("init") or "")
+    if spec.setup is None and init.name and init.is_dir():
+        return settings, {"start": f"its start {init}"}
+    raise ValueError(f"--time: the {spec.job} jobs' start ({settings.get('init') or 'init'}) does not exist and "
+                     "no pretraining [setup] makes it; add --setup-from DIR (a finished sweep of this setup), or "
+                     "give --pilot DIR")
+
+
+def time_rl_jobs(spec: SweepSpec, setup_from: str | None = None) -> dict:
+    """Per-job seconds of each arm of an rl, rl-eval or rl-splits spec from one short run of the baseline's job:
+    its RL shortened to RL_TIMING_UPDATES updates (seconds per rollout, the fixed cost included), then its final
+    evaluation's first tasks (seconds per task); each arm costs its own rollouts (groups x group size) plus the
+    baseline's evaluation. An rl-splits sweep also scores its start once (shared by its jobs)."""
+    from ..evaluate.evaluate import evaluate
+    from ..train.rl import rl_train
+    from .jobs import final_evaluation, job_kind, load_final
+    from .split_jobs import split_evaluation
+
+    kind, seed = job_kind(spec.job), spec.seeds[0]
+    with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
+        settings, start = _rl_start(spec, spec.settings(spec.baseline), setup_from, Path(folder))
+        base = kind.make(settings, seed, (), Path(folder) / "job")
+        rl = getattr(base, "rl", base)
+        groups = min(rl.groups, RL_TIMING_UPDATES * rl.groups_per_step)
+        short = kind.make({**settings, "groups": groups}, seed, (), Path(folder) / "job")
+        short_rl = getattr(short, "rl", short)
+        receipt = rl_train(short_rl, log=lambda *_: None)
+        per_rollout = receipt["elapsed_seconds_this_invocation"] / (groups * rl.group_size)
+        model, runs = load_final(short_rl, receipt), []
+        if spec.job == "rl-eval":
+            tasks, greedy, sampled = final_evaluation(short, receipt)
+            runs = [(tasks, config) for config in (greedy, sampled) if config is not None]
+        elif spec.job == "rl-splits":
+            by_split, config = split_evaluation(short)
+            runs = [([t for split in by_split.values() for t in split], config)]
+        per_task, evaluation = 0.0, 0.0
+        for tasks, config in runs:
+            sample = tasks[:: max(1, len(tasks) // RL_TIMING_TASKS)][:RL_TIMING_TASKS]
+            started = time.perf_counter()
+            evaluate(model, sample, config, accepted_partial=rl.runtime.accept_partial_isolation)
+            per_task = (time.perf_counter() - started) / len(sample)
+            evaluation += per_task * len(tasks)
+    job_seconds = {}
+    for arm in spec.arms:
+        cfg = kind.make(spec.settings(arm), seed, (), Path("."))
+        cfg = getattr(cfg, "rl", cfg)
+        job_seconds[arm] = per_rollout * cfg.groups * cfg.group_size + evaluation
+    parts = [f"{per_rollout * 1000:.0f} ms a rollout"] + ([f"{evaluation:.2f} s the evaluation after RL"] if runs else [])
+    timing = {"parts": parts, "job_seconds": job_seconds, "short": f"{RL_TIMING_UPDATES} updates of RL from "
+              f"{start['start']}" + (f", {RL_TIMING_TASKS} tasks of each evaluation" if runs else ""),
+              "bounds": "untrained" in start["start"]}
+    timing.update({key: start[key] for key in ("setup", "setup_reused") if key in start})
+    if spec.job == "rl-splits":
+        timing["once"] = evaluation  # the start's scores, shared by the sweep's jobs
+    return timing
+
+
+def time_jobs(spec: SweepSpec, threads: int, setup_from: str | None = None) -> dict:
     """Per-job seconds of each arm from short runs of the baseline arm (see the module's docstring); only for
     TIMED_KINDS."""
     import torch
 
     from .jobs import job_kind
 
-    if spec.job in PRETRAIN_KINDS:
+    if spec.job in PRETRAIN_KINDS or spec.job in RL_KINDS:
         held = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            return time_pretrain_jobs(spec)
+            return time_pretrain_jobs(spec) if spec.job in PRETRAIN_KINDS else time_rl_jobs(spec, setup_from)
         finally:
             torch.set_num_threads(held)
     settings, seed, k = spec.settings(spec.baseline), spec.seeds[0], TIMING_UPDATES
@@ -187,13 +291,18 @@ def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None,
              f"{threads} threads), an estimate:"]
     if timing:
         per_job = [timing["job_seconds"][arm] for arm in spec.arms for _ in spec.seeds]
-        parts = [f"{timing['per_update'] * 1000:.0f} ms an update", f"{timing['per_scoring']:.2f} s a scoring"]
-        parts += [f"{timing['fixed']:.2f} s fixed"] if "fixed" in timing else []
-        unit = timing.get("evaluation_unit", "an evaluation per task per family")
-        parts += [f"{timing['per_evaluation']:.2f} s {unit}"] if timing.get("per_evaluation") else []
+        if "parts" in timing:  # RL kinds
+            parts, bounds = timing["parts"], " (decoding timed on untrained weights: upper bounds)" \
+                if timing.get("bounds") else ""
+            per_job[0] += timing.get("once", 0.0)  # the start's scores: the first job computes them, the rest read
+        else:
+            parts = [f"{timing['per_update'] * 1000:.0f} ms an update", f"{timing['per_scoring']:.2f} s a scoring"]
+            parts += [f"{timing['fixed']:.2f} s fixed"] if "fixed" in timing else []
+            unit = timing.get("evaluation_unit", "an evaluation per task per family")
+            parts += [f"{timing['per_evaluation']:.2f} s {unit}"] if timing.get("per_evaluation") else []
+            bounds = "" if "fixed" in timing else " (scorings timed on untrained weights: upper bounds)"
         lines.append(f"  from a short timing of {spec.baseline} ({timing['short']}): {', '.join(parts)}; about "
-                     f"{_duration(pack(per_job, workers))} for the {jobs} jobs"
-                     + ("" if "fixed" in timing else " (scorings timed on untrained weights: upper bounds)"))
+                     f"{_duration(pack(per_job, workers))} for the {jobs} jobs" + bounds)
     if pilot_seconds is not None:
         lines.append(f"  from the pilot's job times (median {pilot_seconds:.1f} s a job): about "
                      f"{_duration(pack([pilot_seconds] * jobs, workers))} for the {jobs} jobs")
@@ -201,8 +310,12 @@ def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None,
         lines.append(untimed_line(spec))
     elif not timing and pilot_seconds is None:
         lines.append("  not timed: add --time (a few updates of training in a temporary folder) or --pilot DIR")
-    if spec.setup and (timing or pilot_seconds is not None):
-        lines.append("  plus the setup job, not included")
+    if spec.setup and timing and "setup" in timing:
+        lines.append(f"  plus the setup job, run first and alone: about {_duration(timing['setup'])} (from the same "
+                     "short pretraining)")
+    elif spec.setup and (timing or pilot_seconds is not None) and not (timing or {}).get("setup_reused"):
+        lines.append("  plus the setup job, not included" + (" (--setup-from reuses a finished one)"
+                                                             if timing and "parts" in timing else ""))
     if workers * threads > available_cores():
         lines.append(f"  ({workers} x {threads} threads exceed the {available_cores()} cores: jobs will slow each "
                      "other, so the real time is longer)")

@@ -1,6 +1,7 @@
 """Power figures (glm53/evaluate/power.py) against brute force, in `glm53 analyze`, and `glm53 sweep --plan`."""
 
 import itertools
+from dataclasses import replace
 import json
 import re
 from pathlib import Path
@@ -13,10 +14,11 @@ from glm53.evaluate.power import (bootstrap_mde, design_like, detectable_effects
                                   sign_flip_mde)
 from glm53.evaluate.stats import bootstrap_interval, holm, sign_flip_test
 from glm53.sweep.analysis import analyze
+from glm53.sweep.runner import run_sweep
 from glm53.sweep.spec import load_spec
 from glm53.sweep.wording import detectable_text, magnitude
 
-from .test_sweep import TINY_MODEL, write_spec
+from .test_sweep import RL_EVAL_SPEC, TINY_MODEL, write_spec
 
 
 def brute_force_p(x: np.ndarray) -> float:
@@ -415,12 +417,55 @@ def test_plan_time_of_a_pretrain_study(tmp_path, capsys):
 
 
 def test_plan_time_of_a_kind_it_cannot_time_says_so_in_one_line(tmp_path, capsys):
+    (tmp_path / "e.toml").write_text('job = "eval"\nseeds = [5]\nbaseline = "a"\n[base]\ncheckpoint = "nowhere"\n'
+                                     '[arms.a]\n')
     before = listing(tmp_path)
-    assert main(["sweep", "--plan", "--time", "broad-run"]) == 0
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "e.toml")]) == 0
     printed = capsys.readouterr().out
-    (line,) = [x for x in printed.splitlines() if "--time does not time rl-splits jobs" in x]
+    (line,) = [x for x in printed.splitlines() if "--time does not time eval jobs" in x]
     assert "--pilot DIR" in line
     assert listing(tmp_path) == before
+
+
+def rl_timing(line: str) -> tuple[float, float, float]:
+    """(seconds a rollout, seconds of the evaluation after RL, the estimate) from a plan's RL timing line."""
+    rollout = float(re.search(r"([\d.]+) ms a rollout", line).group(1)) / 1000
+    evaluation = float(re.search(r"([\d.]+) s the evaluation after RL", line).group(1))
+    return rollout, evaluation, float(re.search(r"about ([\d.]+) s for the 4 jobs", line).group(1))
+
+
+def test_plan_time_of_an_rl_study_times_its_setup_and_its_rl_briefly_and_writes_nothing(tmp_path, capsys):
+    # grpo draws 4x the baseline's rollouts, so the estimate must count each arm's own rollouts
+    (tmp_path / "rl.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL) + "groups = 8\n")
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "rl.toml"), "--workers", "1"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    (line,) = [x for x in printed if "from a short timing of rloo (2 updates of RL from a 2-update checkpoint of the "
+               "setup's model (untrained: upper bounds), 4 tasks of each evaluation)" in x]
+    rollout, evaluation, total = rl_timing(line)
+    expected = 2 * (4 * rollout + evaluation) + 2 * (16 * rollout + evaluation)  # 2 seeds x (groups x group size)
+    assert rollout > 0 and evaluation > 0 and total == pytest.approx(expected, abs=1.0 + 0.05 * expected)
+    (setup,) = [x for x in printed if x.startswith("  plus the setup job, run first and alone: about ")]
+    assert "upper bounds" in line and not any("does not time" in x for x in printed)
+    assert listing(tmp_path) == before
+
+
+def test_plan_time_of_an_rl_study_from_a_finished_setup_uses_its_weights(tmp_path, capsys):
+    (tmp_path / "rl.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL))
+    done = tmp_path / "done"
+    spec = load_spec(tmp_path / "rl.toml", [3])
+    one_arm = replace(spec, arms={"rloo": spec.arms["rloo"]})
+    assert run_sweep(one_arm, done, workers=1, progress=False, log=lambda *_: None)["done"] == 1
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "rl.toml"), "--workers", "2", "--setup-from",
+                 str(done)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    (line,) = [x for x in printed if f"2 updates of RL from the finished setup in {done}" in x]
+    assert "upper bounds" not in line and not any("plus the setup job" in x for x in printed)
+    assert listing(tmp_path) == before
+    (tmp_path / "other.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL).replace("seed = 7", "seed = 8"))
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "other.toml"), "--setup-from", str(done)]) == 2
+    assert "is not this spec's" in capsys.readouterr().err
 
 
 def test_a_truncated_pilot_log_is_named_with_its_line(tmp_path, capsys):
