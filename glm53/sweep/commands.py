@@ -104,7 +104,14 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--threads-per-worker must be >= 1, got {args.threads_per_worker}")
     if args.plan:
         from .plan import plan_text
+        from .timing import RL_KINDS
 
+        if args.setup_from is not None and not (args.time and spec.job in RL_KINDS):
+            raise ValueError(f"--setup-from with --plan only serves --time on an {' or '.join(RL_KINDS)} spec (it "
+                             f"times the jobs from that sweep's finished setup); {spec.name} is {spec.job}"
+                             + ("" if args.time else " and --time is not given") + ": drop --setup-from")
+        if args.time:  # the short timing runs generated programs: the same isolation policy as the sweep
+            check_isolation(spec, config_from_args(RuntimeConfig, args))
         print(plan_text(spec, args.workers or default_workers(args.threads_per_worker), args.threads_per_worker,
                         args.pilot, args.effect, args.metric, args.time, args.setup_from))
         return 0

@@ -257,13 +257,15 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
     return RLEvalJob(rl, final)
 
 
-def final_evaluation(job: RLEvalJob, receipt: dict) -> tuple[list, EvalConfig, EvalConfig | None]:
+def final_evaluation(job: RLEvalJob) -> tuple[list, EvalConfig, EvalConfig | None]:
     """The tasks, and the greedy and sampled settings (None: greedy only), of the evaluation that ends an rl-eval
-    job whose RL run wrote `receipt` (a task file's families are those its rollouts drew)."""
+    job: the eval split's tasks of the families RL trained on (with a task file, the file's families)."""
     from ..data.suites import get_suite
+    from ..data.tasks import read_tasks
 
     cfg, final = job.rl, job.final
-    families = cfg.families if cfg.tasks_file is None else ",".join(sorted({r["family"] for r in receipt["rollouts"]}))
+    families = cfg.families if cfg.tasks_file is None else ",".join(sorted({t.family for t in
+                                                                            read_tasks(cfg.tasks_file)}))
     tasks = get_suite(cfg.suite).tasks(final.eval_split, final.eval_per_family, families)  # broad: first N in all
     cap = final.eval_max_new_tokens or cfg.sampling.max_new_tokens
     greedy = EvalConfig(samples=1, sampling=Sampling(temperature=0.0, max_new_tokens=cap), suite=cfg.suite)
@@ -280,7 +282,7 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     cfg, final = job.rl, job.final
     receipt = rl_train(cfg, log=log)
     model = load_final(cfg, receipt)
-    tasks, greedy_cfg, sampled_cfg = final_evaluation(job, receipt)
+    tasks, greedy_cfg, sampled_cfg = final_evaluation(job)
     accepted = cfg.runtime.accept_partial_isolation
     greedy = evaluate(model, tasks, greedy_cfg, accepted_partial=accepted)
     outcomes = {r["task_id"]: {"family": r["family"], "greedy_passed": r["passed"] > 0} for r in greedy["tasks"]}

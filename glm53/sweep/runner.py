@@ -90,7 +90,8 @@ def shared_setup(spec: SweepSpec, other: Path) -> Path:
     if not same:
         raise ValueError(f"--setup-from {other}: its setup job ({held.get('kind')}, seed {held.get('seed')}, "
                          f"{held.get('sweep_settings')}) is not this spec's ({setup.kind}, seed {setup.seed}, "
-                         f"{setup.settings})")
+                         f"{setup.settings}); name a sweep folder whose [setup] is this spec's, or leave out "
+                         "--setup-from to run the setup")
     return Path(setup.dir).resolve()
 
 

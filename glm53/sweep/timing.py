@@ -14,13 +14,15 @@ removed, whatever happens.
   seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x per-scoring + eval_per_family
   x evaluated checkpoints x per-evaluation. Untrained weights decode to the token cap, so the scoring figures
   are upper bounds; a trained model that stops early scores faster.
-- `--time`, RL kinds (rl, rl-eval, rl-splits): they start from a trained checkpoint. The start is the finished
-  setup of `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup]
+- `--time`, rl-eval and rl-splits jobs: they start from a trained checkpoint. The start is the finished setup
+  of `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup]
   shortened as above, whose figures also estimate the setup's own time (its untrained weights sample to the
   token cap: upper bounds); else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES
-  updates of its own size: seconds per rollout (the fixed cost included). Its final evaluation is timed on
-  RL_TIMING_TASKS tasks spread over each split and scaled to the whole. Each job: rollouts (groups x group size)
-  x per-rollout + the evaluation; an rl-splits sweep scores its start once more (its jobs share it).
+  updates of its own size: the steps' own seconds over their rollouts give the seconds per rollout, the rest of
+  the run (loading, saves, the sandbox's start) the fixed cost. Each final evaluation (rl-eval: greedy and
+  sampled; rl-splits: each split) is timed on up to RL_TIMING_TASKS tasks spread over it and scaled to the
+  whole. Each job: fixed + rollouts (groups x group size) x per-rollout + the evaluation; an rl-splits sweep
+  scores its start once more (its jobs share it). Plain rl jobs are not timed.
 - Simplifications: every arm evaluates as the baseline does, and (pretraining) trains at its speed; RL arms differ
   by their rollouts only (DAPO's redraws and extra passes are not counted); workers do not slow each other (true
   while workers x threads <= cores). The eval kind is not timed (it points to `--pilot`).
@@ -37,13 +39,14 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ..train.names import checkpoint_name
 from .runner import SWEEP_LOG
 from .spec import SweepSpec
 
 PRETRAIN_KINDS = ("pretrain", "pretrain-eval", "pretrain-splits")
-RL_KINDS = ("rl", "rl-eval", "rl-splits")
+RL_KINDS = ("rl-eval", "rl-splits")  # plain rl jobs are not timed (dev scorings at every checkpoint)
 TIMED_KINDS = ("expression-pretrain", *PRETRAIN_KINDS, *RL_KINDS)
 TIMING_UPDATES = 4  # k: the timed expression-pretrain runs train k and 2k updates
 PRETRAIN_TIMING_UPDATES = 2  # the timed pretrain run: real-size steps, so as few as give a per-update figure
@@ -148,6 +151,7 @@ def _rl_start(spec: SweepSpec, settings: dict, setup_from: str | None, folder: P
     """The baseline's settings with a start checkpoint that exists, and where it came from: the finished setup of
     `setup_from`; else, for a spec with a pretraining [setup], that setup shortened to PRETRAIN_TIMING_UPDATES
     updates here (its figures also estimate the setup's own time); else the spec's own `init`."""
+    from .jobs import job_kind
     from .runner import shared_setup
     from .spec import resolve_setup
 
@@ -157,66 +161,79 @@ def _rl_start(spec: SweepSpec, settings: dict, setup_from: str | None, folder: P
     if spec.setup is not None and spec.setup["job"] in PRETRAIN_KINDS:
         setup = spec.setup
         short = _short_pretrain(setup["job"], setup["settings"], setup["seed"], "the setup", folder / "setup")
-        from .jobs import job_kind
-
-        cfg = job_kind(setup["job"]).make(setup["settings"], setup["seed"], tuple(setup["checkpoints"]), Path("."))
-        cfg = cfg.pretrain if hasattr(cfg, "pretrain") else cfg
-        start = f"a {PRETRAIN_TIMING_UPDATES}-update checkpoint of the setup's model (untrained: upper bounds)"
-        return {**settings, "init": str(short["checkpoint"])}, {"start": start, "setup": pretrain_seconds(cfg, short)}
-    init = Path(resolve_setup(settings, None).get("init") or "")
-    if spec.setup is None and init.name and init.is_dir():
+        start = {"start": f"a {PRETRAIN_TIMING_UPDATES}-update checkpoint of the setup's model (untrained: upper "
+                          f"bounds)"}
+        if setup["job"] == "pretrain":  # the other kinds' evaluations after pretraining are not timed here
+            cfg = job_kind("pretrain").make(setup["settings"], setup["seed"], tuple(setup["checkpoints"]), Path("."))
+            start["setup"] = pretrain_seconds(cfg, short)
+        return {**settings, "init": str(short["checkpoint"])}, start
+    init = resolve_setup(settings, None).get("init") or ""
+    if spec.setup is None and init and Path(init).is_dir():
         return settings, {"start": f"its start {init}"}
-    raise ValueError(f"--time: the {spec.job} jobs' start ({settings.get('init') or 'init'}) does not exist and "
-                     "no pretraining [setup] makes it; add --setup-from DIR (a finished sweep of this setup), or "
-                     "give --pilot DIR")
+    if spec.setup is not None:
+        raise ValueError(f"--time: {spec.name}'s [setup] is a {spec.setup['job']} job, which a plan cannot shorten "
+                         "into a start; add --setup-from DIR (a sweep of this spec whose setup finished)")
+    raise ValueError(f"--time: the start checkpoint {init or '(init is not set)'} does not exist; make it first (the "
+                     "spec's init), or leave out --time")
+
+
+def _rl_evaluations(spec: SweepSpec, job) -> list[tuple[list, Any]]:
+    """(tasks, evaluation settings) of each evaluation that ends the job: rl-eval's greedy and sampled, rl-splits'
+    greedy scoring of each split."""
+    from .jobs import final_evaluation
+    from .split_jobs import split_evaluation
+
+    if spec.job == "rl-eval":
+        tasks, greedy, sampled = final_evaluation(job)
+        return [(tasks, config) for config in (greedy, sampled) if config is not None]
+    by_split, config = split_evaluation(job)
+    return [(tasks, config) for tasks in by_split.values()]
 
 
 def time_rl_jobs(spec: SweepSpec, setup_from: str | None = None) -> dict:
-    """Per-job seconds of each arm of an rl, rl-eval or rl-splits spec from one short run of the baseline's job:
-    its RL shortened to RL_TIMING_UPDATES updates (seconds per rollout, the fixed cost included), then its final
-    evaluation's first tasks (seconds per task); each arm costs its own rollouts (groups x group size) plus the
-    baseline's evaluation. An rl-splits sweep also scores its start once (shared by its jobs)."""
+    """Per-job seconds of each arm of an rl-eval or rl-splits spec from one short run of the baseline's job (the
+    module's docstring). Its sandbox workers are closed before it returns."""
     from ..evaluate.evaluate import evaluate
     from ..train.rl import rl_train
-    from .jobs import final_evaluation, job_kind, load_final
-    from .split_jobs import split_evaluation
+    from ..verify.verifier import close_default_pool
+    from .jobs import job_kind, load_final
 
     kind, seed = job_kind(spec.job), spec.seeds[0]
-    with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
-        settings, start = _rl_start(spec, spec.settings(spec.baseline), setup_from, Path(folder))
-        base = kind.make(settings, seed, (), Path(folder) / "job")
-        rl = getattr(base, "rl", base)
-        groups = min(rl.groups, RL_TIMING_UPDATES * rl.groups_per_step)
-        short = kind.make({**settings, "groups": groups}, seed, (), Path(folder) / "job")
-        short_rl = getattr(short, "rl", short)
-        receipt = rl_train(short_rl, log=lambda *_: None)
-        per_rollout = receipt["elapsed_seconds_this_invocation"] / (groups * rl.group_size)
-        model, runs = load_final(short_rl, receipt), []
-        if spec.job == "rl-eval":
-            tasks, greedy, sampled = final_evaluation(short, receipt)
-            runs = [(tasks, config) for config in (greedy, sampled) if config is not None]
-        elif spec.job == "rl-splits":
-            by_split, config = split_evaluation(short)
-            runs = [([t for split in by_split.values() for t in split], config)]
-        per_task, evaluation = 0.0, 0.0
-        for tasks, config in runs:
-            sample = tasks[:: max(1, len(tasks) // RL_TIMING_TASKS)][:RL_TIMING_TASKS]
+    try:
+        with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
+            settings, start = _rl_start(spec, spec.settings(spec.baseline), setup_from, Path(folder))
+            rl = kind.make(settings, seed, (), Path(folder) / "job").rl
+            groups = min(rl.groups, RL_TIMING_UPDATES * rl.groups_per_step)
+            short = kind.make({**settings, "groups": groups}, seed, (), Path(folder) / "job")
             started = time.perf_counter()
-            evaluate(model, sample, config, accepted_partial=rl.runtime.accept_partial_isolation)
-            per_task = (time.perf_counter() - started) / len(sample)
-            evaluation += per_task * len(tasks)
+            receipt = rl_train(short.rl, log=lambda *_: None)
+            model = load_final(short.rl, receipt)
+            whole = time.perf_counter() - started
+            stepping = sum(step["seconds"] for step in receipt["steps"])
+            per_rollout = stepping / max(1, sum(step["rollouts"] for step in receipt["steps"]))
+            fixed = max(whole - stepping, 0.0)  # loading, the checkpoints' saves, the sandbox's start
+            evaluation = 0.0
+            for tasks, config in _rl_evaluations(spec, short):
+                sample = tasks[:: max(1, len(tasks) // RL_TIMING_TASKS)][:RL_TIMING_TASKS]
+                if sample:
+                    begun = time.perf_counter()
+                    evaluate(model, sample, config, accepted_partial=short.rl.runtime.accept_partial_isolation)
+                    evaluation += (time.perf_counter() - begun) / len(sample) * len(tasks)
+    finally:
+        close_default_pool()
     job_seconds = {}
     for arm in spec.arms:
-        cfg = kind.make(spec.settings(arm), seed, (), Path("."))
-        cfg = getattr(cfg, "rl", cfg)
-        job_seconds[arm] = per_rollout * cfg.groups * cfg.group_size + evaluation
-    parts = [f"{per_rollout * 1000:.0f} ms a rollout"] + ([f"{evaluation:.2f} s the evaluation after RL"] if runs else [])
-    timing = {"parts": parts, "job_seconds": job_seconds, "short": f"{RL_TIMING_UPDATES} updates of RL from "
-              f"{start['start']}" + (f", {RL_TIMING_TASKS} tasks of each evaluation" if runs else ""),
-              "bounds": "untrained" in start["start"]}
+        arm_rl = kind.make(spec.settings(arm), seed, (), Path(".")).rl
+        job_seconds[arm] = fixed + per_rollout * arm_rl.groups * arm_rl.group_size + evaluation
+    updates = -(-groups // rl.groups_per_step)
+    timing = {"parts": [f"{per_rollout * 1000:.0f} ms a rollout", f"{fixed:.2f} s fixed",
+                        f"{evaluation:.2f} s the evaluation after RL"],
+              "job_seconds": job_seconds, "bounds": "untrained" in start["start"],
+              "short": f"{updates} update{'s' if updates != 1 else ''} of RL from {start['start']}, up to "
+                       f"{RL_TIMING_TASKS} tasks of each {'split' if spec.job == 'rl-splits' else 'evaluation'}"}
     timing.update({key: start[key] for key in ("setup", "setup_reused") if key in start})
     if spec.job == "rl-splits":
-        timing["once"] = evaluation  # the start's scores, shared by the sweep's jobs
+        timing["once"] = evaluation  # the start's scores: the first job computes them, the others read them
     return timing
 
 
@@ -312,7 +329,7 @@ def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None,
         lines.append("  not timed: add --time (a few updates of training in a temporary folder) or --pilot DIR")
     if spec.setup and timing and "setup" in timing:
         lines.append(f"  plus the setup job, run first and alone: about {_duration(timing['setup'])} (from the same "
-                     "short pretraining)")
+                     "short pretraining; its dev scorings timed on untrained weights: an upper bound)")
     elif spec.setup and (timing or pilot_seconds is not None) and not (timing or {}).get("setup_reused"):
         lines.append("  plus the setup job, not included" + (" (--setup-from reuses a finished one)"
                                                              if timing and "parts" in timing else ""))

@@ -56,7 +56,6 @@ def add_rl_parser(sub) -> None:
 
 def cmd_rl(args) -> int:
     from ..data.suites import get_suite
-    from ..data.tasks import read_tasks
     from ..evaluate.sandbox_policy import require_isolation
     from .rl_config import RLConfig
 
@@ -66,7 +65,7 @@ def cmd_rl(args) -> int:
     from .rl import rl_train
 
     require_isolation(cfg.runtime.accept_partial_isolation, "rl")
-    return run_as_rank(rl_train, cfg, tasks=read_tasks(cfg.tasks_file) if cfg.tasks_file else None)
+    return run_as_rank(rl_train, cfg)  # it reads cfg.tasks_file, where given
 
 
 def add_export_parser(sub) -> None:

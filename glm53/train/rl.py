@@ -40,7 +40,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.suites import get_suite
-from ..data.tasks import Task
+from ..data.tasks import Task, read_tasks
 from ..data.tokenizer import ByteTokenizer
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
@@ -209,7 +209,8 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.0)
-    tasks = tasks if tasks is not None else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
+    if tasks is None:  # a sweep's job names its task file in the config alone
+        tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
     if not tasks:
         raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl split")
     if dev_tasks is None:

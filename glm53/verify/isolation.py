@@ -80,9 +80,12 @@ def _check(result: int, what: str) -> None:
         raise IsolationError(code, f"{what}: {os.strerror(code)}")
 
 
-def set_parent_death_signal(libc=None) -> None:
-    """Die with SIGKILL when the parent dies, so no sandbox process outlives the worker."""
+def set_parent_death_signal(libc=None, parent: int | None = None) -> None:
+    """Die with SIGKILL when the parent dies, so no sandbox process outlives the worker. `parent`: the pid this
+    process was forked by; if it died before the setting took, the signal will never come, so exit now."""
     _check((libc or _libc()).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if parent is not None and os.getppid() != parent:
+        os._exit(0)
 
 
 def _write(path: str, text: str) -> None:
@@ -158,14 +161,17 @@ def sandbox_id(template_pid: int) -> int:
     return SANDBOX_ID_BASE + template_pid
 
 
-def enter_child(separate_ipc: bool, uid: int | None) -> None:
-    """In each program's process, before its limits and filter: a fresh IPC namespace, then its own uid."""
+def enter_child(separate_ipc: bool, uid: int | None, parent: int | None = None) -> None:
+    """In each program's process, before its limits and filter: a fresh IPC namespace, then its own uid. A change
+    of user clears the parent-death signal (prctl(2)), so it is set again after: without a PID namespace (root in
+    a container that refuses one) it is what ends a program whose template died."""
     if separate_ipc:
         _check(_libc().unshare(CLONE_NEWIPC), "unshare(ipc)")
     if uid is not None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+        set_parent_death_signal(parent=parent)
 
 
 class _ArgCmp(ctypes.Structure):

@@ -98,14 +98,14 @@ def serve_cases(reader: LineReader, out_fd: int, source: str, entry_point: str, 
         k += 1
 
 
-def child_main(job_fd: int, out_fd: int, devnull: int, setup: isolation.TemplateSetUp) -> None:
+def child_main(job_fd: int, out_fd: int, devnull: int, setup: isolation.TemplateSetUp, parent: int) -> None:
     try:
         os.setpgid(0, 0)
-        isolation.set_parent_death_signal()
+        isolation.set_parent_death_signal(parent=parent)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         _close_all_but({job_fd, out_fd})
-        isolation.enter_child(setup.separate_ipc, setup.uid)
+        isolation.enter_child(setup.separate_ipc, setup.uid, parent)
         seccomp = setup.seccomp
         reader = LineReader(job_fd)
         header = json.loads(reader.readline(None))
@@ -155,12 +155,13 @@ def template_main(control: socket.socket, devnull: int, scratch: str, layers: tu
         worker its two pipes, so a job never waits for a fork."""
         job_read, job_write = os.pipe()
         out_read, out_write = os.pipe()
+        parent = os.getpid()
         child = os.fork()
         if child == 0:
             control.close()
             os.close(job_write)
             os.close(out_read)
-            child_main(job_read, out_write, devnull, setup)
+            child_main(job_read, out_write, devnull, setup, parent)
         os.close(job_read)
         os.close(out_write)
         socket.send_fds(control, [child.to_bytes(4, "little")], [job_write, out_read])

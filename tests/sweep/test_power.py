@@ -4,6 +4,7 @@ import itertools
 from dataclasses import replace
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -427,27 +428,89 @@ def test_plan_time_of_a_kind_it_cannot_time_says_so_in_one_line(tmp_path, capsys
     assert listing(tmp_path) == before
 
 
-def rl_timing(line: str) -> tuple[float, float, float]:
-    """(seconds a rollout, seconds of the evaluation after RL, the estimate) from a plan's RL timing line."""
-    rollout = float(re.search(r"([\d.]+) ms a rollout", line).group(1)) / 1000
-    evaluation = float(re.search(r"([\d.]+) s the evaluation after RL", line).group(1))
-    return rollout, evaluation, float(re.search(r"about ([\d.]+) s for the 4 jobs", line).group(1))
+class FakeClock:
+    """The timing module's clock, moved only by the fakes below: the plan's arithmetic checked to the digit."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
 
 
-def test_plan_time_of_an_rl_study_times_its_setup_and_its_rl_briefly_and_writes_nothing(tmp_path, capsys):
-    # grpo draws 4x the baseline's rollouts, so the estimate must count each arm's own rollouts
+def fake_rl_timing(monkeypatch) -> FakeClock:
+    """RL takes 11 s, 6 of them in two steps of 4 rollouts (0.75 s a rollout, 5 s fixed); an evaluation 0.5 s a
+    task. The start (the setup shortened to 2 updates) still runs for real."""
+    import glm53.evaluate.evaluate as evaluate_module
+    import glm53.sweep.jobs as jobs_module
+    import glm53.sweep.timing as timing_module
+    import glm53.train.rl as rl_module
+
+    clock = FakeClock()
+
+    def rl_train(cfg, log=print):
+        assert Path(cfg.init).is_dir() and cfg.groups == 2 * cfg.groups_per_step  # 2 of the baseline's updates
+        clock.now += 10.0
+        return {"steps": [{"seconds": 3.0, "rollouts": 4}, {"seconds": 3.0, "rollouts": 4}]}
+
+    def load_final(cfg, receipt):
+        clock.now += 1.0
+
+    def evaluate(model, tasks, config, accepted_partial=False):
+        clock.now += 0.5 * len(tasks)
+
+    monkeypatch.setattr(timing_module, "time", clock)
+    monkeypatch.setattr(rl_module, "rl_train", rl_train)
+    monkeypatch.setattr(jobs_module, "load_final", load_final)
+    monkeypatch.setattr(evaluate_module, "evaluate", evaluate)
+    return clock
+
+
+def test_plan_time_of_an_rl_eval_study_counts_each_arm_s_rollouts_and_its_evaluation(tmp_path, capsys, monkeypatch):
+    fake_rl_timing(monkeypatch)
+    # rloo: 2 groups of 2 a seed; grpo: 8 groups of 2; the evaluation: 2 tasks of 2 families, greedy and sampled
     (tmp_path / "rl.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL) + "groups = 8\n")
     before = listing(tmp_path)
     assert main(["sweep", "--plan", "--time", str(tmp_path / "rl.toml"), "--workers", "1"]) == 0
     printed = capsys.readouterr().out.splitlines()
     (line,) = [x for x in printed if "from a short timing of rloo (2 updates of RL from a 2-update checkpoint of the "
-               "setup's model (untrained: upper bounds), 4 tasks of each evaluation)" in x]
-    rollout, evaluation, total = rl_timing(line)
-    expected = 2 * (4 * rollout + evaluation) + 2 * (16 * rollout + evaluation)  # 2 seeds x (groups x group size)
-    assert rollout > 0 and evaluation > 0 and total == pytest.approx(expected, abs=1.0 + 0.05 * expected)
-    (setup,) = [x for x in printed if x.startswith("  plus the setup job, run first and alone: about ")]
-    assert "upper bounds" in line and not any("does not time" in x for x in printed)
+               "setup's model (untrained: upper bounds), up to 4 tasks of each evaluation)" in x]
+    assert "750 ms a rollout, 5.00 s fixed, 4.00 s the evaluation after RL" in line, line
+    # rloo: 5 + 4 x 0.75 + 4 = 12 s; grpo: 5 + 16 x 0.75 + 4 = 21 s; two seeds each, one worker
+    assert "about 66 s for the 4 jobs (decoding timed on untrained weights: upper bounds)" in line, line
+    assert any(x.startswith("  plus the setup job, run first and alone: about ") for x in printed)
     assert listing(tmp_path) == before
+
+
+def test_plan_time_of_an_rl_splits_study_scales_each_split_and_scores_the_start_once(tmp_path, capsys, monkeypatch):
+    from glm53.data.suites import get_suite
+
+    fake_rl_timing(monkeypatch)
+    spec = RL_EVAL_SPEC.format(model=TINY_MODEL).replace('job = "rl-eval"', 'job = "rl-splits"').replace(
+        'metrics = ["greedy_pass_at_1", "sampled_pass_at_1", "zero_variance_fraction"]', 'metrics = ["confirm_lift"]')
+    (tmp_path / "s.toml").write_text(spec.replace("eval_per_family = 2\neval_samples = 2\n", "eval_count = 1\n"))
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "s.toml"), "--workers", "1"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "s the evaluation after RL" in x]
+    suite = get_suite("reference")
+    tasks = sum(len(suite.tasks(split, 1)) for split in suite.eval_splits)
+    assert f"{0.5 * tasks:.2f} s the evaluation after RL" in line and "up to 4 tasks of each split" in line, line
+    # rloo 5 + 3 + evaluation, grpo the same (its 2 x 2 rollouts here), two seeds each, and the start's scores once
+    total = 4 * (8 + 0.5 * tasks) + 0.5 * tasks
+    assert f"about {total:.0f} s for the 4 jobs" in line or f"about {total / 60:.0f} min for the 4 jobs" in line, line
+
+
+def test_plan_time_of_an_rl_study_runs_briefly_for_real_and_leaves_nothing(tmp_path, capsys):
+    from ..verify.test_verifier import _sandbox_pids
+
+    (tmp_path / "rl.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL))
+    before, sandboxes = listing(tmp_path), _sandbox_pids()
+    plans = set(Path(tempfile.gettempdir()).glob("glm53-plan-*"))
+    assert main(["sweep", "--plan", "--time", str(tmp_path / "rl.toml"), "--workers", "2"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "s the evaluation after RL" in x]
+    rollout = float(re.search(r"(\d+) ms a rollout", line).group(1))
+    assert rollout > 0 and "about " in line and "for the 4 jobs" in line
+    assert listing(tmp_path) == before and set(Path(tempfile.gettempdir()).glob("glm53-plan-*")) <= plans
+    assert not _sandbox_pids() - sandboxes, "the plan's timing left sandbox workers behind"
 
 
 def test_plan_time_of_an_rl_study_from_a_finished_setup_uses_its_weights(tmp_path, capsys):
@@ -465,7 +528,28 @@ def test_plan_time_of_an_rl_study_from_a_finished_setup_uses_its_weights(tmp_pat
     assert listing(tmp_path) == before
     (tmp_path / "other.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL).replace("seed = 7", "seed = 8"))
     assert main(["sweep", "--plan", "--time", str(tmp_path / "other.toml"), "--setup-from", str(done)]) == 2
-    assert "is not this spec's" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "is not this spec's" in err and "leave out --setup-from" in err, err
+
+
+@pytest.mark.parametrize("case", ["setup-from without --time", "setup-from on a pretraining spec", "no start"])
+def test_rl_plan_timings_that_cannot_run_are_refused_in_one_line(tmp_path, capsys, case):
+    rl = tmp_path / "rl.toml"
+    rl.write_text(RL_EVAL_SPEC.format(model=TINY_MODEL))
+    no_start = tmp_path / "n.toml"
+    no_start.write_text('job = "rl-eval"\nseeds = [1]\nbaseline = "a"\n[base]\ninit = "nowhere/checkpoint-0100"\n'
+                        '[arms.a]\n')
+    argv, expected = {
+        "setup-from without --time": ([str(rl), "--setup-from", str(tmp_path)], "--time is not given: drop --setup-from"),
+        "setup-from on a pretraining spec": ([str(write_spec(tmp_path)), "--time", "--setup-from", str(tmp_path)],
+                                             "is expression-pretrain: drop --setup-from"),
+        "no start": ([str(no_start), "--time"], "the start checkpoint nowhere/checkpoint-0100 does not exist; make it"),
+    }[case]
+    before = listing(tmp_path)
+    assert main(["sweep", "--plan", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and expected in err, err
+    assert listing(tmp_path) == before
 
 
 def test_a_truncated_pilot_log_is_named_with_its_line(tmp_path, capsys):

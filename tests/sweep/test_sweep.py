@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -311,6 +312,24 @@ eval_samples = 2
 advantage_baseline = "group-mean"
 reward_scaling = "group-std"
 """
+
+
+def test_an_rl_eval_job_trains_on_its_spec_s_task_file(tmp_path):
+    # the sweep's job passes no task list to rl_train: the config's tasks_file must be read there, not ignored
+    tasks_file = tmp_path / "mine.jsonl"
+    assert main(["tasks", "export", "--split", "rl", "--per-family", "2", "--families", "square,reverse",
+                 "--out", str(tasks_file)]) == 0
+    path = tmp_path / "rl.toml"
+    path.write_text(RL_EVAL_SPEC.format(model=TINY_MODEL).replace('families = "increment,double"\n',
+                                                                  f'tasks_file = "{tasks_file}"\n'))
+    spec = load_spec(path, [3])
+    out = tmp_path / "rl"
+    assert run_sweep(replace(spec, arms={"rloo": spec.arms["rloo"]}), out, workers=1, progress=False,
+                     log=lambda *_: None)["done"] == 1
+    run = out / "runs" / "rloo" / "seed-3" / "run"
+    exported = {json.loads(line)["task_id"] for line in tasks_file.read_text().splitlines()}
+    assert set(json.loads((run / "schedule.json").read_text())) <= exported
+    assert {o["family"] for o in receipt(out, "rloo", 3)["tasks"].values()} == {"square", "reverse"}
 
 
 def test_setup_job_runs_once_and_rl_eval_arms_start_from_it(tmp_path):

@@ -249,3 +249,50 @@ def test_every_layer_is_on_where_the_machine_offers_them():
         pytest.skip("not root on Linux with libseccomp: some layers are legitimately off here")
     with SandboxPool(workers=1) as one:
         assert one.isolation()["level"] == "full", one.isolation()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to a program's own user needs root")
+def test_a_program_keeps_its_parent_death_signal_after_it_drops_its_user():
+    # prctl(2): a change of user clears the parent-death signal; without a PID namespace it is what ends a program
+    # whose template died, so enter_child must set it again after the drop
+    import ctypes
+
+    from glm53.verify import isolation
+
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the forked child reports through the pipe
+        try:
+            os.close(read)
+            isolation.set_parent_death_signal()
+            isolation.enter_child(False, SANDBOX_ID_BASE + 4321, os.getppid())
+            signal = ctypes.c_int(-1)
+            ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(signal), 0, 0, 0)  # PR_GET_PDEATHSIG
+            os.write(write, f"{os.getuid()} {signal.value}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as reply:
+        uid, signal = reply.read().split()
+    os.waitpid(child, 0)
+    assert (int(uid), int(signal)) == (SANDBOX_ID_BASE + 4321, 9)
+
+
+def test_a_program_whose_parent_died_before_it_set_its_death_signal_exits_at_once():
+    from glm53.verify import isolation
+
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover
+        try:
+            os.close(read)
+            isolation.set_parent_death_signal(parent=os.getppid())  # our parent is alive: go on
+            os.write(write, b"alive;")
+            isolation.set_parent_death_signal(parent=os.getppid() + 1)  # a parent that is not ours: as if it died
+            os.write(write, b"still running")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as reply:
+        assert reply.read() == "alive;"
+    os.waitpid(child, 0)
