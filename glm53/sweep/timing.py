@@ -16,8 +16,9 @@ removed, whatever happens.
   are upper bounds; a trained model that stops early scores faster.
 - `--time`, rl-eval and rl-splits jobs: they start from a trained checkpoint. The start is the finished setup
   of `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup]
-  shortened as above, whose figures also estimate the setup's own time (its untrained weights sample to the
-  token cap: upper bounds); else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES
+  shortened as above, whose figures also estimate the setup's own time; its untrained weights sample
+  completions of other lengths than trained ones (measured: rl-screen's rollouts 35 ms on untrained weights, 79 ms
+  on its real start), so those figures are rough; else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES
   updates of its own size: the steps' own seconds over their rollouts give the seconds per rollout, the rest of
   the run (loading, saves, the sandbox's start) the fixed cost. Each final evaluation (rl-eval: greedy and
   sampled; rl-splits: each split) is timed on up to RL_TIMING_TASKS tasks spread over it and scaled to the
@@ -161,8 +162,7 @@ def _rl_start(spec: SweepSpec, settings: dict, setup_from: str | None, folder: P
     if spec.setup is not None and spec.setup["job"] in PRETRAIN_KINDS:
         setup = spec.setup
         short = _short_pretrain(setup["job"], setup["settings"], setup["seed"], "the setup", folder / "setup")
-        start = {"start": f"a {PRETRAIN_TIMING_UPDATES}-update checkpoint of the setup's model (untrained: upper "
-                          f"bounds)"}
+        start = {"start": f"a {PRETRAIN_TIMING_UPDATES}-update checkpoint of the setup's model (untrained)"}
         if setup["job"] == "pretrain":  # the other kinds' evaluations after pretraining are not timed here
             cfg = job_kind("pretrain").make(setup["settings"], setup["seed"], tuple(setup["checkpoints"]), Path("."))
             start["setup"] = pretrain_seconds(cfg, short)
@@ -309,7 +309,8 @@ def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None,
     if timing:
         per_job = [timing["job_seconds"][arm] for arm in spec.arms for _ in spec.seeds]
         if "parts" in timing:  # RL kinds
-            parts, bounds = timing["parts"], " (decoding timed on untrained weights: upper bounds)" \
+            parts = timing["parts"]
+            bounds = " (decoding timed on untrained weights: rough; --setup-from DIR times a real start)" \
                 if timing.get("bounds") else ""
             per_job[0] += timing.get("once", 0.0)  # the start's scores: the first job computes them, the rest read
         else:

@@ -474,10 +474,11 @@ def test_plan_time_of_an_rl_eval_study_counts_each_arm_s_rollouts_and_its_evalua
     assert main(["sweep", "--plan", "--time", str(tmp_path / "rl.toml"), "--workers", "1"]) == 0
     printed = capsys.readouterr().out.splitlines()
     (line,) = [x for x in printed if "from a short timing of rloo (2 updates of RL from a 2-update checkpoint of the "
-               "setup's model (untrained: upper bounds), up to 4 tasks of each evaluation)" in x]
+               "setup's model (untrained), up to 4 tasks of each evaluation)" in x]
     assert "750 ms a rollout, 5.00 s fixed, 4.00 s the evaluation after RL" in line, line
     # rloo: 5 + 4 x 0.75 + 4 = 12 s; grpo: 5 + 16 x 0.75 + 4 = 21 s; two seeds each, one worker
-    assert "about 66 s for the 4 jobs (decoding timed on untrained weights: upper bounds)" in line, line
+    assert "about 66 s for the 4 jobs (decoding timed on untrained weights: rough; --setup-from DIR times a real " \
+           "start)" in line, line
     assert any(x.startswith("  plus the setup job, run first and alone: about ") for x in printed)
     assert listing(tmp_path) == before
 
@@ -524,7 +525,7 @@ def test_plan_time_of_an_rl_study_from_a_finished_setup_uses_its_weights(tmp_pat
                  str(done)]) == 0
     printed = capsys.readouterr().out.splitlines()
     (line,) = [x for x in printed if f"2 updates of RL from the finished setup in {done}" in x]
-    assert "upper bounds" not in line and not any("plus the setup job" in x for x in printed)
+    assert "untrained" not in line and not any("plus the setup job" in x for x in printed)
     assert listing(tmp_path) == before
     (tmp_path / "other.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL).replace("seed = 7", "seed = 8"))
     assert main(["sweep", "--plan", "--time", str(tmp_path / "other.toml"), "--setup-from", str(done)]) == 2
