@@ -4,7 +4,10 @@ summed bytes). A smooth score where greedy pass@1 is still near 0 (a short pretr
 sandbox. Tasks without a reference body (a task file's) cannot be scored this way; the broad suite's generated
 splits carry theirs (BroadTask.body) and the human split its hand-written `solution`s.
 
-Simplification: one forward per task, unbatched (a split of 64 tasks takes about a second for the broad model).
+Two forms: `body_loss` (plain: one forward per task, unbatched) and `body_loss_batched` (rows right-padded into
+batches of 16: a causal model's outputs at a row's real positions do not depend on the padding after them; it
+agrees with the plain form to rounding, tests/evaluate/test_body_loss.py). The speedrun checks its target with the
+batched form, several times a minute.
 """
 
 from __future__ import annotations
@@ -51,6 +54,35 @@ def body_loss(model, items: list[tuple[str, str, str]]) -> float:
         for _, prompt, body in items:
             n, k = body_nats(model, prompt, body, tokenizer)
             nats, targets = nats + n, targets + k
+    finally:
+        model.train(was_training)
+    return nats / targets
+
+
+def body_loss_batched(model, items: list[tuple[str, str, str]], batch_size: int = 16) -> float:
+    """body_loss with `batch_size` tasks a forward, each row right-padded to its batch's longest."""
+    tokenizer, nats, targets = ByteTokenizer(), 0.0, 0
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        for first in range(0, len(items), batch_size):
+            rows, spans = [], []
+            for _, prompt, body in items[first:first + batch_size]:
+                prompt_ids = tokenizer.encode(prompt, bos=True, eos=False)
+                body_ids = tokenizer.encode(body, bos=False, eos=True)
+                rows.append(prompt_ids + body_ids)
+                spans.append((len(prompt_ids) - 1, len(body_ids)))
+            width = max(len(r) for r in rows)
+            ids = torch.full((len(rows), width), tokenizer.pad_id, dtype=torch.long)
+            for r, row in enumerate(rows):
+                ids[r, :len(row)] = torch.tensor(row)
+            ids = ids.to(device)
+            with torch.no_grad():
+                log_probs = torch.log_softmax(model(ids[:, :-1]).float(), dim=-1)
+            for r, (start, count) in enumerate(spans):
+                picked = log_probs[r, start:start + count].gather(1, ids[r, start + 1:start + 1 + count, None])
+                nats, targets = nats - float(picked.sum()), targets + count
     finally:
         model.train(was_training)
     return nats / targets

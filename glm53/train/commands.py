@@ -45,6 +45,33 @@ def run_as_rank(train, cfg, **kwargs) -> int:
     return 0
 
 
+def add_speedrun_parser(sub) -> None:
+    from .speedrun_config import SpeedrunConfig
+
+    p = sub.add_parser("speedrun", help="time to a fixed body loss on the broad stream, on the clock (docs/speedrun.md)",
+                       description="Pretrain a recipe on the broad suite's stream until the body loss of the first 64 "
+                                   "dev tasks reaches the target; every pretraining setting is a --pretrain.NAME flag "
+                                   "(defaults: the dataclass, then the recipe, then the flags given). Exits 1 when the "
+                                   "budget or the schedule ends first.")
+    add_config_arguments(p, SpeedrunConfig, title="speedrun")
+    p.set_defaults(func=cmd_speedrun)
+
+
+def cmd_speedrun(args) -> int:
+    import time
+
+    started = time.perf_counter()  # the clock counts everything from here, importing torch included
+    from .speedrun_config import SpeedrunConfig, recipe_settings
+
+    cfg = config_from_command(SpeedrunConfig, args, lambda given: {"pretrain": recipe_settings(given("recipe")
+                                                                                               or "e4")})
+    if cfg is None:
+        return 0
+    from .speedrun import speedrun
+
+    return 0 if speedrun(cfg, started)["target_reached"] else 1
+
+
 def add_rl_parser(sub) -> None:
     from .rl_config import RLConfig
 

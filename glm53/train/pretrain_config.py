@@ -21,6 +21,7 @@ DEFAULT_CHECKPOINTS = (100, 200, 400)
 # of step t is a pure function of (seed, t), so a longer run continues the shorter one (a cosine schedule excepted).
 EXTENSIONS = frozenset({"steps", "checkpoints"})
 LOSS_ON = ("all", "completion")  # data/pretrain_batches.py `completion_labels`
+OPTIMIZERS = ("adamw", "muon")  # muon.py: Muon on the blocks' matrices, AdamW on the rest
 
 
 @composed
@@ -36,6 +37,14 @@ class PretrainConfig:
     betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
     weight_decay: float = setting(0.1, "AdamW weight decay on matrices", at_least=0)
     grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
+    optimizer: str = setting("adamw", "adamw (every parameter, the reference) or muon (Muon on the blocks' "
+                                      "matrices and experts at --muon-lr, AdamW at --lr on the rest: train/muon.py)",
+                             choices=OPTIMIZERS)
+    muon_lr: float = setting(0.02, "--optimizer muon: Muon's peak learning rate (the schedule scales it as --lr)",
+                             above=0)
+    muon_momentum: float = setting(0.95, "--optimizer muon: Muon's momentum (Nesterov)", at_least=0, below=1)
+    muon_weight_decay: float = setting(0.0, "--optimizer muon: Muon's decoupled weight decay (times the lr)",
+                                       at_least=0)
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
     indexer_coef: float = setting(1.0, "weight of the indexer's KL term (sparse_selection=indexer); it trains only "
                                        "the indexers, whose input is detached", at_least=0)

@@ -1,0 +1,142 @@
+"""Muon for the hidden matrices, AdamW for the rest: `--optimizer muon` (make_optimizer in pretrain.py).
+
+Muon (Keller Jordan's, as in torch.optim.Muon since torch 2.9) keeps a momentum of each matrix's gradient and
+steps along an orthogonalised version of it: a few Newton-Schulz iterations take the momentum M = U S V^T to about
+U V^T, so every direction of the update moves by about the same amount whatever the gradient's spectrum. The public
+speedruns report about 2x fewer tokens to the same loss than AdamW on transformer hidden layers.
+
+torch.optim.Muon takes 2-D parameters only. This model keeps each MoE layer's routed experts stacked in one 3-D
+parameter ([experts, out, in], moe.py), so `StackedMuon` does the same arithmetic over any leading dimensions: each
+expert's matrix is orthogonalised on its own, in one batched product. With no leading dimension it is
+torch.optim.Muon's step to rounding (a test holds the two equal, and each 3-D slice equal to torch's step on that
+slice alone).
+
+Which parameters Muon takes (`muon_groups`): every matrix inside the blocks (attention projections, the experts,
+the shared experts). AdamW keeps the embedding (and an untied head, an MTP block's projection), the routers (a
+gate's few rows are not a hidden transform), the norms, the hyper-connection stream weights and anything else
+that is not a matrix, as the speedruns do.
+
+Simplifications: one process's step (data-parallel ranks each run the same step on the same averaged gradient; the
+speedruns' sharding of the Newton-Schulz work over ranks is left out); no foreach form.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.optim import Optimizer
+
+# torch.optim.Muon's defaults (the quintic's coefficients from the speedruns), repeated here as StackedMuon's
+NS_COEFFICIENTS = (3.4445, -4.775, 2.0315)
+NS_STEPS = 5
+NS_EPS = 1e-7
+LR_ADJUSTMENTS = ("original", "match_rms_adamw")
+
+
+def orthogonalize(update: torch.Tensor, steps: int = NS_STEPS, coefficients=NS_COEFFICIENTS,
+                  eps: float = NS_EPS) -> torch.Tensor:
+    """About U V^T of each trailing [rows, cols] matrix of `update` (U S V^T its SVD), by `steps` quintic
+    Newton-Schulz iterations in bf16, as torch.optim.Muon computes it for one matrix."""
+    a, b, c = coefficients
+    x = update.bfloat16()
+    tall = x.size(-2) > x.size(-1)
+    if tall:  # iterate on the wide orientation: X X^T is then the smaller square
+        x = x.mT
+    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # spectral norm <= Frobenius norm <= 1
+    stacked = x.reshape(-1, *x.shape[-2:])  # one batched product for every matrix (torch's addmm form for one)
+    for _ in range(steps):
+        gram = stacked @ stacked.mT
+        stacked = torch.baddbmm(stacked, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), stacked, beta=a)
+    x = stacked.reshape(x.shape)
+    return x.mT if tall else x
+
+
+def adjusted_lr(lr: float, shape: torch.Size, adjustment: str) -> float:
+    """The step size for a matrix of `shape`'s trailing [rows, cols]: "original" (Muon's, sqrt(max(1, rows/cols)))
+    or "match_rms_adamw" (0.2 sqrt(max(rows, cols)): an update of about AdamW's size, so AdamW's lr carries over)."""
+    rows, cols = shape[-2], shape[-1]
+    if adjustment == "match_rms_adamw":
+        return lr * 0.2 * math.sqrt(max(rows, cols))
+    return lr * math.sqrt(max(1.0, rows / cols))
+
+
+class StackedMuon(Optimizer):
+    """Muon over parameters of two or more dimensions, each trailing matrix orthogonalised on its own. Weight decay
+    is decoupled and scaled by the unadjusted lr (param *= 1 - lr * weight_decay), as torch.optim.Muon does."""
+
+    def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, weight_decay: float = 0.0,
+                 nesterov: bool = True, ns_steps: int = NS_STEPS, adjust_lr: str = "original"):
+        if lr < 0 or not 0 <= momentum < 1 or weight_decay < 0 or ns_steps < 1 or adjust_lr not in LR_ADJUSTMENTS:
+            raise ValueError(f"StackedMuon: lr {lr} >= 0, momentum {momentum} in [0, 1), weight decay {weight_decay} "
+                             f">= 0, ns_steps {ns_steps} >= 1 and adjust_lr one of {LR_ADJUSTMENTS}")
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov,
+                                      ns_steps=ns_steps, adjust_lr=adjust_lr))
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.ndim < 2:
+                    raise ValueError(f"StackedMuon takes matrices (or stacks of them), not a {p.ndim}-D parameter of "
+                                     f"shape {tuple(p.shape)}: give it to AdamW")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, momentum = group["lr"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - momentum)
+                update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
+                update = orthogonalize(update, group["ns_steps"])
+                p.mul_(1 - lr * group["weight_decay"])
+                p.add_(update.to(p.dtype), alpha=-adjusted_lr(lr, p.shape, group["adjust_lr"]))
+        return loss
+
+
+def muon_groups(model: torch.nn.Module) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
+    """(the hidden matrices Muon takes, everything else) by the rule in the module docstring: the 2-D weights of
+    the blocks and the stacked experts, but not the routers (nor a KDA block's 3-D convolution kernels)."""
+    muon, rest = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        matrix = p.ndim == 2 or name.endswith((".expert_up", ".expert_down"))
+        (muon if matrix and name.startswith("layers.") and ".router." not in name else rest).append(p)
+    return muon, rest
+
+
+class OptimizerPair:
+    """Two optimizers stepped as one, so the training loop, the schedule and checkpoints see one optimizer: its
+    param_groups are both optimizers' (each group's `lr_scale` relates its peak lr to the run's --lr, which the
+    schedule multiplies), and its state_dict holds both."""
+
+    def __init__(self, first, second):
+        self.optimizers = (first, second)
+        self.param_groups = first.param_groups + second.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    def state_dict(self) -> dict:
+        return {"optimizers": [optimizer.state_dict() for optimizer in self.optimizers]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        saved = state_dict.get("optimizers")
+        if saved is None or len(saved) != len(self.optimizers):
+            raise ValueError("this checkpoint's optimizer state is not a Muon + AdamW pair: it was trained with "
+                             "another --optimizer; resume with the run's own --optimizer")
+        for optimizer, state in zip(self.optimizers, saved):
+            optimizer.load_state_dict(state)

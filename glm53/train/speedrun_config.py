@@ -1,0 +1,88 @@
+"""`glm53 speedrun`'s settings and its recipes. Light: no torch (speedrun.py runs it).
+
+A recipe is a named set of pretraining settings (every --pretrain.X flag, the model's included) on the broad
+suite. Each record of docs/speedrun.md is the previous recipe plus one change, so a recipe here names its parent
+and the change it makes; `recipe_settings` resolves the chain. The first, `e4`, is `glm53 run --preset broad`'s
+pretraining as it stood when the speedrun began (docs/broad-run.md, run e4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..data.suites import BROAD_SEQUENCE_LENGTH
+from ..model.config import MODEL_PRESETS
+from ..runtime.composition import composed, record
+from ..runtime.config import RuntimeConfig
+from ..runtime.settings import Checks, setting
+from .pretrain_config import PretrainConfig
+
+# The target: the pooled body loss (nats a byte of the reference bodies, evaluate/body_loss.py) of the first
+# TARGET_TASKS dev tasks. 0.18 is run e4's end (0.179 at step 3,600).
+TARGET_BODY_LOSS = 0.18
+TARGET_TASKS = 64
+PASS_TASKS = 32  # greedy pass@1 at the target, on the first 32 dev tasks (the pretraining dev prompts)
+
+# name -> (parent, the change in words, the settings it changes). Settings are PretrainConfig's, model fields
+# included (flattened), as `glm53 pretrain` takes them.
+RECIPES: dict[str, tuple[str | None, str, dict]] = {
+    "e4": (None, "glm53 run --preset broad's pretraining: the broad model, 3,600 steps of 16 length-bucketed rows, "
+                 "AdamW at 3e-3, cosine, loss on the bodies",
+           dict(steps=3600, batch_size=16, sequence_length=BROAD_SEQUENCE_LENGTH, lr=3e-3, warmup_steps=20,
+                lr_schedule="cosine", loss_on="completion", **MODEL_PRESETS["broad"])),
+}
+
+
+def recipe_chain(name: str) -> list[str]:
+    """The recipe's ancestry, first recipe first."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; choose one of {', '.join(RECIPES)}")
+    chain = [name]
+    while RECIPES[chain[-1]][0] is not None:
+        chain.append(RECIPES[chain[-1]][0])
+    return chain[::-1]
+
+
+def recipe_settings(name: str) -> dict:
+    """The pretraining settings of recipe `name`: its parents' changes, then its own."""
+    settings: dict = {}
+    for step in recipe_chain(name):
+        settings.update(RECIPES[step][2])
+    return settings
+
+
+@composed
+@dataclass
+class SpeedrunConfig:
+    """`glm53 speedrun`: pretrain on the broad stream until the dev body loss reaches the target, on the clock."""
+
+    out: str = setting("", "folder to write (must not exist)", required=True)
+    recipe: str = setting("e4", "the recipe (docs/speedrun.md): its pretraining settings, before any "
+                                "--pretrain.X flag", choices=tuple(RECIPES))
+    seed: int = setting(42, "seed of the initialization and the stream's order", at_least=0, below=2**31)
+    budget_minutes: float = setting(40.0, "give up (exit 1) when the clock passes this many minutes", above=0)
+    target: float = setting(TARGET_BODY_LOSS, "body loss to reach, nats a byte of the first 64 dev tasks' reference "
+                                              "bodies", above=0)
+    check_every_seconds: float = setting(30.0, "check the target every this many seconds on the clock (and at the "
+                                               "schedule's last step)", above=0)
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
+                                     skip=("resume", "report_to", "report_name", "report_group", "trust_unverified",
+                                           "accept_partial_isolation"))
+    # checkpoints: none is written (the speedrun saves final/ alone); step 1 is valid for any --pretrain.steps,
+    # and the recipe gives the steps
+    pretrain: PretrainConfig = setting(default_factory=lambda: PretrainConfig(steps=1, checkpoints=(1,)),
+                                       skip=("out", "suite", "seed", "checkpoints", "corpus", "corpus_mix",
+                                             "corpus_validation_share", "eval_every", "validation_rows",
+                                             "dev_max_new_tokens", "keep_last", "save_optimizer")
+                                       + tuple(f for f in RuntimeConfig.__dataclass_fields__))
+
+    def __post_init__(self) -> None:
+        check = Checks("speedrun")
+        check.declared(self)
+        check.done()
+        # the stage's runtime is the command's; the pretraining folder is never written (the speedrun writes its own)
+        self.pretrain = replace(self.pretrain, out=self.out, suite="broad", seed=self.seed, checkpoints=(self.pretrain.steps,),
+                                validation_rows=0, runtime=self.runtime)
+
+    def to_dict(self) -> dict:
+        return record(self)

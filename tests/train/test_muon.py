@@ -1,0 +1,76 @@
+import pytest
+import torch
+
+from glm53.train.muon import StackedMuon, muon_groups, orthogonalize
+from glm53.train.pretrain import pretrain
+
+from .test_pretrain import losses, tiny_run
+
+
+def _grads(shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g) for s in shapes]
+
+
+def _step_both(shapes, steps=3, **kw):
+    """Run StackedMuon and torch.optim.Muon (per 2-D slice) on the same parameters and gradients."""
+    ours = [torch.nn.Parameter(w.clone()) for w in _grads(shapes, 1)]
+    theirs = [[torch.nn.Parameter(s.clone()) for s in (w.reshape(-1, *w.shape[-2:]))] for w in ours]
+    mine = StackedMuon(ours, lr=0.02, momentum=0.9, weight_decay=0.1, **kw)
+    torch_opt = torch.optim.Muon([p for slices in theirs for p in slices], lr=0.02, momentum=0.9, weight_decay=0.1)
+    for step in range(steps):
+        for p, slices, g in zip(ours, theirs, _grads(shapes, 10 + step)):
+            p.grad = g.clone()
+            for s, gs in zip(slices, g.reshape(-1, *g.shape[-2:])):
+                s.grad = gs.clone()
+        mine.step()
+        torch_opt.step()
+    return ours, theirs
+
+
+@pytest.mark.parametrize("shapes", [[(24, 16), (16, 40)], [(3, 24, 16), (2, 16, 8)]])
+def test_stacked_muon_is_torch_muon_on_each_matrix(shapes):
+    ours, theirs = _step_both(shapes)
+    for p, slices, start in zip(ours, theirs, _grads(shapes, 1)):
+        torch.testing.assert_close(p.detach().reshape(-1, *p.shape[-2:]), torch.stack([s.detach() for s in slices]),
+                                   rtol=1e-5, atol=1e-6)
+        assert (p.detach() - start).abs().max() > 1e-3  # it moved
+
+
+def test_orthogonalize_flattens_the_spectrum():
+    g = torch.randn(32, 64) @ torch.diag(torch.logspace(-2, 1, 64))
+    s = torch.linalg.svdvals(orthogonalize(g).float())
+    assert s.max() < 1.6 and s.min() > 0.3  # about U V^T: singular values near 1 (Uniform(0.5, 1.5) by design)
+    assert torch.linalg.svdvals(g).max() / torch.linalg.svdvals(g).min() > 100
+
+
+def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
+    from glm53 import GLM53, ModelConfig
+
+    from ..tiny import TINY
+
+    model = GLM53(ModelConfig(**TINY))
+    hidden, rest = muon_groups(model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert {names[id(p)] for p in hidden} >= {"layers.0.layer.attention.qkv.weight", "layers.0.layer.moe.expert_up"}
+    assert all(".router." not in names[id(p)] and names[id(p)].startswith("layers.") for p in hidden)
+    assert {"embedding.weight", "final_norm.weight", "layers.0.layer.moe.router.weight"} <= {names[id(p)] for p in rest}
+    assert len(hidden) + len(rest) == len(list(model.parameters()))
+    with pytest.raises(ValueError, match="give it to AdamW"):
+        StackedMuon([model.final_norm.weight])
+
+
+def test_muon_run_trains_and_resumes_exactly(tmp_path):
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    muon = dict(optimizer="muon", muon_lr=0.02)
+    pretrain(tiny_run(whole, steps=6, checkpoints=(3, 6), **muon), dev_tasks=[], log=lambda *_: None)
+    pretrain(tiny_run(part, steps=3, checkpoints=(3,), **muon), dev_tasks=[], log=lambda *_: None)
+    (part / "training-receipt.json").unlink()
+    pretrain(tiny_run(part, steps=6, checkpoints=(3, 6), resume=True, **muon), dev_tasks=[], log=lambda *_: None)
+    assert losses(part) == losses(whole)
+    adamw = tmp_path / "adamw"
+    pretrain(tiny_run(adamw, steps=6, checkpoints=(6,)), dev_tasks=[], log=lambda *_: None)
+    assert losses(adamw)[1:] != losses(whole)[1:]  # the switch changes the training
+    with pytest.raises(ValueError, match="settings differ.*optimizer"):
+        pretrain(tiny_run(tmp_path / "adamw", steps=6, checkpoints=(6,), resume=True, **muon), dev_tasks=[],
+                 log=lambda *_: None)

@@ -1,0 +1,51 @@
+import json
+
+import pytest
+
+from glm53.cli import main
+from glm53.train.speedrun_config import RECIPES, recipe_chain, recipe_settings
+
+TINY_FLAGS = ["--pretrain.dim", "32", "--pretrain.layers", "2", "--pretrain.heads", "4", "--pretrain.expert-hidden",
+              "32", "--pretrain.batch-size", "2", "--device", "cpu", "--no-progress", "--pretrain.kernels", "config",
+              "--pretrain.warmup-steps", "0"]
+
+
+def test_speedrun_stops_at_the_target_and_writes_a_loadable_model(tmp_path, capsys):
+    out = tmp_path / "sr"
+    # a target every model meets: the first check (due at once, every 0 s) stops the run
+    assert main(["speedrun", "--out", str(out), "--pretrain.steps", "50", "--target", "100",
+                 "--check-every-seconds", "1e-9", *TINY_FLAGS]) == 0
+    result = json.loads((out / "speedrun.json").read_text())
+    assert result["target_reached"] and result["steps"] == 1 and result["checks"] == 1
+    assert result["seconds_to_target"] == result["seconds"] > 0
+    assert result["body_loss"] <= 100 and result["target_tasks"] == 64
+    assert 0 <= result["dev_passed"] <= 32 and result["recipe"] == "e4" and result["seed"] == 42
+    assert {"cpu", "torch_version", "threads", "check_seconds", "settings"} <= set(result)
+    assert result["settings"]["pretrain"]["model"]["dim"] == 32  # the resolved settings, flags over the recipe
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(out / "final"), "--suite", "broad", "--split", "dev", "--count", "1",
+                 "--max-new-tokens", "4", "--out", str(tmp_path / "eval.json")]) == 0
+    assert main(["speedrun", "--out", str(out), *TINY_FLAGS]) == 2  # never overwritten
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_speedrun_exits_nonzero_when_the_schedule_or_the_budget_ends_first(tmp_path):
+    out = tmp_path / "short"
+    assert main(["speedrun", "--out", str(out), "--pretrain.steps", "2", "--target", "0.001", *TINY_FLAGS]) == 1
+    result = json.loads((out / "speedrun.json").read_text())
+    assert not result["target_reached"] and result["seconds_to_target"] is None
+    assert result["steps"] == 2 and result["best_body_loss"] > 0.001 and not (out / "final").exists()
+    out = tmp_path / "budget"
+    assert main(["speedrun", "--out", str(out), "--budget-minutes", "1e-6", "--target", "0.001", *TINY_FLAGS]) == 1
+    result = json.loads((out / "speedrun.json").read_text())
+    assert not result["target_reached"] and result["steps"] == 0
+
+
+def test_recipes_are_chains_of_one_change():
+    assert recipe_chain("e4") == ["e4"]
+    assert recipe_settings("e4")["steps"] == 3600
+    for name, (parent, change, settings) in RECIPES.items():
+        assert change and (parent is None or parent in RECIPES)
+        assert parent is None or recipe_settings(name) != recipe_settings(parent)
+    with pytest.raises(ValueError, match="unknown recipe"):
+        recipe_chain("nope")
