@@ -1,0 +1,63 @@
+"""The `glm53 serve` command (thin: parse, check, load, then hand the app to uvicorn). Every refusal comes before
+the port is opened: a checkpoint that cannot be read or checked (as `glm53 eval` refuses it), a sandbox below full
+isolation without --accept-partial-isolation, a --runs folder that is not there, or the serve extra not installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..runtime.settings import add_config_arguments, config_from_args
+from .serve_config import MAX_CHECKPOINTS, ServeConfig, exposure_line
+
+MISSING_EXTRA = ("glm53 serve needs the serve extra (FastAPI and uvicorn): pip install -e '.[serve]', or "
+                 "bash scripts/install.sh --serve")
+
+
+def add_serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="a playground in the browser: completions, verdicts, expert routing and runs",
+                       description="Serve a page on http://127.0.0.1:8053 where a description or a task becomes a "
+                                   "completion streamed token by token, judged in the sandbox, with the experts "
+                                   "each byte was routed to; two --checkpoint folders side by side; a --runs "
+                                   "folder's reports and curves.")
+    p.add_argument("--checkpoint", action="append", required=True, metavar="DIR",
+                   help=f"checkpoint folder (holding model.safetensors); give it twice (at most {MAX_CHECKPOINTS}) "
+                        "to compare two side by side")
+    add_config_arguments(p, ServeConfig, title="serve")
+    p.set_defaults(func=cmd_serve)
+
+
+def serve_config(args) -> ServeConfig:
+    """The settings and the checkpoint list, checked (one line each) before anything loads."""
+    cfg = config_from_args(ServeConfig, args)
+    if len(args.checkpoint) > MAX_CHECKPOINTS:
+        raise ValueError(f"give --checkpoint at most {MAX_CHECKPOINTS} times (the page shows two side by side), "
+                         f"got {len(args.checkpoint)}")
+    if cfg.runs is not None and not Path(cfg.runs).is_dir():
+        raise FileNotFoundError(f"--runs {cfg.runs} is not a folder; give the folder that holds your run folders")
+    return cfg
+
+
+def cmd_serve(args) -> int:
+    cfg = serve_config(args)
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise ValueError(MISSING_EXTRA) from None
+    from .app import create_app
+    from .checkpoints import open_checkpoints
+    from .generation import Generator
+
+    served = open_checkpoints(args.checkpoint, cfg.trust_unverified)
+    generator = Generator(served, cfg)  # refuses a sandbox below full isolation unless accepted
+    line = exposure_line(cfg)
+    if line:
+        print(line)
+    names = " and ".join(s.name for s in served)
+    print(f"glm53 serve: {names} on http://{cfg.host}:{cfg.port} (Ctrl-C stops)", flush=True)
+    app = create_app(generator, cfg)
+    try:
+        uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+    finally:
+        generator.close()
+    return 0
