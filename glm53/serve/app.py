@@ -34,6 +34,7 @@ from . import runs as run_folders
 from .generation import Busy, Cancelled, Generator
 from .requests import BadRequest, parse_job
 from .serve_config import ServeConfig
+from .trace import byte_label
 
 PAGE = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 MAX_BODY_BYTES = 1 << 20
@@ -207,7 +208,7 @@ def create_app(generator: Generator, cfg: ServeConfig) -> FastAPI:
             picks = await run_in_threadpool(generator.attention, model, ids, position, threading.Event())
         finally:
             ticket.release()
-        return {"model": model, "position": position, "layers": picks}
+        return {"model": model, "position": position, "labels": [byte_label(i) for i in ids], "layers": picks}
 
     # ---------------------------------------------------------------- the runs view
     def run_folder(name: str) -> Path:

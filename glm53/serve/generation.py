@@ -107,7 +107,7 @@ class Generator:
         started = time.perf_counter()
         first: list[float] = []
         with RoutingRecorder(served.model) as recorder:
-            records, trace = token_trace(recorder, self.tokenizer.eos_id)
+            records, trace = token_trace(recorder)
 
             def on_token(token_id: int, logits: torch.Tensor) -> None:
                 if cancelled.is_set():
@@ -125,7 +125,7 @@ class Generator:
         kept = len(record["token_ids"])  # the function rule's cut drops the last tokens
         emit("completion", {"model": index, "completion": record["completion"], "token_ids": record["token_ids"],
                             "hit_token_cap": record["hit_token_cap"], "dropped": len(records) - kept,
-                            "prompt_ids": self.tokenizer.encode(job.prompt, bos=True),
+                            "prompt": job.prompt, "prompt_ids": self.tokenizer.encode(job.prompt, bos=True),
                             "seconds": seconds, "first_token_seconds": first[0] if first else None,
                             "tokens_per_second": len(records) / seconds if seconds > 0 else None})
         return record["completion"]

@@ -18,10 +18,14 @@ from collections.abc import Callable
 
 import torch
 
+from ..data.tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID
 from ..model.indexer_attention import (IndexerSparseAttention, choose_blocks, index_scores, pool_keys,
                                        selection_mask)
 from ..model.moe import MixtureOfExperts
 from ..model.sparse_attention import SparseAttention, sparse_pattern
+
+
+SPECIAL_NAMES = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}
 
 
 class RoutingRecorder:
@@ -45,23 +49,22 @@ class RoutingRecorder:
             moe.routing_probe = None
 
 
-def byte_label(token_id: int, eos_id: int) -> str:
-    """A token as one short readable label: its character, or an escape for a newline, a tab, a control or a
-    non-ASCII byte (a UTF-8 character's bytes come one token each), or <eos>."""
-    if token_id == eos_id:
-        return "<eos>"
-    if token_id >= 256:
-        return f"<{token_id}>"
-    return {10: "\\n", 9: "\\t", 32: "␠"}.get(token_id, chr(token_id) if 32 < token_id < 127 else f"\\x{token_id:02x}")
+def byte_label(token_id: int) -> str:
+    """A token as one short readable label: its byte's character, or an escape for a newline, a tab, a space, a
+    control or a non-ASCII byte (a UTF-8 character's bytes come one token each), or a special id's name."""
+    if token_id < BYTE_OFFSET or token_id >= BYTE_OFFSET + 256:
+        return SPECIAL_NAMES.get(token_id, f"<{token_id}>")
+    byte = token_id - BYTE_OFFSET
+    return {10: "\\n", 9: "\\t", 32: "␠"}.get(byte, chr(byte) if 32 < byte < 127 else f"\\x{byte:02x}")
 
 
-def token_trace(recorder: RoutingRecorder, eos_id: int) -> tuple[list[dict], Callable[[int, torch.Tensor], None]]:
+def token_trace(recorder: RoutingRecorder) -> tuple[list[dict], Callable[[int, torch.Tensor], None]]:
     """A list that fills with one record per drawn token, and the `on_token` callback that fills it."""
     records: list[dict] = []
 
     def on_token(token_id: int, logits: torch.Tensor) -> None:
         prob = float(logits.float().softmax(dim=-1)[token_id])
-        records.append({"index": len(records), "id": token_id, "label": byte_label(token_id, eos_id),
+        records.append({"index": len(records), "id": token_id, "label": byte_label(token_id),
                         "prob": prob if math.isfinite(prob) else 0.0,
                         "experts": [list(e) for e in recorder.last]})
 

@@ -168,8 +168,7 @@ function showCompletion(pane, data) {
   pane.text = data.completion;
   pane.prompt_ids = data.prompt_ids;
   pane.token_ids = data.token_ids;
-  const decoder = new TextDecoder();
-  $(".prompt-text", pane.node).textContent = decoder.decode(new Uint8Array(data.prompt_ids.slice(1).filter((i) => i < 256)));
+  $(".prompt-text", pane.node).textContent = data.prompt;
   $(".completion-text", pane.node).textContent = data.completion;
   const ttft = data.first_token_seconds === null ? "–" : `${(1000 * data.first_token_seconds).toFixed(0)} ms`;
   $(".stats", pane.node).textContent = `${pane.tokens.length} tokens in ${data.seconds.toFixed(2)} s ` +
@@ -257,7 +256,7 @@ async function showAttention(pane, index, span) {
       row.append(el("span", { class: "muted" }, `layer ${layer.layer} (${layer.selection}): `));
       const weight = new Map(layer.keys.map((k, j) => [k, layer.weights[j]]));
       ids.forEach((id, k) => {
-        const label = k === 0 ? "⟨bos⟩" : id === 10 ? "↵" : id === 32 ? "␠" : String.fromCharCode(id);
+        const label = answer.labels[k];
         const key = el("span", { class: "key", title: weight.has(k) ? `weight ${weight.get(k).toFixed(3)}` : "not attended" }, label);
         key.style.background = weight.has(k) ? `rgba(242, 142, 43, ${Math.min(1, 0.15 + weight.get(k)).toFixed(3)})` : "#fff";
         row.append(key);
