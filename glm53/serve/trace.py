@@ -50,12 +50,12 @@ class RoutingRecorder:
 
 
 def byte_label(token_id: int) -> str:
-    """A token as one short readable label: its byte's character, or an escape for a newline, a tab, a space, a
+    """A token as one short readable label: its byte's character, or an escape for a newline, a tab, a space (a middle dot), a
     control or a non-ASCII byte (a UTF-8 character's bytes come one token each), or a special id's name."""
     if token_id < BYTE_OFFSET or token_id >= BYTE_OFFSET + 256:
         return SPECIAL_NAMES.get(token_id, f"<{token_id}>")
     byte = token_id - BYTE_OFFSET
-    return {10: "\\n", 9: "\\t", 32: "␠"}.get(byte, chr(byte) if 32 < byte < 127 else f"\\x{byte:02x}")
+    return {10: "\\n", 9: "\\t", 32: "·"}.get(byte, chr(byte) if 32 < byte < 127 else f"\\x{byte:02x}")
 
 
 def token_trace(recorder: RoutingRecorder) -> tuple[list[dict], Callable[[int, torch.Tensor], None]]:
