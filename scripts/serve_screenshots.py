@@ -1,9 +1,10 @@
 """The docs' screenshots of `glm53 serve` (docs/playground.md), taken in the system's headless Chromium.
 
     python scripts/serve_screenshots.py --checkpoint RUN/pretrain/checkpoint-0100 \
-        --checkpoint RUN/rl/checkpoint-0016 --runs RUNS --out docs/images
+        --checkpoint RUN/rl/checkpoint-0016 --runs RUNS --task confirm/confirm-double-000 --out docs/images
 
-Starts `glm53 serve` on 127.0.0.1 (a free port), asks both checkpoints for one description with its cases, and
+Starts `glm53 serve` on 127.0.0.1 (a free port), asks both checkpoints for one task (or a description with its
+cases), and
 saves: playground-verdict.png (the first pane: completion and verdict), playground-experts.png (its bytes, heat
 map and one position's sparse picks), playground-side-by-side.png (the whole page) and playground-runs.png (the
 first run's report). Needs the serve extra and Debian's chromium and chromium-driver; refuses existing files.
@@ -39,6 +40,8 @@ def main() -> int:
     p.add_argument("--description", default="Double the input.")
     p.add_argument("--signature", default="double(x)")
     p.add_argument("--cases", default="3 -> 6\n-2 -> -4\n0 -> 0\n21 -> 42")
+    p.add_argument("--task", default=None, metavar="SPLIT/TASK_ID",
+                   help="pick this task of a split (its prompt and cases) instead of typing the description")
     args = p.parse_args()
     out = Path(args.out)
     taken = [n for n in NAMES if (out / n).exists()]
@@ -69,11 +72,20 @@ def main() -> int:
             except Exception:  # noqa: BLE001 - connection refused until it listens
                 time.sleep(0.5)
         wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, ".use-checkpoint")))
-        driver.find_element(By.ID, "description").send_keys(args.description)
-        signature = driver.find_element(By.ID, "signature")
-        signature.clear()
-        signature.send_keys(args.signature)
-        driver.find_element(By.ID, "cases").send_keys(args.cases)
+        if args.task:
+            from selenium.webdriver.support.ui import Select
+
+            split, task_id = args.task.split("/")
+            driver.find_element(By.CSS_SELECTOR, "input[name=mode][value=task]").click()
+            Select(driver.find_element(By.ID, "split")).select_by_value(split)
+            wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, f"#task option[value='{task_id}']")))
+            Select(driver.find_element(By.ID, "task")).select_by_value(task_id)
+        else:
+            driver.find_element(By.ID, "description").send_keys(args.description)
+            signature = driver.find_element(By.ID, "signature")
+            signature.clear()
+            signature.send_keys(args.signature)
+            driver.find_element(By.ID, "cases").send_keys(args.cases)
         driver.find_element(By.ID, "generate").click()
         for pane in ("#pane-0", f"#pane-{len(args.checkpoint) - 1}"):
             wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, f"{pane} .verdict .badge")))

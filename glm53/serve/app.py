@@ -133,7 +133,7 @@ def create_app(generator: Generator, cfg: ServeConfig) -> FastAPI:
                 "sandbox": generator.sandbox,
                 "bounds": {"max_prompt_chars": cfg.max_prompt_chars, "max_cases": cfg.max_cases,
                            "max_new_tokens": cfg.max_new_tokens, "max_waiting": cfg.max_waiting},
-                "splits": list(served[0].suite.eval_splits)}
+                "splits": list(served[0].suite.splits)}
 
     @app.get("/api/tasks")
     async def task_list(split: str = "dev"):

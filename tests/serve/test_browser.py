@@ -78,4 +78,4 @@ def test_a_person_writes_a_function_sees_it_judged_and_routed_then_reads_a_run(b
     assert not errors, errors
     if shots != tmp_path:
         shots.mkdir(parents=True, exist_ok=True)
-        shutil.copy(tmp_path / "playground.png", shots / "playground-test.png")
+        shutil.copy(tmp_path / "playground.png", shots / "playground-e2e.png")
