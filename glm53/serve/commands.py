@@ -1,6 +1,7 @@
 """The `glm53 serve` command (thin: parse, check, load, then hand the app to uvicorn). Every refusal comes before
 the port is opened: a checkpoint that cannot be read or checked (as `glm53 eval` refuses it), a sandbox below full
-isolation without --accept-partial-isolation, a --runs folder that is not there, or the serve extra not installed."""
+isolation without --accept-partial-isolation, a --runs folder that is not there, a port that is taken, or the serve
+extra not installed."""
 
 from __future__ import annotations
 
@@ -37,6 +38,22 @@ def serve_config(args) -> ServeConfig:
     return cfg
 
 
+def listening_socket(host: str, port: int):
+    """The server's socket, bound now (before anything loads), so a taken port or an unknown host is one line."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as err:
+        raise ValueError(f"cannot listen on {host}:{port} ({err.strerror or err}); give another --port, or stop what "
+                         "holds it") from None
+    sock.listen(128)
+    return sock
+
+
 def cmd_serve(args) -> int:
     cfg = serve_config(args)
     try:
@@ -48,16 +65,22 @@ def cmd_serve(args) -> int:
     from .checkpoints import open_checkpoints
     from .generation import Generator
 
-    served = open_checkpoints(args.checkpoint, cfg.trust_unverified)
-    generator = Generator(served, cfg)  # refuses a sandbox below full isolation unless accepted
+    sock = listening_socket(cfg.host, cfg.port)
+    try:
+        served = open_checkpoints(args.checkpoint, cfg.trust_unverified)
+        generator = Generator(served, cfg)  # refuses a sandbox below full isolation unless accepted
+    except BaseException:
+        sock.close()
+        raise
     line = exposure_line(cfg)
     if line:
         print(line)
     names = " and ".join(s.name for s in served)
     print(f"glm53 serve: {names} on http://{cfg.host}:{cfg.port} (Ctrl-C stops)", flush=True)
-    app = create_app(generator, cfg)
+    server = uvicorn.Server(uvicorn.Config(create_app(generator, cfg), log_level="warning", access_log=False))
     try:
-        uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+        server.run(sockets=[sock])
     finally:
         generator.close()
+        sock.close()
     return 0

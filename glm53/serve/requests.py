@@ -65,8 +65,8 @@ def _float(body: dict, name: str, low: float, high: float, default: float | None
     if value is None:
         return None
     if type(value) not in (int, float) or not (low < value if low_open else low <= value) or not value <= high:
-        bound = f"above {low}" if low_open else f"from {low}"
-        raise BadRequest(f"{name} must be a number {bound} to {high}, got {value!r}")
+        bound = f"above {low} and at most {high}" if low_open else f"from {low} to {high}"
+        raise BadRequest(f"{name} must be a number {bound}, got {value!r}")
     return float(value)
 
 
@@ -79,11 +79,12 @@ def parse_cases(text: str, max_cases: int) -> tuple:
     for n, line in lines:
         if len(line) > MAX_CASE_CHARS:
             raise BadRequest(f"case line {n} is {len(line):,} characters; at most {MAX_CASE_CHARS} are accepted", 413)
-        cases.append(_parse_case(n, line))
-    try:
-        encode_cases(cases, "a case")  # what the sandbox can carry: the verifier's own check
-    except ValueError as err:
-        raise BadRequest(f"{err}") from None
+        case = _parse_case(n, line)
+        try:
+            encode_cases([case], "a case")  # what the sandbox can carry: the verifier's own check
+        except ValueError as err:  # "a case: case 0: the expected value: ..."
+            raise BadRequest(f"case line {n}: {str(err).split(': ', 2)[-1]}") from None
+        cases.append(case)
     return tuple(cases)
 
 
@@ -149,8 +150,8 @@ def parse_job(body, cfg: ServeConfig, served: list, tasks) -> Job:
     chosen = body.get("checkpoints", list(range(len(served))))
     if (not isinstance(chosen, list) or not chosen or len(chosen) > len(served) or len(set(chosen)) != len(chosen)
             or any(type(i) is not int or not 0 <= i < len(served) for i in chosen)):
-        raise BadRequest(f"checkpoints must list distinct indices of the {len(served)} served checkpoints "
-                         f"(0{' and 1' if len(served) > 1 else ''}), got {chosen!r}")
+        raise BadRequest(f"checkpoints must list distinct indices of served checkpoints, from 0 to {len(served) - 1}, "
+                         f"got {chosen!r}")
     suite = served[chosen[0]].suite
     cap = _int(body, "max_new_tokens", 1, cfg.max_new_tokens, suite.max_new_tokens)
     for i in chosen:

@@ -43,6 +43,18 @@ def test_settings_are_refused_before_anything_loads(serve_files, tmp_path, capsy
     assert "--max-cases" in refused(capsys, "--checkpoint", good, "--max-cases", "0")
 
 
+def test_a_taken_port_is_one_line_before_anything_loads(serve_files, capsys):
+    pytest.importorskip("fastapi", reason="the serve extra is not installed (bash scripts/install.sh --serve)")
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        line = refused(capsys, "--checkpoint", str(serve_files / "a" / "checkpoint-0000"), "--port", str(port))
+    assert line.startswith(f"glm53 serve: error: cannot listen on 127.0.0.1:{port} (") and "--port" in line
+
+
 def test_without_the_serve_extra_one_line_says_how_to_install_it(serve_files, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "fastapi", None)
     assert refused(capsys, "--checkpoint", str(serve_files / "a" / "checkpoint-0000")) == \
