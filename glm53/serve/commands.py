@@ -40,16 +40,22 @@ def serve_config(args) -> ServeConfig:
 
 def listening_socket(host: str, port: int):
     """The server's socket, bound now (before anything loads), so a taken port or an unknown host is one line."""
+    import errno
     import socket
 
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError as err:
+        raise ValueError(f"--host {host} is not an address this machine can listen on ({err.strerror or err}); give "
+                         "one such as 127.0.0.1") from None
+    try:
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except OSError as err:
-        raise ValueError(f"cannot listen on {host}:{port} ({err.strerror or err}); give another --port, or stop what "
-                         "holds it") from None
+        fix = ("give another --port, or stop what holds it" if err.errno == errno.EADDRINUSE else
+               "give an address of this machine with --host (127.0.0.1 by default), or a --port above 1023")
+        raise ValueError(f"cannot listen on {host}:{port} ({err.strerror or err}); {fix}") from None
     sock.listen(128)
     return sock
 
