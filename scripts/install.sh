@@ -5,7 +5,7 @@
 #   bash scripts/install.sh --dev --extras   also Ray and TensorBoard (requirements-extras.lock), as CI tests them
 #   bash scripts/install.sh --docs   also the documentation tools (requirements-docs.lock): mkdocs build --strict
 #   bash scripts/install.sh --serve  also FastAPI and uvicorn for glm53 serve, and Selenium for its browser test
-#                                    (requirements-serve.lock; the browser itself: apt-get install chromium chromium-driver)
+#                                    (requirements-serve.lock; the browser: apt-get install chromium chromium-driver)
 # Linux without an NVIDIA GPU: torch comes from PyTorch's CPU-only index when it can be reached (~200 MB instead
 # of several GB of CUDA libraries). With a GPU, PyPI's CUDA build. GLM53_TORCH_INDEX=URL chooses another index
 # (for example https://download.pytorch.org/whl/cu126); GLM53_TORCH_INDEX= (empty) uses PyPI's default build.

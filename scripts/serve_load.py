@@ -117,7 +117,8 @@ def main() -> int:
         print(f"glm53 generate, same prompt ({gen['tokens']} tokens, median of 3, loading excluded; the first token is "
               f"printed with the last): {gen['main']:.2f} s in the main thread as the command runs it "
               f"({gen['tokens'] / gen['main']:.1f} tokens/s), {gen['worker']:.2f} s in a worker thread as the server "
-              f"runs it ({gen['tokens'] / gen['worker']:.1f} tokens/s); the whole command {gen['command_seconds']:.1f} s")
+              f"runs it ({gen['tokens'] / gen['worker']:.1f} tokens/s); the whole command "
+              f"{gen['command_seconds']:.1f} s")
         results: list[dict] = []
         rss: list[float] = [rss_mb(server.pid)]
         stop_at = time.monotonic() + args.seconds

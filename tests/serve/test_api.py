@@ -125,7 +125,8 @@ def test_two_checkpoints_answer_side_by_side_on_the_same_prompt_and_seed(client)
 
 
 BAD = [
-    ({"mode": "description", "description": "x" * 2001, "signature": "f(x)"}, 413, "description is 2,001 characters; at most 2,000"),
+    ({"mode": "description", "description": "x" * 2001, "signature": "f(x)"}, 413,
+     "description is 2,001 characters; at most 2,000"),
     ({"prompt": "x" * 3000}, 413, "prompt is 3,000 characters"),
     ({"prompt": "#" * CONTEXT + "\ndef f(x):"}, 413, "holds 256 in its context"),
     ({"cases": "\n".join(f"{i} -> {i}" for i in range(17))}, 413, "17 test cases were given; at most 16"),
@@ -159,8 +160,10 @@ def test_a_request_past_a_bound_gets_a_4xx_with_one_sentence(client, changes, st
 @pytest.mark.parametrize("method,url,body,status,words", [
     ("post", "/api/generate", b"{not json", 400, "the request body is not JSON"),
     ("post", "/api/generate", b"[1, 2]", 400, "send a JSON object"),
-    ("post", "/api/generate", b'{"mode": "prompt", "prompt": "def f(x):", "seed": NaN}', 400, "seed must be a whole number"),
-    ("post", "/api/generate", b'{"mode": "prompt", "prompt": "def f(x):", "temperature": NaN}', 400, "temperature must be a number"),
+    ("post", "/api/generate", b'{"mode": "prompt", "prompt": "def f(x):", "seed": NaN}', 400,
+     "seed must be a whole number"),
+    ("post", "/api/generate", b'{"mode": "prompt", "prompt": "def f(x):", "temperature": NaN}', 400,
+     "temperature must be a number"),
     ("post", "/api/generate", b"x" * (1 << 20 | 1), 413, "at most 1,048,576 are accepted"),
     ("get", "/api/generate", None, 405, "GET is not served at /api/generate"),
     ("get", "/etc/passwd", None, 404, "there is nothing at /etc/passwd"),
@@ -223,7 +226,8 @@ def test_the_runs_view_reads_reports_receipts_and_curves(client):
     chart = client.get("/api/runs/demo/file/charts/loss.png")
     assert chart.status_code == 200 and chart.headers["content-type"] == "image/png"
     for url in ("/api/runs/demo/file/../../a/checkpoint-0000/config.json", "/api/runs/demo/file/REPORT.md",
-                "/api/runs/notes", "/api/runs/..", "/api/runs/demo/file/%2e%2e/%2e%2e/a/checkpoint-0000/model.safetensors"):
+                "/api/runs/notes", "/api/runs/..",
+                "/api/runs/demo/file/%2e%2e/%2e%2e/a/checkpoint-0000/model.safetensors"):
         response = client.get(url)
         assert response.status_code == 404 and "\n" not in response.json()["error"], url
 

@@ -22,7 +22,8 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 def browser(tmp_path):
     if not (CHROMIUM.is_file() and DRIVER.is_file()):
         pytest.skip("no Chromium: apt-get install chromium chromium-driver (.ci/run does)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="Selenium is not installed (scripts/install.sh --serve)")
+    webdriver = pytest.importorskip("selenium.webdriver",
+                                    reason="Selenium is not installed (scripts/install.sh --serve)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):

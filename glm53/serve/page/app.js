@@ -39,7 +39,8 @@ for (const radio of document.querySelectorAll("input[name=mode]")) {
 async function start() {
   info = await getJSON("/api/info");
   const level = info.sandbox.level;
-  $("#sandbox").textContent = `sandbox isolation: ${level}` + (info.checkpoints.length > 1 ? " · two checkpoints" : "");
+  const two = info.checkpoints.length > 1 ? " · two checkpoints" : "";
+  $("#sandbox").textContent = `sandbox isolation: ${level}${two}`;
   $("#max_new_tokens").value = info.checkpoints[0].max_new_tokens;
   $("#max_new_tokens").max = info.bounds.max_new_tokens;
   const choice = $("#checkpoint-choice");
@@ -75,7 +76,9 @@ function request() {
   const body = { mode, seed: Number($("#seed").value), temperature: Number($("#temperature").value),
                  max_new_tokens: Number($("#max_new_tokens").value), cases: $("#cases").value,
                  checkpoints: [...document.querySelectorAll(".use-checkpoint:checked")].map((b) => Number(b.value)) };
-  if (mode === "description") Object.assign(body, { description: $("#description").value, signature: $("#signature").value });
+  if (mode === "description") {
+    Object.assign(body, { description: $("#description").value, signature: $("#signature").value });
+  }
   if (mode === "prompt") body.prompt = $("#prompt").value;
   if (mode === "task") Object.assign(body, { split: $("#split").value, task_id: $("#task").value });
   return body;
@@ -140,7 +143,10 @@ async function generate() {
   }
 }
 $("#generate").addEventListener("click", generate);
-$("#stop").addEventListener("click", () => { if (controller) controller.abort(); $("#status").textContent = "stopped"; });
+$("#stop").addEventListener("click", () => {
+  if (controller) controller.abort();
+  $("#status").textContent = "stopped";
+});
 window.addEventListener("pagehide", () => { if (controller) controller.abort(); });
 
 function onEvent(event, data) {
@@ -173,7 +179,8 @@ function showCompletion(pane, data) {
   const ttft = data.first_token_seconds === null ? "–" : `${(1000 * data.first_token_seconds).toFixed(0)} ms`;
   $(".stats", pane.node).textContent = `${pane.tokens.length} tokens in ${data.seconds.toFixed(2)} s ` +
     `(${(data.tokens_per_second || 0).toFixed(1)} tokens/s; first token ${ttft})` +
-    (data.hit_token_cap ? " · hit the token cap" : "") + (data.dropped ? ` · ${data.dropped} cut by the stop rule` : "");
+    (data.hit_token_cap ? " · hit the token cap" : "") +
+    (data.dropped ? ` · ${data.dropped} cut by the stop rule` : "");
   drawLoad(pane);
 }
 
@@ -207,7 +214,10 @@ function drawHeatmap(pane) {
   tokens.forEach((t, x) => t.experts.forEach((experts, y) => {
     ctx.fillStyle = expertColor(experts[0]);
     ctx.fillRect(x * cell, y * cell, cell - 1, cell - 1);
-    if (experts.length > 1) { ctx.fillStyle = expertColor(experts[1]); ctx.fillRect(x * cell + 3, y * cell + 3, cell - 7, cell - 7); }
+    if (experts.length > 1) {
+      ctx.fillStyle = expertColor(experts[1]);
+      ctx.fillRect(x * cell + 3, y * cell + 3, cell - 7, cell - 7);
+    }
   }));
   const count = info.checkpoints[0].experts;
   const legend = $(".legend", pane.node);
@@ -257,8 +267,9 @@ async function showAttention(pane, index, span) {
       const weight = new Map(layer.keys.map((k, j) => [k, layer.weights[j]]));
       ids.forEach((id, k) => {
         const label = answer.labels[k];
-        const key = el("span", { class: "key", title: weight.has(k) ? `weight ${weight.get(k).toFixed(3)}` : "not attended" }, label);
-        key.style.background = weight.has(k) ? `rgba(242, 142, 43, ${Math.min(1, 0.15 + weight.get(k)).toFixed(3)})` : "#fff";
+        const w = weight.get(k);
+        const key = el("span", { class: "key", title: w === undefined ? "not attended" : `weight ${w.toFixed(3)}` }, label);
+        key.style.background = w === undefined ? "#fff" : `rgba(242, 142, 43, ${Math.min(1, 0.15 + w).toFixed(3)})`;
         row.append(key);
       });
       box.append(row);
@@ -293,7 +304,10 @@ async function showRun(name, button) {
     if (run.report) report.innerHTML = run.report;  // the run's own REPORT.md, rendered by the server
     else report.append(el("p", { class: "muted" }, "no REPORT.md in this run"));
     view.append(report);
-    if (run.receipt) view.append(el("h3", {}, run.receipt.file), el("pre", { class: "receipt" }, JSON.stringify(run.receipt.receipt, null, 1)));
+    if (run.receipt) {
+      const text = JSON.stringify(run.receipt.receipt, null, 1);
+      view.append(el("h3", {}, run.receipt.file), el("pre", { class: "receipt" }, text));
+    }
   } catch (err) { view.replaceChildren(el("p", { class: "error" }, err.message)); }
 }
 
@@ -311,7 +325,7 @@ function curve(c) {
   svg.append(line);
   const text = (x, y, s, anchor = "start") => {
     const t = document.createElementNS(ns, "text");
-    t.setAttribute("x", x); t.setAttribute("y", y); t.setAttribute("font-size", "11"); t.setAttribute("text-anchor", anchor);
+    for (const [k, v] of Object.entries({ x, y, "font-size": "11", "text-anchor": anchor })) t.setAttribute(k, v);
     t.textContent = s; svg.append(t);
   };
   text(pad, 12, c.name);
