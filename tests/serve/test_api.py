@@ -77,7 +77,8 @@ def test_the_trace_is_the_full_forwards_routing_and_probability(generator_pair, 
         assert t["experts"] == [r[start + j].tolist() for r in routed]
 
 
-def test_verdicts_come_per_case_from_the_sandbox_at_the_suites_level(generator_pair, client):
+def test_verdicts_come_per_case_from_the_sandbox_at_the_suites_level(generator_pair, client, monkeypatch):
+    from glm53.data.suites import get_suite
     from glm53.serve.generation import Job
     from glm53.serve.requests import parse_cases
 
@@ -90,12 +91,26 @@ def test_verdicts_come_per_case_from_the_sandbox_at_the_suites_level(generator_p
     # the reference level refuses what only the python level allows (a loop): judged as the suite judges
     loop = "\n    for y in [x]:\n        return y + 1\n"
     assert generator.judge(0, job, loop)["status"] == "invalid"
+    broad = get_suite("broad")  # a checkpoint of the broad suite is judged at its level, python, where a loop is fine
+    monkeypatch.setattr(generator.served[0], "suite", broad)
+    judged = generator.judge(0, job, loop)
+    assert broad.language == "python" and (judged["status"], judged["passed"], judged["language"]) == ("failed", 2, "python")
+    monkeypatch.undo()
     stream = ask(client)
     verdict = of(stream, "verdict")[0]
     assert verdict["total"] == 2 and len(verdict["cases"]) == 2 and verdict["cases"][0]["args"] == "1"
     # nothing to call: not judged, said in a sentence
     untyped = of(ask(client, cases=""), "verdict")[0]
     assert untyped["status"] == "not judged" and "no test cases" in untyped["message"]
+
+
+def test_a_checkpoints_suite_is_the_one_its_run_named(tmp_path):
+    from glm53.serve.checkpoints import checkpoint_suite
+
+    (tmp_path / "checkpoint-0001").mkdir()
+    assert checkpoint_suite(tmp_path / "checkpoint-0001").name == "reference"  # no run.json: as runs before suites
+    (tmp_path / "run.json").write_text(json.dumps({"suite": "broad"}))
+    assert checkpoint_suite(tmp_path / "checkpoint-0001").name == "broad"
 
 
 def test_a_task_from_a_split_brings_its_prompt_and_cases(client):
