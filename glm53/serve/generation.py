@@ -21,7 +21,7 @@ import torch
 from ..data.tokenizer import ByteTokenizer
 from ..decode.interactive import stream_completion
 from ..decode.sampling import Sampling
-from ..evaluate.sandbox_policy import require_isolation
+from ..evaluate.sandbox_policy import ACCEPT_FLAG, missing_layers, sandbox_record
 from ..verify.verifier import SandboxPool, verify_many
 from .checkpoints import ServedCheckpoint
 from .serve_config import ServeConfig
@@ -54,10 +54,16 @@ class Generator:
         self.tokenizer = ByteTokenizer()
         self.pool = pool or SandboxPool(workers=2)
         try:
-            self.sandbox = require_isolation(cfg.accept_partial_isolation, "serve", self.pool)
+            self.sandbox = sandbox_record(cfg.accept_partial_isolation, self.pool)
         except Exception:
             self.pool.close()
             raise
+        if self.sandbox["level"] != "full" and not cfg.accept_partial_isolation:
+            self.pool.close()
+            layers = {k: v for k, v in self.sandbox.items() if k != "accepted_partial"}
+            raise ValueError(f"the sandbox lacks {', '.join(missing_layers(layers)) or 'an isolation layer'} "
+                             f"(isolation level {self.sandbox['level']}); give {ACCEPT_FLAG} to serve anyway (the page "
+                             "shows the level), or run where every layer is available (as root on Linux)")
         self._model_lock = threading.Lock()
         self._count_lock = threading.Lock()
         self._in_building = 0

@@ -43,6 +43,24 @@ def test_settings_are_refused_before_anything_loads(serve_files, tmp_path, capsy
     assert "--max-cases" in refused(capsys, "--checkpoint", good, "--max-cases", "0")
 
 
+def test_a_sandbox_below_full_isolation_is_refused_unless_accepted(serve_files, monkeypatch):
+    from glm53.serve import generation
+    from glm53.serve.checkpoints import open_checkpoints
+    from glm53.serve.serve_config import ServeConfig
+
+    partial = {"namespaces": "off: no user namespaces", "seccomp": "on (91 BPF instructions)", "level": "partial"}
+    monkeypatch.setattr(generation, "sandbox_record", lambda accepted, pool: {**partial, "accepted_partial": accepted})
+    served = open_checkpoints([str(serve_files / "a" / "checkpoint-0000")], False)
+    with pytest.raises(ValueError) as refusal:
+        generation.Generator(served, ServeConfig())
+    assert str(refusal.value) == ("the sandbox lacks namespaces (no user namespaces) (isolation level partial); give "
+                                  "--accept-partial-isolation to serve anyway (the page shows the level), or run where "
+                                  "every layer is available (as root on Linux)")
+    accepted = generation.Generator(served, ServeConfig(accept_partial_isolation=True))
+    assert accepted.sandbox["level"] == "partial" and accepted.sandbox["accepted_partial"] is True
+    accepted.close()
+
+
 def test_a_taken_port_is_one_line_before_anything_loads(serve_files, capsys):
     pytest.importorskip("fastapi", reason="the serve extra is not installed (bash scripts/install.sh --serve)")
     import socket
