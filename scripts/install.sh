@@ -4,6 +4,8 @@
 #   bash scripts/install.sh --dev    the package and the test tools
 #   bash scripts/install.sh --dev --extras   also Ray and TensorBoard (requirements-extras.lock), as CI tests them
 #   bash scripts/install.sh --docs   also the documentation tools (requirements-docs.lock): mkdocs build --strict
+#   bash scripts/install.sh --serve  also FastAPI and uvicorn for glm53 serve, and Selenium for its browser test
+#                                    (requirements-serve.lock; the browser: apt-get install chromium chromium-driver)
 # Linux without an NVIDIA GPU: torch comes from PyTorch's CPU-only index when it can be reached (~200 MB instead
 # of several GB of CUDA libraries). With a GPU, PyPI's CUDA build. GLM53_TORCH_INDEX=URL chooses another index
 # (for example https://download.pytorch.org/whl/cu126); GLM53_TORCH_INDEX= (empty) uses PyPI's default build.
@@ -16,7 +18,8 @@ for arg in "$@"; do
     --dev) extras+=(dev) ;;
     --extras) extras+=(ray tensorboard); locks+=(-r requirements-extras.lock) ;;
     --docs) extras+=(docs); locks+=(-r requirements-docs.lock) ;;
-    *) echo "scripts/install.sh: unknown option $arg (use --dev, --extras and/or --docs)" >&2; exit 2 ;;
+    --serve) extras+=(serve); locks+=(-r requirements-serve.lock) ;;
+    *) echo "scripts/install.sh: unknown option $arg (use --dev, --extras, --docs and/or --serve)" >&2; exit 2 ;;
   esac
 done
 extra=""

@@ -73,6 +73,8 @@ against = "repeated-8"
 SKIPPED = {
     "glm53 calibrate": "times the reference model's training and decoding on this CPU (~1.5 min); no tiny form",
     "glm53 bench": "times the reference model, plain and fast (2-4 min); `--quick` is tests/speed/test_bench.py's",
+    "glm53 serve --checkpoint runs/p/checkpoint-0100 --runs runs": "a server that runs until Ctrl-C; tests/serve/ "
+                                                                   "drives it (its API, and the page in Chromium)",
 }
 
 INPUT_FLAGS = ("--checkpoint", "--init", "--in", "--tasks", "--config", "--pilot", "--setup-from", "--reuse-from")

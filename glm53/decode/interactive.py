@@ -45,10 +45,13 @@ def read_prompts(stream: TextIO) -> Iterator[str]:
 @torch.no_grad()
 def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: torch.Generator | None,
                       stop: str | None, on_text: Callable[[str], None],
-                      tokenizer: ByteTokenizer | None = None) -> dict:
+                      tokenizer: ByteTokenizer | None = None,
+                      on_token: Callable[[int, torch.Tensor], None] | None = None) -> dict:
     """One completion of `prompt`, `on_text(piece)` called with each new piece of its text as tokens arrive; the
     pieces join to the returned record's completion ({"completion", "token_ids", "hit_token_cap"}, as the engine's).
-    `stop`: a name in STOP_RULES ("statement" or "function"), or None for EOS and the token cap only."""
+    `stop`: a name in STOP_RULES ("statement" or "function"), or None for EOS and the token cap only.
+    `on_token(id, logits)`, when given, sees each drawn token with the scores it was drawn from ([vocab], banned ids
+    at -inf) before the stop rule does (glm53 serve's per-byte view); an exception it raises ends the completion."""
     tokenizer = tokenizer or ByteTokenizer()
     rule = STOP_RULES[stop] if stop else None
     ids = tokenizer.encode(prompt, bos=True)
@@ -66,6 +69,8 @@ def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: 
             logits[:, banned] = float("-inf")
             token = sample_next(logits, sampling, generator)
             tokens.append(int(token[0]))
+            if on_token is not None:
+                on_token(tokens[-1], logits[0])
             completion = tokenizer.decode(tokens)
             if tokens[-1] == tokenizer.eos_id or (rule is not None and rule(prompt, completion)):
                 stopped = True

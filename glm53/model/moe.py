@@ -67,6 +67,7 @@ class MixtureOfExperts(nn.Module):
         self.router = nn.Linear(config.dim, config.experts, bias=False)
         self.router_kind, self.bias_rate, self.router_scale = config.router, config.router_bias_rate, config.router_scale
         self.load_sum = None  # data parallelism: sums training forwards' expert counts over ranks (set_load_sum)
+        self.routing_probe = None  # a callable given each forward's top_idx [N, k] (glm53 serve's expert view)
         if self.router_kind == "sigmoid-bias":
             # selection_bias is saved with the weights (resume continues exactly); pending_load is emptied by every
             # update, and checkpoints are written after updates, so it need not be saved
@@ -135,6 +136,8 @@ class MixtureOfExperts(nn.Module):
         if torch.is_autocast_enabled(x.device.type):  # cast once: the router, the shared and the routed experts
             flat = flat.to(torch.get_autocast_dtype(x.device.type))  # would each cast the input on their own
         top_idx, top_weights, balance_loss, usage = self.route(flat)
+        if self.routing_probe is not None:
+            self.routing_probe(top_idx)
         out = None
         for expert in self.shared:
             y = expert(flat)
