@@ -149,6 +149,9 @@ class SandboxPool:
         self._closed = False
         self._lock = threading.Lock()
         self._ids = itertools.count(1)  # job ids unique in the pool: a reply can only ever match its own job
+        # every worker this pool started, replaced ones included; each leads its own session, which its template
+        # and its programs' processes stay in (seccomp refuses setsid), so these name everything the pool made
+        self.worker_pids: list[int] = []
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -157,6 +160,7 @@ class SandboxPool:
         worker = self._workers[i]
         if worker is None or worker.proc.poll() is not None:
             worker = self._workers[i] = _Worker(self.scratch, self.layers)
+            self.worker_pids.append(worker.proc.pid)
             with self._lock:
                 if self._report is None:
                     self._report = dict(worker.report)
