@@ -32,6 +32,7 @@ import builtins
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
@@ -52,6 +53,10 @@ else:  # run as a script under -I, which leaves the script's folder off sys.path
 # timeout. A typical task (11-20 cases) gains at most 10 ms from it.
 CASE_OVERHEAD_S = 5e-4
 RECURSION_LIMIT = 500
+# A reply longer than this (bytes) beyond twice its expected value's encoding cannot hold an equal value: the harness
+# encodes equal values alike (a dict's order and -0.0 aside), so such a line fails its case without being parsed.
+# It bounds the worker's decoding by the task's size, not by the 1 MiB line cap (a forged 1 MiB reply cost ~3 s).
+REPLY_SLACK_BYTES = 256
 
 
 # ---------------------------------------------------------------- the child: one candidate, case by case
@@ -108,7 +113,7 @@ def child_main(job_fd: int, out_fd: int, devnull: int, setup: isolation.Template
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         _close_all_but({job_fd, out_fd})
-        isolation.enter_child(setup.separate_ipc, setup.uid, parent)
+        isolation.enter_child(setup.separate_ipc, setup.uid, parent, setup.own_keys, setup.drop_capabilities)
         seccomp = setup.seccomp
         reader = LineReader(job_fd)
         header = json.loads(reader.readline(None))
@@ -158,6 +163,7 @@ def template_main(control: socket.socket, devnull: int, scratch: str, layers: tu
             os.waitpid(init, 0)
             os._exit(0)
         isolation.set_parent_death_signal()
+    isolation.try_child_steps(setup)
     control.sendall(json.dumps(setup.report).encode() + b"\n")
 
     def spawn() -> int:
@@ -209,6 +215,7 @@ class Worker:
                 os._exit(0)
         template_end.close()
         os.close(devnull)
+        self.scratch = scratch
         self.control_reader = LineReader(self.control.fileno())
         line = self.control_reader.readline(time.monotonic() + 30)
         if line is None:
@@ -229,10 +236,28 @@ class Worker:
         return data
 
     def _take_status(self) -> int:
-        """The last child's wait status, which the template sends after every "R"."""
+        """The last child's wait status, which the template sends after every "R" once it reaped the child: then
+        no process of that job is left, and the scratch folder is emptied and checked for the next."""
         status = int.from_bytes(self._receive(4), "little")
         self.status_pending = False
+        self._empty_scratch()
         return status
+
+    def _empty_scratch(self) -> None:
+        """Where a program could write into the scratch folder (unprivileged, it keeps the caller's uid, which owns
+        it; no file can have content, RLIMIT_FSIZE is 0, but names and folders can be made), the next job must not
+        see it. A folder that cannot be emptied breaks this worker (the pool replaces it)."""
+        with os.scandir(self.scratch) as entries:
+            left = [entry.path for entry in entries]
+        for path in left:
+            if os.path.isdir(path) and not os.path.islink(path):
+                for folder, _, _ in os.walk(path):  # a folder made unreadable or unwritable by its owner: undone
+                    os.chmod(folder, 0o700)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        if left and os.listdir(self.scratch):
+            raise ConnectionError("the scratch folder could not be emptied after a job")
 
     def run_job(self, job: dict) -> dict:
         if self.status_pending:
@@ -291,6 +316,11 @@ class Worker:
             write_all(job_fd, prefix + json.dumps(args).encode() + b"\n", deadline)
             prefix = b""
             line = reader.readline(deadline)
+            if line is not None and not echo and len(line) > 2 * len(json.dumps(expected)) + REPLY_SLACK_BYTES:
+                if not first_failure:
+                    first_failure = (f"case {k} replied {len(line)} bytes, more than a value equal to the expected "
+                                     "one takes (not decoded)")
+                continue
             if line is None:
                 return {"status": "crashed", "message": "the program ended without a result", "passed": passed,
                         "ended": True}
