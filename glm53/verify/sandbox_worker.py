@@ -37,6 +37,8 @@ import signal
 import socket
 import sys
 import time
+import unicodedata  # noqa: F401 - loaded before any fork: the parser imports it for a non-ASCII identifier, and a
+# program's process, in an empty root, could not load it then
 
 if __package__:
     from . import isolation

@@ -60,7 +60,7 @@ from .languages import DEFAULT_LANGUAGE, get_language
 from .channels import LineReader
 from .sandbox_worker import CASE_OVERHEAD_S
 from .values import encode, same_value  # noqa: F401 - same_value is part of this API
-from .static_check import StaticCheckError, check_source
+from .static_check import StaticCheckError, check_source, normalized_name
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
 WORKER = Path(__file__).with_name("sandbox_worker.py")
@@ -332,6 +332,8 @@ def _prepare(n: int, item: Sequence, timeout_s: float, pool: SandboxPool, langua
     """(verdict, None) for a statically refused program, or (None, job). An item is (source, entry_point, cases)
     or (source, entry_point, cases, language), the fourth overriding `language` for that item."""
     source, entry_point, cases = item[0], item[1], [(list(args), expected) for args, expected in item[2]]
+    if isinstance(entry_point, str):
+        entry_point = normalized_name(entry_point)  # `def ﬁx` defines `fix`, as Python reads it
     level = item[3] if len(item) > 3 and item[3] else language
     get_language(level)
     if not cases:
