@@ -25,7 +25,8 @@ while (($#)); do
   esac
 done
 if ! [[ $runs =~ ^[1-9][0-9]*$ && $burners =~ ^[0-9]+$ ]]; then
-  echo "scripts/stress_tests.sh: -n needs a whole number >= 1 and --burners one >= 0 (got -n $runs --burners $burners)" >&2
+  echo "scripts/stress_tests.sh: -n needs a whole number >= 1 and --burners one >= 0" \
+       "(got -n $runs --burners $burners)" >&2
   exit 2
 fi
 

@@ -5,16 +5,25 @@ each reported, so that a gap in the static stage is not an escape:
 
 - `namespaces`: per template, a new network namespace (only a loopback interface, down: no network at all), a
   new PID namespace whose init is the template (a program sees only itself and the template, which as init
-  ignores every signal it has no handler for), and a new mount namespace in which every mount is read-only,
+  ignores every signal it has no handler for), a UTS namespace (the host name a program reads is
+  `glm53-sandbox`, not the host's), and a new mount namespace in which every mount is read-only,
   nosuid and nodev (a mount that cannot be made so turns the layer off), then a pivot into an empty read-only root
   holding only the scratch directory, the one writable place (the old root, /proc and /sys are detached: no host
   file is in reach, even to read); per program, a new IPC namespace (no
-  SysV segment or message queue of one job is visible to the next). As root this is a plain unshare; otherwise
-  it goes through a user namespace, where the kernel allows one.
+  SysV segment or message queue of one job is visible to the next), a new session key ring and then (after the
+  uid drop) a user namespace of its own, where its user, user-session and persistent key rings are its own, empty
+  and gone with it (a key one job adds is not in the next's reach), and every capability dropped (bounding,
+  ambient, effective, permitted, inheritable; no_new_privs): in the unprivileged mode the template holds every
+  capability over its namespaces, with which a program could remount the root read-write. The worker empties and
+  checks the scratch folder after every job. These per-program steps are tried once in the template; where the
+  kernel refuses the user namespace, the report says the key ring is the template's. As root this is a plain
+  unshare; otherwise it goes through a user namespace, where the kernel allows one.
 - `drop-user`: as root, each program runs under a uid and gid of its own template's, `SANDBOX_ID_BASE` plus the
   template's process id (a reserved range no account uses): no capabilities, no root-owned files, and no other
-  template's processes or the caller's can be signalled even with seccomp off. Unprivileged, the program keeps
-  the caller's uid (inside the user namespace), which can read the caller's files: the layer reports off.
+  template's processes or the caller's can be signalled even with seccomp off (inside its own user namespace a
+  program reads the overflow uid, 65534). Unprivileged, the program keeps the caller's uid (inside the user
+  namespace, with no capability and no host file in its empty root), so one template's programs are not kept
+  apart by uid: the layer reports off.
 - `seccomp`: a syscall allow-list for a pure computation (memory, reads, clocks, exit). Everything else fails
   with EPERM: sockets, exec, fork/clone, ptrace, kill and every other signal sent, mount, unshare, ioctl, and
   any open for writing or creating (anywhere: the candidate never needs to write a file). `fcntl` only with

@@ -22,8 +22,8 @@ What it guarantees, on Linux with every layer on (`isolation_report()["level"] =
 - The program cannot open a socket, reach any network, run another program, create processes, signal, trace or
   list other processes, write or create a file, read /proc or /sys, see another job's IPC objects, or change
   its limits; it runs (when the pool runs as root) under a uid of its template's own, with at most `memory_mb`
-  of address space, a limit on its own CPU time and a wall-clock backstop. Whatever it does, the caller gets a verdict: a crash, hang or
-  flood of output becomes crashed, timeout or memory.
+  of address space, a limit on its own CPU time and a wall-clock backstop. Whatever it does, the caller gets a
+  verdict: a crash, hang or flood of output becomes crashed, timeout or memory.
 - The pool is safe to share between threads; every reply is matched to its job by an id unique in the pool, and
   a worker whose exchange was interrupted (Ctrl-C in the caller) is replaced, so no stale reply is ever taken.
 What it does not guarantee: it is not a hardened container. The kernel is shared (a kernel bug reachable through
