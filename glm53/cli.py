@@ -121,9 +121,17 @@ def add_verify_parser(sub) -> None:
                        description="Input: JSON Lines, one {prompt, completion, entry_point, cases} a line (for example "
                                    "the rows `glm53 generate --tasks FILE --out completions.jsonl` writes). "
                                    "Output: each row plus its verdict. Streams: constant memory for any size.")
-    p.add_argument("--in", dest="input", required=True, help="JSON Lines with prompt, completion, entry_point, cases")
+    p.add_argument("--in", dest="input", required=True,
+                   help="JSON Lines with prompt, completion, entry_point, cases; - reads standard input")
     p.add_argument("--out", required=True, help="JSON Lines of rows with their verdicts (must not exist)")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds per program (default: 2.0)")
+    p.add_argument("--timeout", type=float, default=2.0,
+                   help="wall-clock seconds per program, a backstop for a loaded machine (default: 2.0)")
+    p.add_argument("--cpu-seconds", type=float, default=None,
+                   help="CPU seconds of a program's own, plus 0.5 ms a case, after which it is a timeout (default: "
+                        "0.1, the verifier's DEFAULT_CPU_S; never above --timeout)")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="judge the good rows and write a `refused` verdict with its reason for each bad row "
+                        "(default: name every bad row and write nothing)")
     p.add_argument("--language", choices=["reference", "python"], default=None,
                    help="language level of every row (default: each row's own \"language\", else reference)")
     p.set_defaults(func=cmd_verify)
@@ -134,12 +142,20 @@ def cmd_verify(args) -> int:
     from .verify.verifier import MAX_TIMEOUT_S
     from .verify.verify_file import verify_file
 
+    from .verify.verifier import DEFAULT_CPU_S
+
     if not 0 < args.timeout <= MAX_TIMEOUT_S:
         raise ValueError(f"--timeout must be a finite number of seconds > 0 and at most {MAX_TIMEOUT_S:.0f} (a day "
                          f"per program), got {args.timeout}")
+    cpu_s = DEFAULT_CPU_S if args.cpu_seconds is None else args.cpu_seconds
+    if not 0 < cpu_s <= MAX_TIMEOUT_S:
+        raise ValueError(f"--cpu-seconds must be a finite number of seconds > 0 and at most {MAX_TIMEOUT_S:.0f}, got "
+                         f"{args.cpu_seconds}")
     refuse_unusable_output(args.out)  # before any program runs
-    counts = verify_file(args.input, args.out, timeout_s=args.timeout, language=args.language)
-    print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    counts = verify_file(args.input, args.out, timeout_s=args.timeout, language=args.language, cpu_s=cpu_s,
+                         skip_bad_rows=args.skip_bad_rows)
+    shown = {"timeout": 0, **({"refused": 0} if args.skip_bad_rows else {}), **counts}  # timeouts always counted
+    print(f"verified {sum(counts.values())} programs: " + ", ".join(f"{k} {n}" for k, n in sorted(shown.items())))
     return 0
 
 

@@ -1,7 +1,8 @@
 """Verifier throughput: verdicts per second through the API (verify_many) and through `glm53 verify` (the whole
-command, start-up included), for ordinary programs, then with a share of programs that run to the time limit.
+command, start-up included), for ordinary programs, then with a share of programs that spin until their CPU budget
+(the verifier's DEFAULT_CPU_S) ends them, in one sitting, each line with the machine's load beside it.
 
-    python scripts/bench_verifier.py [--programs 3000] [--workers N] [--spin-share 0.05] [--layers]
+    python scripts/bench_verifier.py [--programs 3000] [--workers N] [--spinning-share 0.05] [--layers]
 
 Ordinary programs: bodies over the confirm split's tasks (11-12 hidden cases each), a third right and two thirds
 wrong, every one valid, so every one runs in a sandbox process. `--layers` also times the API with the isolation
@@ -21,7 +22,7 @@ from glm53.data.tasks import frozen_tasks
 from glm53.verify.verifier import SandboxPool, verify_many
 
 LAYER_STEPS = [(), ("namespaces",), ("namespaces", "drop-user"), ("namespaces", "drop-user", "seccomp")]
-SPIN = "\n    return sum(range(10**12))\n"  # valid at the reference level; runs to the time limit
+SPIN = "\n    return sum(range(10**12))\n"  # valid at the reference level; spins until its CPU budget is spent
 
 
 def programs(n: int, spin_share: float) -> list[dict]:
@@ -67,6 +68,10 @@ def cli_rate(rows: list[dict], folder: Path) -> tuple[float, dict]:
     return len(rows) / elapsed, counts
 
 
+def load() -> str:
+    return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def cpu_line() -> str:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
     model = next((line.split(":", 1)[1].strip() for line in lscpu if line.startswith("Model name")), "unknown")
@@ -77,23 +82,27 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--programs", type=int, default=3000)
     parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--spin-share", type=float, default=0.05, help="share of programs that spin to the limit")
+    parser.add_argument("--spinning-share", "--spin-share", dest="spin_share", type=float, default=0.05,
+                        help="share of programs that spin until their CPU budget ends them (0 to skip)")
     parser.add_argument("--layers", action="store_true", help="also time each isolation layer's cost")
     args = parser.parse_args()
-    print(cpu_line())
+    if not 0 <= args.spin_share < 1:
+        parser.error(f"--spinning-share must be in [0, 1), got {args.spin_share}")
+    print(cpu_line(), "|", load())
     ordinary = programs(args.programs, 0.0)
     with tempfile.TemporaryDirectory() as folder:
         rate, counts, level = api_rate(ordinary, args.workers)
-        print(f"API  ordinary:            {rate:5.0f} verdicts/s  ({len(ordinary)} programs, level {level}, {counts})")
+        print(f"API  ordinary:    {rate:5.0f} verdicts/s  ({len(ordinary)} programs, level {level}, {counts}; "
+              f"{load()})")
         rate, counts = cli_rate(ordinary, Path(folder))
-        print(f"CLI  ordinary:            {rate:5.0f} verdicts/s  (glm53 verify, start-up included, {counts})")
+        print(f"CLI  ordinary:    {rate:5.0f} verdicts/s  (glm53 verify, start-up included, {counts}; {load()})")
         if args.spin_share:
-            spinning = programs(max(200, args.programs // 5), args.spin_share)
+            spinning = programs(args.programs, args.spin_share)
             rate, counts, _ = api_rate(spinning, args.workers)
-            print(f"API  {args.spin_share:.0%} to the time limit: {rate:5.0f} verdicts/s  ({len(spinning)} programs, "
-                  f"{counts})")
+            print(f"API  {args.spin_share:.0%} spinning: {rate:5.0f} verdicts/s  ({len(spinning)} programs, {counts}; "
+                  f"{load()})")
             rate, counts = cli_rate(spinning, Path(folder))
-            print(f"CLI  {args.spin_share:.0%} to the time limit: {rate:5.0f} verdicts/s  ({counts})")
+            print(f"CLI  {args.spin_share:.0%} spinning: {rate:5.0f} verdicts/s  ({counts}; {load()})")
     if args.layers:
         for layers in LAYER_STEPS:
             rate, _, level = api_rate(ordinary, args.workers, layers)

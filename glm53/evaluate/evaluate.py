@@ -113,6 +113,7 @@ def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
         "hidden_tests_passed": sum(s["verdict"]["passed_cases"] for s in rollouts),
         "hidden_tests": sum(s["verdict"]["total_cases"] for s in rollouts),
         "valid_programs": sum(s["verdict"]["status"] != "invalid" for s in rollouts),
+        "timeouts": sum(s["verdict"]["status"] == "timeout" for s in rollouts),  # spent their CPU budget
         "token_cap_hits": sum(s["hit_token_cap"] for s in rollouts),
     }
     summary["any_of_k"] = summary["tasks_solved_any"] / n_tasks if n_tasks else 0.0

@@ -298,6 +298,7 @@ def _step(run: _Run, step: int, first: int, end: int) -> tuple[dict, list[dict],
            "reward_std": float(torch.tensor(rewards).std()) if len(rewards) > 1 else 0.0,
            "zero_variance_fraction": zero_variance / len(step_tasks), "zero_variance_groups": zero_variance,
            "exact_rollouts": exact, "valid_rollouts": sum(r["verdict"]["status"] != "invalid" for r in rollouts),
+           "timeouts": sum(r["verdict"]["status"] == "timeout" for r in rollouts),
            "rollouts": len(rewards), "completion_length": sum(len(r["token_ids"]) for r in rollouts) / len(rollouts),
            "token_cap_hits": sum(r["hit_token_cap"] for r in rollouts), "refill_groups_drawn": drawn}
     row.update(update_policy(model, run.reference, run.optimizer, run.trainable, cfg, run.precision, device, *batch,

@@ -5,16 +5,25 @@ each reported, so that a gap in the static stage is not an escape:
 
 - `namespaces`: per template, a new network namespace (only a loopback interface, down: no network at all), a
   new PID namespace whose init is the template (a program sees only itself and the template, which as init
-  ignores every signal it has no handler for), and a new mount namespace in which every mount is read-only,
+  ignores every signal it has no handler for), a UTS namespace (the host name a program reads is
+  `glm53-sandbox`, not the host's), and a new mount namespace in which every mount is read-only,
   nosuid and nodev (a mount that cannot be made so turns the layer off), then a pivot into an empty read-only root
   holding only the scratch directory, the one writable place (the old root, /proc and /sys are detached: no host
   file is in reach, even to read); per program, a new IPC namespace (no
-  SysV segment or message queue of one job is visible to the next). As root this is a plain unshare; otherwise
-  it goes through a user namespace, where the kernel allows one.
+  SysV segment or message queue of one job is visible to the next), a new session key ring and then (after the
+  uid drop) a user namespace of its own, where its user, user-session and persistent key rings are its own, empty
+  and gone with it (a key one job adds is not in the next's reach), and every capability dropped (bounding,
+  ambient, effective, permitted, inheritable; no_new_privs): in the unprivileged mode the template holds every
+  capability over its namespaces, with which a program could remount the root read-write. The worker empties and
+  checks the scratch folder after every job. These per-program steps are tried once in the template; where the
+  kernel refuses the user namespace, the report says the key ring is the template's. As root this is a plain
+  unshare; otherwise it goes through a user namespace, where the kernel allows one.
 - `drop-user`: as root, each program runs under a uid and gid of its own template's, `SANDBOX_ID_BASE` plus the
   template's process id (a reserved range no account uses): no capabilities, no root-owned files, and no other
-  template's processes or the caller's can be signalled even with seccomp off. Unprivileged, the program keeps
-  the caller's uid (inside the user namespace), which can read the caller's files: the layer reports off.
+  template's processes or the caller's can be signalled even with seccomp off (inside its own user namespace a
+  program reads the overflow uid, 65534). Unprivileged, the program keeps the caller's uid (inside the user
+  namespace, with no capability and no host file in its empty root), so one template's programs are not kept
+  apart by uid: the layer reports off.
 - `seccomp`: a syscall allow-list for a pure computation (memory, reads, clocks, exit). Everything else fails
   with EPERM: sockets, exec, fork/clone, ptrace, kill and every other signal sent, mount, unshare, ioctl, and
   any open for writing or creating (anywhere: the candidate never needs to write a file). `fcntl` only with
@@ -38,12 +47,19 @@ LAYERS = ("namespaces", "drop-user", "seccomp")
 
 # <sched.h> and <sys/mount.h>
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
+CLONE_NEWUTS = 0x04000000
+SANDBOX_HOSTNAME = b"glm53-sandbox"
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}  # no libc wrapper
 CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
+# <linux/prctl.h>, <linux/capability.h>, <linux/keyctl.h>: capabilities dropped and the key ring replaced per program
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+KEYCTL_JOIN_SESSION_KEYRING = 1
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 271, "s390x": 280}  # no libc wrapper
 # uids and gids [2**30, 2**30 + 2**22) are the sandboxes': one per template, by its pid (pids are below 2**22)
 SANDBOX_ID_BASE = 1 << 30
 # <fcntl.h>: the only commands a child may use (descriptor and status flags read, close-on-exec set, a dup)
@@ -102,17 +118,19 @@ def enter_namespaces(scratch: str) -> str:
     """Unshare network, IPC, PID and mount namespaces and make every mount but `scratch` read-only. Returns how.
     The caller's next child is the new PID namespace's init."""
     libc = _libc()
-    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID
+    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS
     how = "root"
     if os.geteuid() != 0:
         uid, gid = os.geteuid(), os.getegid()
-        _check(libc.unshare(flags | CLONE_NEWUSER), "unshare(user, net, ipc, pid, mount)")
+        _check(libc.unshare(flags | CLONE_NEWUSER), "unshare(user, net, ipc, pid, mount, uts)")
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
         how = "user namespace"
     else:
-        _check(libc.unshare(flags), "unshare(net, ipc, pid, mount)")
+        _check(libc.unshare(flags), "unshare(net, ipc, pid, mount, uts)")
+    # a UTS namespace of its own: a program reads this name, not the host's
+    _check(libc.sethostname(SANDBOX_HOSTNAME, len(SANDBOX_HOSTNAME)), "sethostname")
     mount = libc.mount
     mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     _check(mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(/, private)")
@@ -161,17 +179,66 @@ def sandbox_id(template_pid: int) -> int:
     return SANDBOX_ID_BASE + template_pid
 
 
-def enter_child(separate_ipc: bool, uid: int | None, parent: int | None = None) -> None:
-    """In each program's process, before its limits and filter: a fresh IPC namespace, then its own uid. A change
-    of user clears the parent-death signal (prctl(2)), so it is set again after: without a PID namespace (root in
-    a container that refuses one) it is what ends a program whose template died."""
+def enter_child(separate_ipc: bool, uid: int | None, parent: int | None = None, own_keys: bool = False,
+                drop_capabilities: bool = False) -> None:
+    """In each program's process, before its limits and filter: a fresh IPC namespace, a key ring of its own, its
+    own uid, then no capability at all. A change of user clears the parent-death signal (prctl(2)), so it is set
+    again after: without a PID namespace (root in a container that refuses one) it is what ends a program whose
+    template died."""
+    libc = _libc()
     if separate_ipc:
-        _check(_libc().unshare(CLONE_NEWIPC), "unshare(ipc)")
+        _check(libc.unshare(CLONE_NEWIPC), "unshare(ipc)")
+    if own_keys:
+        # a new, empty, anonymous session key ring instead of the one inherited from the caller
+        _check(_keyctl(libc, KEYCTL_JOIN_SESSION_KEYRING, None), "keyctl(join a new session key ring)")
     if uid is not None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
         set_parent_death_signal(parent=parent)
+    if own_keys:
+        # the user and user-session key rings (and the persistent one) are looked up per user namespace: in a new
+        # one, unmapped, they are this program's own, empty, and gone with it. Made after the uid is dropped, so
+        # the process's credentials stay the sandbox uid's (in its own namespace it holds capabilities only over
+        # itself; they are all dropped next).
+        _check(libc.unshare(CLONE_NEWUSER), "unshare(user) for a key ring of its own")
+    if drop_capabilities:
+        drop_all_capabilities(libc)
+
+
+def _keyctl(libc, command: int, arg) -> int:
+    number = KEYCTL_SYSCALL.get(os.uname().machine)
+    if number is None:
+        ctypes.set_errno(errno.ENOSYS)
+        return -1
+    result = libc.syscall(number, command, arg)
+    return 0 if result >= 0 else result
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_all_capabilities(libc=None) -> None:
+    """Every capability gone for good: the bounding set emptied (none can be gained by exec), the ambient set
+    cleared, and the effective, permitted and inheritable sets zeroed; then no_new_privs. Needed in a user
+    namespace (the unprivileged mode), where the template holds every capability over its namespaces: a program
+    with them could remount the sandbox's root read-write."""
+    libc = libc or _libc()
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL:  # past the kernel's last capability
+                break
+            _check(-1, f"prctl(PR_CAPBSET_DROP, {cap})")
+    if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+        _check(-1, "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")  # EINVAL: a kernel before ambient capabilities (4.3)
+    header, data = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(libc.capset(ctypes.byref(header), data), "capset(none)")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
 class _ArgCmp(ctypes.Structure):
@@ -266,6 +333,8 @@ class TemplateSetUp:
         self.new_pid_namespace = False  # the template must fork its init before forking programs
         self.separate_ipc = False
         self.uid: int | None = None
+        self.own_keys = False  # a new session key ring and user namespace per program (probed: try_child_steps)
+        self.drop_capabilities = False
 
 
 def set_up_template(scratch: str, wanted: tuple[str, ...]) -> TemplateSetUp:
@@ -286,13 +355,16 @@ def set_up_template(scratch: str, wanted: tuple[str, ...]) -> TemplateSetUp:
         try:
             if layer == "namespaces":
                 how = enter_namespaces(scratch)
-                setup.new_pid_namespace = setup.separate_ipc = True
-                report[layer] = (f"on ({how}: network, PID and mount namespaces per template, an empty read-only "
-                                 "root holding only the scratch folder, an IPC namespace per program)")
+                setup.new_pid_namespace = setup.separate_ipc = setup.own_keys = setup.drop_capabilities = True
+                report[layer] = (f"on ({how}: network, PID, mount and UTS namespaces per template, an empty "
+                                 "read-only root holding only the scratch folder, emptied after every job; per "
+                                 "program an IPC namespace, a key ring of its own and no capability)")
             elif layer == "drop-user":
                 if os.geteuid() != 0:
-                    report[layer] = (f"off: not root; programs run as the caller's uid {os.geteuid()}, which can "
-                                     "read the caller's files (run as root for a uid of the sandbox's own)")
+                    report[layer] = (f"off: not root; programs run as the caller's uid {os.geteuid()} (in a user "
+                                     "namespace, with no capability and, with the namespaces layer, no host file "
+                                     "in reach), so one template's programs are not kept apart by uid (run as root "
+                                     "for a uid of the sandbox's own)")
                     continue
                 setup.uid = sandbox_id(os.getpid())
                 report[layer] = f"on (uid {setup.uid}, this template's own; the template itself stays apart)"
@@ -300,6 +372,27 @@ def set_up_template(scratch: str, wanted: tuple[str, ...]) -> TemplateSetUp:
             report[layer] = f"off: {err}"
     setup.report = {layer: report[layer] for layer in LAYERS}  # in the layers' order, as receipts print them
     return setup
+
+
+def try_child_steps(setup: TemplateSetUp) -> None:
+    """Run a program's own steps once in a throw-away process, where they can fail (a kernel or policy that refuses
+    an unprivileged user namespace refuses the key ring's): if they do, go without the key ring's and say so, rather
+    than fail every program. Called in the process that forks the programs."""
+    if not (setup.own_keys or setup.drop_capabilities):
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            enter_child(setup.separate_ipc, setup.uid, None, setup.own_keys, setup.drop_capabilities)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - any failure means the step is not available here
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return
+    setup.own_keys = False
+    setup.report["namespaces"] = setup.report["namespaces"].replace(
+        "a key ring of its own", "the template's key ring (a user namespace per program is refused here)")
 
 
 def isolation_level(report: dict) -> str:

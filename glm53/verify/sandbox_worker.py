@@ -5,20 +5,23 @@ scratch directory as its working directory. Three processes, each with one job:
 
 - the worker (this process's main loop) talks to the caller on stdin/stdout, one JSON object a line: a job
   {"id", "source", "entry_point", "cases": [[encoded args, encoded expected], ...], "builtins", "timeout_s",
-  "memory_mb"} in, a verdict {"id", "status", "passed", "total", "message"} out. It holds the expected values
+  "cpu_s", "memory_mb"} in, a verdict {"id", "status", "passed", "total", "message"} out. It holds the expected values
   and compares results as they arrive (type-strict), so each reply is a verdict and nothing piles up.
 - the template, forked at start before any job is read, enters the namespaces once (see isolation.py), forks
   the init of its new PID namespace, which then only forks children (each ahead of its job) and kills and reaps
   them when asked. It never sees a job, so a child forked from it holds no data of any job, earlier or current.
 - one child per job, forked by the template: own process group, stdin/stdout/stderr on /dev/null, every other
   descriptor closed but its two pipes, an IPC namespace and (as root) a uid of its template's own, resource
-  limits (address space, CPU time, file size 0, processes, core dumps), the seccomp filter, then the candidate
+  limits (address space, file size 0, processes, core dumps), a timer on its own CPU time (`cpu_s`, SIGPROF;
+  RLIMIT_CPU, in whole seconds, only as a backstop), the seccomp filter, then the candidate
   defined with its language level's builtins only. The worker then sends
   it the cases one at a time, each after the previous result came back: while case k runs, nothing in the child
   holds the inputs of other cases, any expected value, or a way to reach the worker or the template.
 
 Results are tagged with their case index and checked in order; anything else from the child (early exit, a
-stray line, a result for the wrong case) yields no pass. A wall-clock deadline covers the whole job; the child's
+stray line, a result for the wrong case) yields no pass. A program's own CPU time is what ends a spinning one
+(`cpu_s`: it costs its lane only that long, however loaded the machine); a wall-clock deadline (`timeout_s`,
+generous, so a loaded machine never fails a correct program) covers the whole job as a backstop; the child's
 process group is killed by the template before the template reaps it, so a recycled process id can never be hit
 (the worker never signals by process id: the child's id is its PID namespace's, not the worker's).
 """
@@ -29,10 +32,13 @@ import builtins
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
 import time
+import unicodedata  # noqa: F401 - loaded before any fork: the parser imports it for a non-ASCII identifier, and a
+# program's process, in an empty root, could not load it then
 
 if __package__:
     from . import isolation
@@ -49,6 +55,10 @@ else:  # run as a script under -I, which leaves the script's folder off sys.path
 # timeout. A typical task (11-20 cases) gains at most 10 ms from it.
 CASE_OVERHEAD_S = 5e-4
 RECURSION_LIMIT = 500
+# A reply longer than this (bytes) beyond twice its expected value's encoding cannot hold an equal value: the harness
+# encodes equal values alike (a dict's order and -0.0 aside), so such a line fails its case without being parsed.
+# It bounds the worker's decoding by the task's size, not by the 1 MiB line cap (a forged 1 MiB reply cost ~3 s).
+REPLY_SLACK_BYTES = 256
 
 
 # ---------------------------------------------------------------- the child: one candidate, case by case
@@ -105,19 +115,26 @@ def child_main(job_fd: int, out_fd: int, devnull: int, setup: isolation.Template
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         _close_all_but({job_fd, out_fd})
-        isolation.enter_child(setup.separate_ipc, setup.uid, parent)
+        isolation.enter_child(setup.separate_ipc, setup.uid, parent, setup.own_keys, setup.drop_capabilities)
         seccomp = setup.seccomp
         reader = LineReader(job_fd)
         header = json.loads(reader.readline(None))
         memory = int(header["memory_mb"]) << 20
-        cpu = max(1, int(header["timeout_s"] + 1))
-        limits = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, 0),
-                  (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 0), (resource.RLIMIT_NOFILE, 64)]
-        for which, value in limits:
+        cpu_s = float(header["cpu_s"])
+        # RLIMIT_CPU counts whole seconds: a backstop (SIGKILL at the hard limit) for a program that would catch
+        # the CPU timer's signal; the timer below is what ends a spinning program
+        cpu_backstop = int(cpu_s) + 2
+        limits = [(resource.RLIMIT_AS, memory, memory), (resource.RLIMIT_CPU, cpu_backstop, cpu_backstop + 1),
+                  (resource.RLIMIT_FSIZE, 0, 0), (resource.RLIMIT_CORE, 0, 0), (resource.RLIMIT_NPROC, 0, 0),
+                  (resource.RLIMIT_NOFILE, 64, 64)]
+        for which, soft, hard in limits:
             try:
-                resource.setrlimit(which, (value, value))
+                resource.setrlimit(which, (soft, hard))
             except (ValueError, OSError):
                 pass
+        # the program's own CPU time (user and system) from here on: SIGPROF, whose default action ends the
+        # process, once `cpu_s` is spent. Set before seccomp, which refuses setitimer.
+        signal.setitimer(signal.ITIMER_PROF, cpu_s)
         if seccomp is not None and not header.get("test_skip_seccomp"):
             seccomp.install()
         sys.setrecursionlimit(RECURSION_LIMIT)
@@ -148,6 +165,7 @@ def template_main(control: socket.socket, devnull: int, scratch: str, layers: tu
             os.waitpid(init, 0)
             os._exit(0)
         isolation.set_parent_death_signal()
+    isolation.try_child_steps(setup)
     control.sendall(json.dumps(setup.report).encode() + b"\n")
 
     def spawn() -> int:
@@ -199,6 +217,7 @@ class Worker:
                 os._exit(0)
         template_end.close()
         os.close(devnull)
+        self.scratch = scratch
         self.control_reader = LineReader(self.control.fileno())
         line = self.control_reader.readline(time.monotonic() + 30)
         if line is None:
@@ -219,10 +238,28 @@ class Worker:
         return data
 
     def _take_status(self) -> int:
-        """The last child's wait status, which the template sends after every "R"."""
+        """The last child's wait status, which the template sends after every "R" once it reaped the child: then
+        no process of that job is left, and the scratch folder is emptied and checked for the next."""
         status = int.from_bytes(self._receive(4), "little")
         self.status_pending = False
+        self._empty_scratch()
         return status
+
+    def _empty_scratch(self) -> None:
+        """Where a program could write into the scratch folder (unprivileged, it keeps the caller's uid, which owns
+        it; no file can have content, RLIMIT_FSIZE is 0, but names and folders can be made), the next job must not
+        see it. A folder that cannot be emptied breaks this worker (the pool replaces it)."""
+        with os.scandir(self.scratch) as entries:
+            left = [entry.path for entry in entries]
+        for path in left:
+            if os.path.isdir(path) and not os.path.islink(path):
+                for folder, _, _ in os.walk(path):  # a folder made unreadable or unwritable by its owner: undone
+                    os.chmod(folder, 0o700)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        if left and os.listdir(self.scratch):
+            raise ConnectionError("the scratch folder could not be emptied after a job")
 
     def run_job(self, job: dict) -> dict:
         if self.status_pending:
@@ -233,12 +270,17 @@ class Worker:
         job_fd, out_fd = fds
         os.set_blocking(job_fd, False)
         budget = float(job["timeout_s"]) + CASE_OVERHEAD_S * len(job["cases"])
+        cpu_s = min(float(job.get("cpu_s", job["timeout_s"])), float(job["timeout_s"])) \
+            + CASE_OVERHEAD_S * len(job["cases"])
         deadline = time.monotonic() + budget
         outcome = {"status": "crashed", "message": "the program ended without a result"}
         try:
-            outcome = self._drive({**job, "timeout_s": budget}, job_fd, LineReader(out_fd), deadline)
+            outcome = self._drive({**job, "timeout_s": budget, "cpu_s": cpu_s}, job_fd, LineReader(out_fd),
+                                  deadline)
         except TimeoutError:
             outcome = {"status": "timeout", "message": f"wall-clock limit of {budget:.3g} s"}
+        except BrokenPipeError:  # it ended before it read its next case
+            outcome = {"status": "crashed", "message": "the program ended without a result", "ended": True}
         except Exception as err:  # noqa: BLE001 - anything the program's process wrote is untrusted: malformed,
             # nested past the recursion limit, of the wrong shape; it costs this job, never the next one's verdict
             outcome = {"status": "crashed", "message": f"bad reply from the program's process: {type(err).__name__}"}
@@ -251,16 +293,21 @@ class Worker:
             outcome.pop("complete", None)
             return outcome  # the exit status cannot change this verdict: it is read before the next job
         status = self._take_status()
-        if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
-            return {"status": "timeout", "message": f"CPU-time limit (signal {os.WTERMSIG(status)})"}
-        if os.WIFSIGNALED(status):
-            return {"status": "crashed", "message": f"killed by signal {os.WTERMSIG(status)}"}
+        signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        # SIGPROF (the CPU timer) and SIGXCPU (RLIMIT_CPU's soft limit) come only from the program's own CPU time;
+        # SIGKILL is RLIMIT_CPU's hard limit only when the program had already ended, else it is the template's
+        # kill after the exchange and says nothing about the program
+        if signum in (signal.SIGPROF, signal.SIGXCPU) or (signum == signal.SIGKILL and outcome.pop("ended", False)):
+            return {"status": "timeout", "message": f"CPU-time limit of {cpu_s:.3g} s (signal {signum})"}
+        outcome.pop("ended", None)
+        if signum and signum != signal.SIGKILL:
+            return {"status": "crashed", "message": f"killed by signal {signum}"}
         return outcome
 
     @staticmethod
     def _drive(job: dict, job_fd: int, reader: LineReader, deadline: float) -> dict:
         header = {"source": job["source"], "entry_point": job["entry_point"], "builtins": job["builtins"],
-                  "memory_mb": job["memory_mb"], "timeout_s": job["timeout_s"],
+                  "memory_mb": job["memory_mb"], "cpu_s": job["cpu_s"],
                   "test_skip_seccomp": bool(job.get("test_skip_seccomp"))}
         cases, echo = job["cases"], job.get("echo")
         if not cases:
@@ -271,8 +318,14 @@ class Worker:
             write_all(job_fd, prefix + json.dumps(args).encode() + b"\n", deadline)
             prefix = b""
             line = reader.readline(deadline)
+            if line is not None and not echo and len(line) > 2 * len(json.dumps(expected)) + REPLY_SLACK_BYTES:
+                if not first_failure:
+                    first_failure = (f"case {k} replied {len(line)} bytes, more than a value equal to the expected "
+                                     "one takes (not decoded)")
+                continue
             if line is None:
-                return {"status": "crashed", "message": "the program ended without a result", "passed": passed}
+                return {"status": "crashed", "message": "the program ended without a result", "passed": passed,
+                        "ended": True}
             result = json.loads(line)
             if not isinstance(result, dict):
                 return {"status": "crashed", "message": "a reply that is not a result record", "passed": passed}

@@ -14,6 +14,7 @@ import ast
 import threading
 import string
 import time
+import unicodedata
 import warnings
 
 from .languages import DEFAULT_LANGUAGE, REFERENCE_BUILTINS, Language, get_language
@@ -68,10 +69,18 @@ def _walk_bounded(root: ast.AST, deadline: float):
 _PARSE_LOCK = threading.Lock()
 
 
+def normalized_name(name: str) -> str:
+    """A name as the parser stores it: non-ASCII identifiers are NFKC-normalised (full-width letters and ligatures
+    become plain ones)."""
+    return name if name.isascii() else unicodedata.normalize("NFKC", name)
+
+
 def check_source(source: str, entry_point: str, time_budget_s: float = TIME_BUDGET_S,
                  language: str = DEFAULT_LANGUAGE) -> ast.Module:
-    """Return the parsed module, or raise StaticCheckError naming the broken rule."""
+    """Return the parsed module, or raise StaticCheckError naming the broken rule. The entry point is compared as
+    Python reads identifiers, NFKC-normalised (PEP 3131): `def ﬁx` defines `fix`."""
     level = get_language(language)
+    entry_point = normalized_name(entry_point)
     if not isinstance(source, str):
         raise StaticCheckError("type", "source must be a str")
     if "\x00" in source:

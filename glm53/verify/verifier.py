@@ -1,7 +1,10 @@
 """The executable verifier: static check, then execution in an isolated process, one per program.
 
-    verdict = verify(source, entry_point, cases, timeout_s=2.0, language="reference")
+    verdict = verify(source, entry_point, cases, timeout_s=2.0, language="reference", cpu_s=0.1)
     verdict.status in {"passed", "failed", "invalid", "timeout", "memory", "crashed"}
+
+A program that spins ends as `timeout` once it has spent `cpu_s` of its own CPU time (DEFAULT_CPU_S, 0.1 s, plus
+0.5 ms a case): it holds its own lane that long and no longer. `timeout_s` is only the wall-clock backstop.
 
 Stage 1 (static_check.py) refuses anything outside the language level (languages.py: `reference`, the
 reference suite's one-line subset, the default; `python`, ordinary Python) before it runs. Stage 2 sends the
@@ -19,8 +22,8 @@ What it guarantees, on Linux with every layer on (`isolation_report()["level"] =
 - The program cannot open a socket, reach any network, run another program, create processes, signal, trace or
   list other processes, write or create a file, read /proc or /sys, see another job's IPC objects, or change
   its limits; it runs (when the pool runs as root) under a uid of its template's own, with at most `memory_mb`
-  of address space and a CPU and wall-clock limit. Whatever it does, the caller gets a verdict: a crash, hang or
-  flood of output becomes crashed, timeout or memory.
+  of address space, a limit on its own CPU time and a wall-clock backstop. Whatever it does, the caller gets a
+  verdict: a crash, hang or flood of output becomes crashed, timeout or memory.
 - The pool is safe to share between threads; every reply is matched to its job by an id unique in the pool, and
   a worker whose exchange was interrupted (Ctrl-C in the caller) is replaced, so no stale reply is ever taken.
 What it does not guarantee: it is not a hardened container. The kernel is shared (a kernel bug reachable through
@@ -57,11 +60,17 @@ from .languages import DEFAULT_LANGUAGE, get_language
 from .channels import LineReader
 from .sandbox_worker import CASE_OVERHEAD_S
 from .values import encode, same_value  # noqa: F401 - same_value is part of this API
-from .static_check import StaticCheckError, check_source
+from .static_check import StaticCheckError, check_source, normalized_name
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
 WORKER = Path(__file__).with_name("sandbox_worker.py")
-DEFAULT_TIMEOUT_S = 2.0
+DEFAULT_TIMEOUT_S = 2.0  # the wall-clock backstop of a program: generous, so a loaded machine fails no correct program
+# A program's own CPU time (user and system, from just before it is defined), plus CASE_OVERHEAD_S a case, after
+# which it ends as a timeout. A simple per-suite default, the same for both suites, not a per-task measurement:
+# the slowest reference solution of the broad suite spends 0.26 ms of CPU on its 10 cases (2,000 tasks measured on a
+# 2-core AMD EPYC), the reference suite's one-liners less, so 0.1 s is a floor about 400 times above the slowest
+# correct program. A program that spins costs its lane 0.1 s of CPU, not the wall-clock backstop.
+DEFAULT_CPU_S = 0.1
 # the channels' poll() waits in whole milliseconds held in a C int (24.8 days at most; beyond, it raises an
 # OverflowError: "timestamp out of range for platform time_t" for 1e300); a day is far beyond any test program
 MAX_TIMEOUT_S = 86400.0
@@ -149,6 +158,9 @@ class SandboxPool:
         self._closed = False
         self._lock = threading.Lock()
         self._ids = itertools.count(1)  # job ids unique in the pool: a reply can only ever match its own job
+        # every worker this pool started, replaced ones included; each leads its own session, which its template
+        # and its programs' processes stay in (seccomp refuses setsid), so these name everything the pool made
+        self.worker_pids: list[int] = []
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -157,6 +169,7 @@ class SandboxPool:
         worker = self._workers[i]
         if worker is None or worker.proc.poll() is not None:
             worker = self._workers[i] = _Worker(self.scratch, self.layers)
+            self.worker_pids.append(worker.proc.pid)
             with self._lock:
                 if self._report is None:
                     self._report = dict(worker.report)
@@ -302,10 +315,11 @@ def _holds_nan(value, depth: int = 0) -> bool:
 
 
 def _job(job_id: int, source: str, entry_point: str, encoded_cases: list, timeout_s: float, memory_mb: int,
-         language: str = DEFAULT_LANGUAGE) -> dict:
+         language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S) -> dict:
+    """One job for a worker. The CPU budget is never above the wall-clock backstop."""
     return {"id": job_id, "source": source, "entry_point": entry_point, "cases": encoded_cases,
             "builtins": sorted(get_language(language).builtins), "timeout_s": float(timeout_s),
-            "memory_mb": memory_mb}
+            "cpu_s": min(float(cpu_s), float(timeout_s)), "memory_mb": memory_mb}
 
 
 def isolation_report(pool: SandboxPool | None = None) -> dict:
@@ -313,10 +327,13 @@ def isolation_report(pool: SandboxPool | None = None) -> dict:
     return (pool or default_pool()).isolation()
 
 
-def _prepare(n: int, item: Sequence, timeout_s: float, pool: SandboxPool, language: str) -> tuple:
+def _prepare(n: int, item: Sequence, timeout_s: float, pool: SandboxPool, language: str,
+             cpu_s: float = DEFAULT_CPU_S) -> tuple:
     """(verdict, None) for a statically refused program, or (None, job). An item is (source, entry_point, cases)
     or (source, entry_point, cases, language), the fourth overriding `language` for that item."""
     source, entry_point, cases = item[0], item[1], [(list(args), expected) for args, expected in item[2]]
+    if isinstance(entry_point, str):
+        entry_point = normalized_name(entry_point)  # `def ﬁx` defines `fix`, as Python reads it
     level = item[3] if len(item) > 3 and item[3] else language
     get_language(level)
     if not cases:
@@ -326,7 +343,7 @@ def _prepare(n: int, item: Sequence, timeout_s: float, pool: SandboxPool, langua
         check_source(source, entry_point, language=level)
     except StaticCheckError as err:
         return Verdict("invalid", 0, len(cases), str(err), err.rule), None
-    return None, _job(pool.next_id(), source, entry_point, encoded, timeout_s, pool.memory_mb, level)
+    return None, _job(pool.next_id(), source, entry_point, encoded, timeout_s, pool.memory_mb, level, cpu_s)
 
 
 def _verdict(reply: dict) -> Verdict:
@@ -334,15 +351,22 @@ def _verdict(reply: dict) -> Verdict:
     return Verdict(status, int(reply.get("passed", 0)), int(reply["total"]), str(reply.get("message", "")))
 
 
+def _check_cpu(cpu_s: float) -> None:
+    if not (isinstance(cpu_s, (int, float)) and 0 < cpu_s <= MAX_TIMEOUT_S):
+        raise ValueError(f"cpu_s must be a number of seconds > 0 and at most {MAX_TIMEOUT_S:.0f}, got {cpu_s!r}")
+
+
 def verify_many(items: Sequence[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
-                language: str = DEFAULT_LANGUAGE) -> list[Verdict]:
-    """items: (source, entry_point, cases[, language]) with cases [(args, expected), ...]. One Verdict each."""
+                language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S) -> list[Verdict]:
+    """items: (source, entry_point, cases[, language]) with cases [(args, expected), ...]. One Verdict each.
+    `cpu_s`: each program's own CPU time (plus 0.5 ms a case); `timeout_s`: its wall-clock backstop."""
+    _check_cpu(cpu_s)
     pool = pool or default_pool()
     get_language(language)
     verdicts: list[Verdict | None] = [None] * len(items)
     jobs, index_of = [], {}
     for n, item in enumerate(items):
-        verdicts[n], job = _prepare(n, item, timeout_s, pool, language)
+        verdicts[n], job = _prepare(n, item, timeout_s, pool, language, cpu_s)
         if job is not None:
             index_of[job["id"]] = n
             jobs.append(job)
@@ -352,21 +376,23 @@ def verify_many(items: Sequence[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, po
 
 
 def verify(source: str, entry_point: str, cases: Sequence, timeout_s: float = DEFAULT_TIMEOUT_S,
-           pool: SandboxPool | None = None, language: str = DEFAULT_LANGUAGE) -> Verdict:
-    return verify_many([(source, entry_point, cases)], timeout_s, pool, language)[0]
+           pool: SandboxPool | None = None, language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S) -> Verdict:
+    return verify_many([(source, entry_point, cases)], timeout_s, pool, language, cpu_s)[0]
 
 
 def verify_stream(items: Iterable[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
-                  window: int = 256, language: str = DEFAULT_LANGUAGE) -> Iterator[Verdict]:
+                  window: int = 256, language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S
+                  ) -> Iterator[Verdict]:
     """Verdicts in order for an iterable of any length, holding at most `window` items at a time. Jobs run as
     lanes free up, not in batches, so a program that runs to its time limit holds only its own lane while the
     others go on (until the window fills behind it)."""
     pool = pool or default_pool()
     get_language(language)
+    _check_cpu(cpu_s)
     pending: deque = deque()
     with ThreadPoolExecutor(max_workers=pool.size) as executor:
         for n, item in enumerate(items):
-            verdict, job = _prepare(n, item, timeout_s, pool, language)
+            verdict, job = _prepare(n, item, timeout_s, pool, language, cpu_s)
             pending.append(verdict if job is None else executor.submit(pool.run_one, job))
             while len(pending) >= window or (pending and _done(pending[0])):
                 head = pending.popleft()
@@ -388,7 +414,7 @@ def probe(source: str, entry_point: str, args_per_case: Sequence, pool: SandboxP
 
     names = sorted(dir(builtins)) if builtin_names is None else list(builtin_names)
     job = _job(pool.next_id(), source, entry_point, encode_cases([(args, None) for args in args_per_case], "probe"),
-               10.0, pool.memory_mb)
+               10.0, pool.memory_mb, cpu_s=10.0)
     job.update(builtins=names, echo=True, test_skip_seccomp=skip_seccomp)
     reply = pool.run_one(job)
     if "values" not in reply:

@@ -4,9 +4,12 @@ a stale reply taken after an interrupted call, a mount with a space left writabl
 sandbox cannot represent."""
 
 import ctypes
+import json
 import errno
 import os
+import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -289,3 +292,150 @@ def test_a_malformed_reply_costs_only_its_own_job(junk):
             pass  # the probe's own job may come back crashed: that is the point
         verdicts = [verify(src, "f", CASES, pool=pool) for src in (INCREMENT, "def f(x):\n    return x\n", INCREMENT)]
         assert [v.status for v in verdicts] == ["passed", "failed", "passed"], verdicts
+
+
+# ---------------------------------------------------------------- round 4: key ring, capabilities, scratch, UTS, decode
+
+KEYS = '''
+def act(what):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    rings = {"user": -4, "session": -3}  # KEY_SPEC_USER_KEYRING, KEY_SPEC_SESSION_KEYRING
+
+    def found():
+        return sorted(name for name, ring in rings.items()
+                      if libc.syscall(250, 10, ring, b"user", b"glm53-secret-" + name.encode(), 0) > 0)  # KEYCTL_SEARCH
+    if what == "add":
+        for name, ring in rings.items():
+            libc.syscall(248, b"user", b"glm53-secret-" + name.encode(), b"SECRET", 6, ring)  # add_key
+    return found()
+'''
+
+
+def _keys_are_per_program(pool) -> None:
+    added = probe(KEYS, "act", [("add",)], pool, skip_seccomp=True)
+    assert added == [["session", "user"]], added  # positive control: within one program the keys are there
+    assert probe(KEYS, "act", [("find",)], pool, skip_seccomp=True) == [[]]
+
+
+def test_a_key_one_program_adds_is_not_in_reach_of_the_next():
+    if os.uname().machine != "x86_64":
+        pytest.skip("the test calls add_key and keyctl by their x86_64 syscall numbers")
+    with _full_pool(workers=1) as pool:
+        _keys_are_per_program(pool)
+
+
+def test_a_program_reads_the_sandbox_host_name_not_the_hosts():
+    import socket
+
+    code = "def act(x):\n    import os\n    return os.uname().nodename\n"
+    with _full_pool(workers=1) as pool:
+        assert probe(code, "act", [(0,)], pool) == ["glm53-sandbox"] != [socket.gethostname()]
+
+
+FORGED_REPLY = '''
+def act(x):
+    import os
+    line = b'{"k": 0, "value": [' + b'[0, 0], ' * 120000 + b'0]}\\n'  # about 1 MiB, well formed
+    for fd in range(3, 64):  # its result pipe, whichever number it has
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
+    return x + 1
+'''
+
+
+def test_a_reply_far_longer_than_its_expected_value_fails_without_being_decoded():
+    import builtins
+
+    from glm53.verify.verifier import _job, encode_cases
+
+    with _full_pool(workers=1) as pool:
+        job = _job(pool.next_id(), FORGED_REPLY, "act", encode_cases([((1,), 2)], "forged"), 10.0, pool.memory_mb,
+                   cpu_s=10.0)
+        job["builtins"] = sorted(dir(builtins))  # the static stage bypassed, as after a static-stage escape
+        reply = pool.run_one(job)
+        assert reply["status"] == "failed" and "not decoded" in reply["message"], reply
+        assert verify(INCREMENT, "f", CASES, pool=pool).passed
+
+
+UNPRIVILEGED = '''
+def act(what):
+    import ctypes, errno, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    if what == "capabilities":
+        header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+        libc.capget(header, data)
+        bounding = [c for c in range(64) if libc.prctl(23, c, 0, 0, 0) == 1]  # PR_CAPBSET_READ
+        ambient = [c for c in range(64) if libc.prctl(47, 1, c, 0, 0) == 1]  # PR_CAP_AMBIENT_IS_SET
+        return [list(data), bounding, ambient]
+    if what == "remount the root read-write":
+        done = libc.mount(None, b"/", None, 32 | 4096, None) == 0  # MS_REMOUNT | MS_BIND, without MS_RDONLY
+        return "done" if done else errno.errorcode[ctypes.get_errno()]
+    if what == "leave a folder":
+        os.mkdir("/scratch/left-by-a-job")
+        return "made"
+    if what == "list the scratch folder":
+        return sorted(os.listdir("/scratch"))
+'''
+
+UNPRIVILEGED_RUN = '''
+import json, os, sys
+from glm53.verify.verifier import SandboxPool, probe
+sys.path.insert(0, os.environ["GLM53_TEST_DIR"])
+from test_second_wall import KEYS, UNPRIVILEGED
+out = {}
+with SandboxPool(workers=1) as pool:
+    out["report"] = report = pool.isolation()
+    if report["namespaces"].startswith("on"):
+        run = lambda code, what: probe(code, "act", [(what,)], pool, skip_seccomp=True)[0]
+        out["capabilities"] = run(UNPRIVILEGED, "capabilities")
+        out["remount"] = run(UNPRIVILEGED, "remount the root read-write")
+        out["leave"] = run(UNPRIVILEGED, "leave a folder")
+        out["next job sees"] = run(UNPRIVILEGED, "list the scratch folder")
+        out["keys added"] = run(KEYS, "add")
+        out["next job's keys"] = run(KEYS, "find")
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def unprivileged():
+    """A pool run by a caller that is not root, as a user without root runs it: its namespaces through a user
+    namespace, level `partial`. Each act with seccomp off. The caller is this process's user seen from a user
+    namespace of its own, as uid 65534 (unshare --map-user), so it still reads this interpreter wherever it is."""
+    if shutil.which("unshare") is None:
+        pytest.skip("the test needs util-linux's unshare")
+    if os.uname().machine != "x86_64":
+        pytest.skip("the test calls add_key and keyctl by their x86_64 syscall numbers")
+    root = Path(__file__).resolve().parents[2]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(root),
+           "GLM53_TEST_DIR": str(Path(__file__).parent), "HOME": "/tmp"}
+    result = subprocess.run(["unshare", "--user", "--map-user=65534", "--map-group=65534", sys.executable, "-c",
+                             UNPRIVILEGED_RUN], env=env, cwd="/tmp", capture_output=True, text=True, timeout=300)
+    if result.returncode != 0 and "unshare failed" in result.stderr:
+        pytest.skip(f"no user namespace for this user here: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    if not out["report"]["namespaces"].startswith("on"):
+        pytest.skip(f"no user namespace for an unprivileged user here: {out['report']['namespaces']}")
+    return out
+
+
+def test_unprivileged_programs_hold_no_capability_and_cannot_remount_the_root(unprivileged):
+    assert unprivileged["report"]["level"] == "partial"
+    assert unprivileged["capabilities"] == [[0] * 6, [], []]
+    assert unprivileged["remount"] == "EPERM"
+
+
+def test_unprivileged_a_folder_one_job_leaves_in_scratch_is_gone_for_the_next(unprivileged):
+    assert unprivileged["leave"] == "made"  # the caller's uid owns the folder: it can make names there
+    assert unprivileged["next job sees"] == []
+
+
+def test_unprivileged_keys_are_per_program_and_the_message_is_true(unprivileged):
+    assert unprivileged["keys added"] == ["session", "user"]
+    assert unprivileged["next job's keys"] == []
+    message = unprivileged["report"]["drop-user"]
+    assert "can read the caller's files" not in message and "no host file" in message, message

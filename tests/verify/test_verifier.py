@@ -99,24 +99,52 @@ HOSTILE = {
 SANDBOX_WORKER = str(Path(verifier_module.__file__).with_name("sandbox_worker.py")).encode()
 
 
-def _sandbox_pids() -> set[int]:
-    """Pids of this checkout's sandbox workers and of the children they forked (which share the worker's command
-    line)."""
-    pids = set()
+def _sandbox_sessions() -> dict[int, int]:
+    """{pid: session id} of this checkout's sandbox processes: workers and every process they forked (which share
+    the worker's command line). A worker leads its own session; its template and programs stay in it."""
+    sessions = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 if SANDBOX_WORKER in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    pids.add(int(pid))
-            except OSError:
-                pass
-    return pids
+                    stat = Path(f"/proc/{pid}/stat").read_text()
+                    sessions[int(pid)] = int(stat[stat.rindex(")") + 2:].split()[3])  # state, ppid, pgrp, session
+            except (OSError, ValueError, IndexError):
+                pass  # ended while being read
+    return sessions
+
+
+def _sandbox_pids() -> set[int]:
+    return set(_sandbox_sessions())
+
+
+def _processes_of(sessions) -> set[int]:
+    return {pid for pid, session in _sandbox_sessions().items() if session in set(sessions)}
+
+
+def assert_nothing_left_of(sessions, message: str = "a sandbox process was left behind") -> None:
+    """No process of these sessions (a pool's `worker_pids`, or sessions that began during a test) is alive. Only
+    the tested pool's own processes count: another pool (a module's shared one) forks its next warm process after
+    replying, which a before/after snapshot of all sandbox processes would count as left behind. SIGKILL is
+    delivered at once, but a killed process takes a moment to tear down (a memory hog's pages are freed first), so
+    this waits up to 5 s; a process that escaped the kill would still be there after it."""
+    sessions = set(sessions)
+    deadline = time.monotonic() + 5.0
+    while _processes_of(sessions) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_of(sessions), message
+
+
+def new_sessions(before: dict[int, int]) -> set[int]:
+    """Sessions of sandbox processes alive now that none of `before`'s processes belonged to: the pools started
+    since (by this process or a child). A pool that was alive before forks into its old session and is not counted."""
+    old = set(before.values())
+    return {session for session in _sandbox_sessions().values() if session not in old}
 
 
 def test_every_hostile_program_gets_a_non_pass_verdict_in_time_and_leaves_nothing_behind(tmp_path):
     PWNED.unlink(missing_ok=True)
     names = list(HOSTILE)
-    before = _sandbox_pids()  # other pools (the default one) may be alive; only new processes count
     with SandboxPool(workers=2) as pool:
         scratch = pool.scratch
         started = time.monotonic()
@@ -133,12 +161,7 @@ def test_every_hostile_program_gets_a_non_pass_verdict_in_time_and_leaves_nothin
     assert elapsed < 1.0 * len(names) / 2 + 30
     assert not PWNED.exists()
     assert not scratch.exists()
-    # SIGKILL is delivered at once but a killed process takes a moment to tear down (a memory hog's pages are freed
-    # first), so wait a little; a process that escaped the kill would still be there after it
-    deadline = time.monotonic() + 5.0
-    while _sandbox_pids() - before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _sandbox_pids() - before, "a sandbox process was left behind"
+    assert_nothing_left_of(pool.worker_pids)
 
 
 def test_canonical_solutions_pass_and_public_example_lookup_tables_fail(pool):
