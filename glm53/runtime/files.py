@@ -233,15 +233,23 @@ class AtomicDirectory:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
-        shared = 0o666 & ~_umask()
-        for child in self.tmp.iterdir():
-            if child.is_file():
-                # safetensors (0.8) creates its files owner-only (0600, where torch.save and open() give 0644
-                # under umask 022): results are shared like any other file (executable bits, if any, are kept)
-                os.chmod(child, shared | (child.stat().st_mode & 0o111))
-                with open(child, "rb") as f:
-                    os.fsync(f.fileno())
-        os.rename(self.tmp, self.final)  # atomic on one filesystem; fails if final is a non-empty directory
+        try:
+            shared = 0o666 & ~_umask()
+            for child in self.tmp.iterdir():
+                if child.is_file():
+                    # safetensors (0.8) creates its files owner-only (0600, where torch.save and open() give 0644
+                    # under umask 022): results are shared like any other file (executable bits, if any, are kept)
+                    os.chmod(child, shared | (child.stat().st_mode & 0o111))
+                    with open(child, "rb") as f:
+                        os.fsync(f.fileno())
+            os.rename(self.tmp, self.final)  # atomic on one filesystem; fails if final is a non-empty directory
+        except BaseException as err:  # every way out but the rename leaves no temporary behind
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            if isinstance(err, OSError) and self.final.exists():  # another writer finished first
+                raise FileExistsError(f"{self.final} appeared while this was being written (another command writing "
+                                      "the same --out?); glm53 never overwrites results, so nothing was written. "
+                                      "Choose another --out") from None
+            raise
         _fsync_dir(self.final.parent)
 
 

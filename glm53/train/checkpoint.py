@@ -55,9 +55,9 @@ def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, train
         sha = sha256_file(tmp / WEIGHTS_NAME)
         # config.json's hash too: some switches (position, hc_double_residual) leave every weight's shape alone,
         # so an edited config would load the same weights as another model
-        atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,
+        atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,  # replaces save_pretrained's
                                                 "config_sha256": sha256_file(tmp / "config.json"),
-                                                "parameter_counts": model.parameter_counts()})
+                                                "parameter_counts": model.parameter_counts()}, overwrite=True)
         if trainer_state is not None:
             torch.save(trainer_state, tmp / TRAINER_STATE_NAME)
     return sha
@@ -72,7 +72,7 @@ def check_switches(path: Path, saved: ModelConfig, asked: ModelConfig) -> None:
                          + "; ".join(differences) + ". Ask for the checkpoint's settings, or start a new run")
 
 
-def check_loadable(path: Path, trust_unverified: bool = False) -> None:
+def check_loadable(path: Path, trust_unverified: bool = False, trust_flag: str = "--trust-unverified") -> None:
     """Refuse, in one line, a folder `load_model` cannot load: missing, without weights or config, or without
     metadata.json (unless `trust_unverified`). Cheap: commands call it before they write anything."""
     if not path.is_dir():
@@ -86,20 +86,22 @@ def check_loadable(path: Path, trust_unverified: bool = False) -> None:
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
     if not (path / METADATA_NAME).is_file() and not trust_unverified:
         raise ValueError(f"{path} has no {METADATA_NAME}, so its weights and config cannot be checked against their "
-                         "recorded hashes; load it anyway with --trust-unverified (receipts then record it as "
+                         f"recorded hashes; load it anyway with {trust_flag} (receipts then record it as "
                          "unverified), or use a folder glm53 wrote")
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None,
-               trust_unverified: bool = False) -> GLM53:
+               trust_unverified: bool = False, check_hashes: bool = True,
+               trust_flag: str = "--trust-unverified") -> GLM53:
     """Load a checkpoint's model: the weights' and the config's sha256 checked against metadata.json, the config
     checked (against `expect` too, when given: see `check_switches`), every weight present and of the right shape.
     Any problem is a ValueError that names the file. A folder without metadata.json cannot be checked and is
-    refused unless `trust_unverified` (--trust-unverified). The sha256 is kept on the model as `weights_sha256`,
-    and whether it was checked as `verified`, for receipts."""
+    refused unless `trust_unverified` (--trust-unverified; `trust_flag` names it in the refusal), and
+    `check_hashes=False` skips the check of one that has it (GLM53.from_pretrained's trust_unverified=True). The
+    sha256 is kept on the model as `weights_sha256`, and whether it was checked as `verified`, for receipts."""
     path = Path(path)
-    check_loadable(path, trust_unverified)
-    checked = (path / METADATA_NAME).is_file()
+    check_loadable(path, trust_unverified, trust_flag)
+    checked = (path / METADATA_NAME).is_file() and check_hashes
     sha = verify_checkpoint(path) if checked else sha256_file(path / WEIGHTS_NAME)
     try:
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
@@ -127,8 +129,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
     model.load_state_dict(weights, strict=True)
     model.weights_sha256, model.verified = sha, checked
     if not checked:  # said once the load succeeded, so that a failing load stays one line
-        print(f"glm53: {path} has no {METADATA_NAME}: its weights and config were loaded unchecked, as "
-              "--trust-unverified asked", file=sys.stderr)
+        print(f"glm53: {path}: its weights and config were loaded unchecked, as {trust_flag} asked",
+              file=sys.stderr)
     return model.to(device)
 
 
@@ -198,6 +200,14 @@ def check_resume_settings(out: Path, now: dict, may_change) -> None:
             if isinstance(held, dict) and name in value:
                 held.setdefault(name, before)
     diffs = setting_differences(recorded, now, may_change)
+    threads = [d for d in diffs if d.split(".")[-1] == "threads"]
+    if threads:  # a change that looks like how a run runs, not what it computes: say why it counts, and the fix
+        stage = threads[0].rpartition(".")[0]
+        before, after = ((held.get(stage) or {}) if stage else held for held in (recorded, now))
+        flag = f"--{stage + '.' if stage else ''}threads"
+        raise ValueError(f"--resume: the run in {out} was started with {flag} {before.get('threads')}, not "
+                         f"{after.get('threads')}; torch's thread count changes how its sums are split, so the "
+                         f"weights: resume with {flag} {before.get('threads')}, or start a new --out")
     if diffs:
         raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
                          "Resume with the original settings, or start a new --out")
