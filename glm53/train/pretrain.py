@@ -36,7 +36,7 @@ from ..data.corpus import Corpus, load_corpus
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
 from ..data.run_order import run_stream
 from ..data.suites import DEFAULT_SUITE, get_suite
-from ..data.tasks import Task
+from ..data.tasks import Task, completion_room_problem
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
@@ -297,6 +297,10 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
     dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks(cfg.suite)
+    problem = completion_room_problem(dev_tasks, cfg.dev_max_new_tokens, cfg.model.max_sequence_length,
+                                      "--dev-max-new-tokens", get_suite(cfg.suite).fit_context)
+    if problem:  # before the folder exists: sampling the dev tasks at the first checkpoint would fail there
+        raise ValueError(f"pretrain: {problem}")
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     torch.manual_seed(cfg.seed)
