@@ -286,7 +286,9 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist; write one with `glm53 tasks export`")
     tasks, seen = [], {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # lines end at "\n" only: str.splitlines also ends one at U+2028 and other separators, which JSON allows raw
+    # inside a string, so a valid row would read as two halves that are not JSON
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not line.strip() or line.startswith("#"):
             continue
         try:
