@@ -20,6 +20,7 @@ import torch
 
 from ..model.config import ModelConfig
 from ..model.model import GLM53
+from ..runtime.config_file import run_kind  # noqa: F401 - also imported from here
 from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
 from .names import (METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME,  # noqa: F401 (re-exported)
                     WEIGHTS_NAME, checkpoint_name)
@@ -219,15 +220,6 @@ def started(out: str | os.PathLike) -> bool:
     if not out.exists():
         return False
     return not out.is_dir() or any(not is_housekeeping(p.name) and p.name != RUN_CONFIG_NAME for p in out.iterdir())
-
-
-def run_kind(settings: dict) -> str:
-    """Which command's run recorded these settings, by a setting only it has."""
-    for key, kind in (("rl_start", "a main job (glm53 run)"), ("group_size", "an RL run (glm53 rl)"),
-                      ("sequence_length", "a pretraining run (glm53 pretrain)")):
-        if key in settings:
-            return kind
-    return "another kind of run"
 
 
 def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change) -> None:
