@@ -189,6 +189,26 @@ def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "")
 ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True}
 
 
+MOVABLE_PATHS = ("init",)  # path settings that name a place relative to the run (the main job's RL start)
+
+
+def _follow_moved_folder(recorded: dict, now: dict) -> None:
+    """A run folder moved whole (or its parent renamed) keeps its meaning: a recorded path setting that lies where
+    the given one lies relative to the run folder (`out`), such as the main job's rl.init, run/pretrain/checkpoint-N,
+    is taken as the same setting (compared by meaning, not by its text). Rewrites `recorded` in place."""
+    old_out, new_out = recorded.get("out"), now.get("out")
+    if not isinstance(old_out, str) or not isinstance(new_out, str):
+        return
+    for held, given in [(recorded, now), *((recorded.get(k), v) for k, v in now.items() if isinstance(v, dict))]:
+        if not isinstance(held, dict):
+            continue
+        for key in MOVABLE_PATHS:
+            before, after = held.get(key), given.get(key)
+            if isinstance(before, str) and isinstance(after, str) and before and after and before != after \
+                    and os.path.relpath(before, old_out) == os.path.relpath(after, new_out):
+                held[key] = after
+
+
 def check_resume_settings(out: Path, now: dict, may_change) -> None:
     """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
     recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
@@ -200,6 +220,7 @@ def check_resume_settings(out: Path, now: dict, may_change) -> None:
         for name, before in ADDED_SETTINGS.items():
             if isinstance(held, dict) and name in value:
                 held.setdefault(name, before)
+    _follow_moved_folder(recorded, now)
     diffs = setting_differences(recorded, now, may_change)
     threads = [d for d in diffs if d.split(".")[-1] == "threads"]
     if threads:  # a change that looks like how a run runs, not what it computes: say why it counts, and the fix
@@ -209,6 +230,11 @@ def check_resume_settings(out: Path, now: dict, may_change) -> None:
         raise ValueError(f"--resume: the run in {out} was started with {flag} {before.get('threads')}, not "
                          f"{after.get('threads')}; torch's thread count changes how its sums are split, so the "
                          f"weights: resume with {flag} {before.get('threads')}, or start a new --out")
+    if diffs and all(d.split(".")[-1] == "init" for d in diffs):  # only where it started from: say which
+        stage = diffs[0].rpartition(".")[0]
+        before, after = (((held.get(stage) or {}) if stage else held).get("init") for held in (recorded, now))
+        raise ValueError(f"--resume: the run in {out} started from the checkpoint {before} ({diffs[0]}), not "
+                         f"{after}; give that one (put it back there if it moved), or start a new --out")
     if diffs:
         raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
                          "Resume with the original settings, or start a new --out")
