@@ -97,9 +97,9 @@ def refuse_short_context(cfg: RunConfig) -> None:
                [t for s in suite.eval_splits for t in suite.tasks(s, None if s == "human" else cfg.confirm_per_family)],
                _eval_config().sampling.max_new_tokens if cfg.suite == "reference" else cfg.rl.sampling.max_new_tokens))
     for flag, tasks, cap in stages:
-        problem = completion_room_problem(tasks, cap, context, flag, suite.fit_context)
+        problem = completion_room_problem(tasks, cap, context, flag, suite.fit_context, "--pretrain.max-sequence-length")
         if problem:
-            raise ValueError(f"run: {problem.replace('--max-sequence-length', '--pretrain.max-sequence-length')}")
+            raise ValueError(f"run: {problem}")
 
 
 def run_pipeline(cfg: RunConfig, log=print) -> dict:

@@ -171,23 +171,25 @@ def make_task(family_name: str, split: str, index: int, seed: int) -> Task:
     return Task(task_id, family.name, prompt, entry_point, hidden_cases(family, f"{task_id}:{seed}"))
 
 
-def completion_room_problem(tasks: Sequence, max_new_tokens: int, context: int, flag: str,
-                            fit_context: bool = False) -> str | None:
+def completion_room_problem(tasks: Sequence, max_new_tokens: int, context: int, flag: str, fit_context: bool = False,
+                            context_flag: str | None = "--max-sequence-length") -> str | None:
     """Why the longest prompt of `tasks` (BOS + its UTF-8 bytes) plus `max_new_tokens` (the cap `flag` sets) does
-    not fit a model context of `context` tokens, said before a run starts rather than at its first generation; with
-    `fit_context` (a suite whose caps are cut to what the context leaves) only a prompt that leaves no room is. None
-    when it fits."""
+    not fit a model context of `context` tokens (set by `context_flag`, or None: a checkpoint's), said before a run
+    starts rather than at its first generation; with `fit_context` (a suite whose caps are cut to what the context
+    leaves) only a prompt that leaves no room is. None when it fits."""
     if not tasks:
         return None
     longest = max(1 + len(t.prompt.encode("utf-8", "surrogatepass")) for t in tasks)
     if longest + (1 if fit_context else max_new_tokens) <= context:
         return None
+    need = longest + max_new_tokens
+    where = f"{context_flag} {context}" if context_flag else f"the checkpoint's context of {context}"
+    larger = (f"{context_flag} {need} or more" if context_flag
+              else f"a checkpoint pretrained with --max-sequence-length {need} or more")
     if fit_context or longest >= context:
-        return (f"the longest task prompt is {longest} tokens with BOS, which leaves no room in a context of {context}; "
-                f"give --max-sequence-length {longest + max_new_tokens} or more")
+        return f"the longest task prompt is {longest} tokens with BOS, which leaves no room in {where}; give {larger}"
     return (f"{flag} {max_new_tokens} after the longest task prompt ({longest} tokens with BOS) needs a context of "
-            f"{longest + max_new_tokens}, more than --max-sequence-length {context}; give {flag} "
-            f"{context - longest} or less, or --max-sequence-length {longest + max_new_tokens} or more")
+            f"{need}, more than {where}; give {flag} {context - longest} or less, or {larger}")
 
 
 def frozen_tasks(split: str, per_family: int = 4, families: str | Sequence[str] | None = None) -> list[Task]:

@@ -216,7 +216,7 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if dev_tasks is None:
         dev_tasks = suite.dev_tasks_for(tasks, cfg.dev_per_family, cfg.families)
     problem = completion_room_problem([*tasks, *dev_tasks], cfg.sampling.max_new_tokens,
-                                      model.config.max_sequence_length, "--max-new-tokens", suite.fit_context)
+                                      model.config.max_sequence_length, "--max-new-tokens", suite.fit_context, None)
     if problem:  # before the folder exists: the first rollout would fail there
         raise ValueError(f"rl: {cfg.init}: {problem}")
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
