@@ -56,6 +56,15 @@ class Suite:
 
         return MAX_PER_FAMILY
 
+    def checked_dev_tasks(self, given: list | None, max_new_tokens: int, context: int) -> list:
+        """Pretraining's dev tasks (`given`, else `pretrain_dev_tasks`), refused in one line when a prompt and
+        --dev-max-new-tokens overflow the context: now, not at the first checkpoint, after the folder exists."""
+        from .tasks import refuse_no_room
+
+        tasks = given if given is not None else self.pretrain_dev_tasks()
+        refuse_no_room("pretrain", tasks, max_new_tokens, context, "--dev-max-new-tokens", self.fit_context)
+        return tasks
+
     def count_problem(self, flag: str, count: int) -> str | None:
         if count <= self.max_count():
             return None

@@ -192,6 +192,14 @@ def completion_room_problem(tasks: Sequence, max_new_tokens: int, context: int, 
             f"{need}, more than {where}; give {flag} {context - longest} or less, or {larger}")
 
 
+def refuse_no_room(command: str, tasks: Sequence, max_new_tokens: int, context: int, flag: str,
+                   fit_context: bool = False) -> None:
+    """`completion_room_problem` as a one-line ValueError, raised before a run's folder exists."""
+    problem = completion_room_problem(tasks, max_new_tokens, context, flag, fit_context)
+    if problem:
+        raise ValueError(f"{command}: {problem}")
+
+
 def frozen_tasks(split: str, per_family: int = 4, families: str | Sequence[str] | None = None) -> list[Task]:
     """Tasks of an evaluation split, family-major (all of the first family, then the next ...)."""
     if split not in SPLIT_SEEDS:

@@ -103,16 +103,15 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         the mixin's own temporary folder, through this method, so the pushed folder has its metadata too."""
         from pathlib import Path
 
-        from ..runtime.files import atomic_write_json, sha256_file
+        from ..runtime.files import atomic_write_json
+        from .saved import METADATA_NAME, saved_hashes
 
         push = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("config", "model_card_kwargs")}
         super().save_pretrained(save_directory, **kwargs)
-        folder = Path(save_directory)
-        atomic_write_json(folder / "metadata.json", {"weights_sha256": sha256_file(folder / "model.safetensors"),
-                                                     "config_sha256": sha256_file(folder / "config.json"),
-                                                     "parameter_counts": self.parameter_counts()})
+        atomic_write_json(Path(save_directory) / METADATA_NAME,
+                          {**saved_hashes(save_directory), "parameter_counts": self.parameter_counts()})
         if push_to_hub:
-            return self.push_to_hub(repo_id=repo_id or folder.name, **kwargs, **push)
+            return self.push_to_hub(repo_id=repo_id or Path(save_directory).name, **kwargs, **push)
         return None
 
     @classmethod
@@ -120,23 +119,30 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                         map_location: str = "cpu", strict: bool = True, **hub_kwargs) -> "GLM53":
         """Load a saved model (a folder, or a Hub repository id: downloaded first, `hub_kwargs` such as revision
         go to `huggingface_hub.snapshot_download`). Its weights' and config's sha256 are checked against its
-        metadata.json, as the commands check a checkpoint, so an edited config.json is refused rather than loaded
-        as another model. `trust_unverified=True` loads it unchecked (a folder without metadata.json, or one edited
-        on purpose). The load is always strict: every weight present and of its shape."""
+        metadata.json first, as the commands check a checkpoint, so an edited config.json is refused rather than
+        loaded as another model; `trust_unverified=True` loads it unchecked (a folder without metadata.json, or one
+        edited on purpose). Then the hub mixin loads it, strictly unless `strict=False`."""
+        import sys
         from pathlib import Path
 
-        from ..train.checkpoint import load_model
+        from .saved import unchecked_problem, verify_saved
 
-        if not strict:
-            raise ValueError("GLM53.from_pretrained loads strictly (every weight present and of its shape); build "
-                             "the model and load_state_dict(..., strict=False) for a partial load")
         folder = Path(pretrained_model_name_or_path)
         if not folder.is_dir():
             from huggingface_hub import snapshot_download
 
             folder = Path(snapshot_download(str(pretrained_model_name_or_path), **hub_kwargs))
-        return load_model(folder, map_location, trust_unverified=trust_unverified, check_hashes=not trust_unverified,
-                          trust_flag="trust_unverified=True")
+        if not trust_unverified:
+            problem = unchecked_problem(folder, "trust_unverified=True")
+            if problem:
+                raise ValueError(problem)
+            verify_saved(folder)
+        model = super().from_pretrained(folder, map_location=map_location, strict=strict)
+        model.verified = not trust_unverified
+        if trust_unverified:
+            print(f"glm53: {folder}: its weights and config were loaded unchecked, as trust_unverified=True asked",
+                  file=sys.stderr)
+        return model
 
     def __init__(self, config: ModelConfig | dict | None = None):
         super().__init__()

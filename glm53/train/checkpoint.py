@@ -20,6 +20,7 @@ import torch
 
 from ..model.config import ModelConfig
 from ..model.model import GLM53
+from ..model.saved import read_metadata, unchecked_problem, verify_saved
 from ..runtime.config_file import run_kind  # noqa: F401 - also imported from here
 from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
 from .names import (METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME,  # noqa: F401 (re-exported)
@@ -73,7 +74,7 @@ def check_switches(path: Path, saved: ModelConfig, asked: ModelConfig) -> None:
                          + "; ".join(differences) + ". Ask for the checkpoint's settings, or start a new run")
 
 
-def check_loadable(path: Path, trust_unverified: bool = False, trust_flag: str = "--trust-unverified") -> None:
+def check_loadable(path: Path, trust_unverified: bool = False) -> None:
     """Refuse, in one line, a folder `load_model` cannot load: missing, without weights or config, or without
     metadata.json (unless `trust_unverified`). Cheap: commands call it before they write anything."""
     if not path.is_dir():
@@ -85,24 +86,20 @@ def check_loadable(path: Path, trust_unverified: bool = False, trust_flag: str =
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    if not (path / METADATA_NAME).is_file() and not trust_unverified:
-        raise ValueError(f"{path} has no {METADATA_NAME}, so its weights and config cannot be checked against their "
-                         f"recorded hashes; load it anyway with {trust_flag} (receipts then record it as "
-                         "unverified), or use a folder glm53 wrote")
+    if unchecked_problem(path) and not trust_unverified:
+        raise ValueError(unchecked_problem(path))
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None,
-               trust_unverified: bool = False, check_hashes: bool = True,
-               trust_flag: str = "--trust-unverified") -> GLM53:
+               trust_unverified: bool = False) -> GLM53:
     """Load a checkpoint's model: the weights' and the config's sha256 checked against metadata.json, the config
     checked (against `expect` too, when given: see `check_switches`), every weight present and of the right shape.
     Any problem is a ValueError that names the file. A folder without metadata.json cannot be checked and is
-    refused unless `trust_unverified` (--trust-unverified; `trust_flag` names it in the refusal), and
-    `check_hashes=False` skips the check of one that has it (GLM53.from_pretrained's trust_unverified=True). The
-    sha256 is kept on the model as `weights_sha256`, and whether it was checked as `verified`, for receipts."""
+    refused unless `trust_unverified` (--trust-unverified). The sha256 is kept on the model as `weights_sha256`,
+    and whether it was checked as `verified`, for receipts."""
     path = Path(path)
-    check_loadable(path, trust_unverified, trust_flag)
-    checked = (path / METADATA_NAME).is_file() and check_hashes
+    check_loadable(path, trust_unverified)
+    checked = (path / METADATA_NAME).is_file()
     sha = verify_checkpoint(path) if checked else sha256_file(path / WEIGHTS_NAME)
     try:
         config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
@@ -130,13 +127,9 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
     model.load_state_dict(weights, strict=True)
     model.weights_sha256, model.verified = sha, checked
     if not checked:  # said once the load succeeded, so that a failing load stays one line
-        print(f"glm53: {path}: its weights and config were loaded unchecked, as {trust_flag} asked",
+        print(f"glm53: {path}: its weights and config were loaded unchecked, as --trust-unverified asked",
               file=sys.stderr)
     return model.to(device)
-
-
-def read_metadata(path: str | os.PathLike) -> dict:
-    return json.loads((Path(path) / METADATA_NAME).read_text())
 
 
 def load_trainer_state(path: str | os.PathLike) -> dict:
@@ -153,21 +146,7 @@ def load_trainer_state(path: str | os.PathLike) -> dict:
     return state
 
 
-def verify_checkpoint(path: str | os.PathLike) -> str:
-    """Recompute the weights' sha256 and compare with metadata; returns it or raises."""
-    sha = sha256_file(Path(path) / WEIGHTS_NAME)
-    try:
-        recorded = read_metadata(path).get("weights_sha256")
-    except (ValueError, AttributeError) as err:
-        raise ValueError(f"{Path(path) / METADATA_NAME} is not valid JSON metadata ({err})") from None
-    if recorded != sha:
-        raise ValueError(f"{Path(path) / WEIGHTS_NAME}: sha256 {sha[:16]}... does not match the {recorded and recorded[:16]}... "
-                         f"recorded in {METADATA_NAME}; the checkpoint is damaged")
-    config_recorded = read_metadata(path).get("config_sha256")  # absent in checkpoints written before it was kept
-    if config_recorded is not None and config_recorded != sha256_file(Path(path) / "config.json"):
-        raise ValueError(f"{Path(path) / 'config.json'} differs from the config these weights were saved with (its "
-                         f"sha256 is recorded in {METADATA_NAME}); restore it, or the same weights compute another model")
-    return sha
+verify_checkpoint = verify_saved  # the name train/ and the tests use
 
 
 def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "") -> list[str]:

@@ -36,7 +36,7 @@ from ..data.corpus import Corpus, load_corpus
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
 from ..data.run_order import run_stream
 from ..data.suites import DEFAULT_SUITE, get_suite
-from ..data.tasks import Task, completion_room_problem
+from ..data.tasks import Task
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
@@ -111,11 +111,6 @@ def expert_load_cv(usage: torch.Tensor) -> float:
     layer's expert usage [layers, experts], averaged over layers; 0 is perfectly even."""
     usage = usage.float()
     return float((usage.std(dim=1, unbiased=False) / usage.mean(dim=1)).mean())
-
-
-def default_dev_tasks(suite: str = DEFAULT_SUITE) -> list[Task]:
-    """The reference suite's dev split, one task per family; the broad suite's first 32 dev tasks."""
-    return get_suite(suite).pretrain_dev_tasks()
 
 
 def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int, suite: str = DEFAULT_SUITE) -> list[dict]:
@@ -296,11 +291,7 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     kernels = resolve_kernels(cfg.kernels, precision, device)
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
-    dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks(cfg.suite)
-    problem = completion_room_problem(dev_tasks, cfg.dev_max_new_tokens, cfg.model.max_sequence_length,
-                                      "--dev-max-new-tokens", get_suite(cfg.suite).fit_context)
-    if problem:  # before the folder exists: sampling the dev tasks at the first checkpoint would fail there
-        raise ValueError(f"pretrain: {problem}")
+    dev_tasks = get_suite(cfg.suite).checked_dev_tasks(dev_tasks, cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     torch.manual_seed(cfg.seed)
