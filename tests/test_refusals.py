@@ -487,11 +487,16 @@ def test_a_resumed_run_that_changes_the_threads_is_refused_with_the_fix(tmp_path
     check_resume_settings(tmp_path, {**now, "threads": 1}, RESUMABLE_CHANGES)  # the same threads resume
 
 
-def test_more_threads_than_cores_run_when_forced():
-    from glm53.runtime.config import RuntimeConfig, available_cores
+def test_more_threads_than_cores_run_when_forced(tmp_path, capsys):
+    from glm53.runtime.config import available_cores, threads_problem
 
-    assert RuntimeConfig(threads=available_cores()).threads == available_cores()
-    assert RuntimeConfig(threads=available_cores() + 1, force_threads=True).threads == available_cores() + 1
+    cores = available_cores()
+    assert threads_problem(cores, False) is None and threads_problem(cores + 1, True) is None
+    assert threads_problem(cores + 1, False).startswith(f"--threads {cores + 1} is more than this machine's {cores}")
+    # the main job's stages take the job's --force-threads (their runtimes are built before it applies)
+    flags = ["run", "--preset", "quick", "--out", str(tmp_path / "r"), "--rl.threads", str(cores + 1)]
+    assert main(flags) == 2 and f"--rl.threads {cores + 1} is more" in capsys.readouterr().err
+    assert main([*flags, "--force-threads", "--print-config"]) == 0 and "threads" in capsys.readouterr().out
 
 
 def test_a_moved_main_job_folder_resumes(tmp_path):

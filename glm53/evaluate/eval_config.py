@@ -48,7 +48,7 @@ def sampled_evaluation() -> EvalConfig:
 
 # `glm53 eval` runs where it is told, and nothing else of the runtime applies to it (it decodes at
 # EvalConfig.precision, shows no progress and starts no run folder)
-EVAL_RUNTIME_SKIP = ("precision", "threads", "progress", "resume", "report_to")
+EVAL_RUNTIME_SKIP = ("precision", "threads", "force_threads", "progress", "resume", "report_to")
 
 
 @composed

@@ -46,11 +46,6 @@ class RuntimeConfig:
         check = Checks("runtime")
         check.declared(self)
         check.require(tracker_problem(self.report_to) is None, str(tracker_problem(self.report_to)))
-        cores = available_cores()
-        check.require(self.threads <= cores or self.force_threads,
-                      f"--threads {self.threads} is more than this machine's {cores} cores (threads beyond the cores "
-                      f"wait on each other and slow every other job); give at most {cores} (0: automatic), or add "
-                      "--force-threads")
         check.done()
 
     def to_dict(self) -> dict:
@@ -70,6 +65,17 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def threads_problem(threads: int, force: bool, flag: str = "--threads") -> str | None:
+    """Why `threads` torch threads would slow the job and the machine (more than its cores), unless `force`d; said
+    by the commands before any work (not by RuntimeConfig itself: `glm53 run` builds its stages' runtimes before
+    its own --force-threads applies to them)."""
+    cores = available_cores()
+    if threads <= cores or force:
+        return None
+    return (f"{flag} {threads} is more than this machine's {cores} cores (threads beyond the cores wait on each "
+            f"other and slow every other job); give at most {cores} (0: automatic), or add --force-threads")
 
 
 def add_device_flag(p) -> None:
