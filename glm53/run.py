@@ -90,14 +90,16 @@ def refuse_short_context(cfg: RunConfig) -> None:
     stage checks its own as it starts, but RL and the evaluation start after pretraining has run)."""
     suite, context = get_suite(cfg.suite), cfg.pretrain.model.max_sequence_length
     rl_tasks = suite.tasks("rl", cfg.rl.tasks_per_family, cfg.rl.families)
+    rl_dev = suite.dev_tasks_for(rl_tasks, cfg.rl.dev_per_family, cfg.rl.families)
+    evaluated = [t for s in suite.eval_splits for t in suite.tasks(s, None if s == "human" else cfg.confirm_per_family)]
+    reference = cfg.suite == "reference"  # its confirm split is scored at the evaluation's own cap, not RL's
     stages = (("--pretrain.dev-max-new-tokens", suite.pretrain_dev_tasks(), cfg.pretrain.dev_max_new_tokens),
-              ("--rl.max-new-tokens", [*rl_tasks, *suite.dev_tasks_for(rl_tasks, cfg.rl.dev_per_family,
-                                                                       cfg.rl.families)], cfg.rl.sampling.max_new_tokens),
-              ("the evaluation's token cap" if cfg.suite == "reference" else "--rl.max-new-tokens",
-               [t for s in suite.eval_splits for t in suite.tasks(s, None if s == "human" else cfg.confirm_per_family)],
-               _eval_config().sampling.max_new_tokens if cfg.suite == "reference" else cfg.rl.sampling.max_new_tokens))
+              ("--rl.max-new-tokens", [*rl_tasks, *rl_dev], cfg.rl.sampling.max_new_tokens),
+              ("the evaluation's token cap" if reference else "--rl.max-new-tokens", evaluated,
+               _eval_config().sampling.max_new_tokens if reference else cfg.rl.sampling.max_new_tokens))
     for flag, tasks, cap in stages:
-        problem = completion_room_problem(tasks, cap, context, flag, suite.fit_context, "--pretrain.max-sequence-length")
+        problem = completion_room_problem(tasks, cap, context, flag, suite.fit_context,
+                                          "--pretrain.max-sequence-length")
         if problem:
             raise ValueError(f"run: {problem}")
 

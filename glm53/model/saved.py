@@ -49,5 +49,6 @@ def verify_saved(path: str | os.PathLike) -> str:
     config_recorded = read_metadata(path).get("config_sha256")  # absent in checkpoints written before it was kept
     if config_recorded is not None and config_recorded != sha256_file(Path(path) / CONFIG_NAME):
         raise ValueError(f"{Path(path) / CONFIG_NAME} differs from the config these weights were saved with (its "
-                         f"sha256 is recorded in {METADATA_NAME}); restore it, or the same weights compute another model")
+                         f"sha256 is recorded in {METADATA_NAME}); restore it, or the same weights compute another "
+                         "model")
     return sha
