@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .data.suites import get_suite
-from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
+from .data.tasks import completion_room_problem, frozen_tasks, parse_families, read_tasks, write_tasks
 from .evaluate.compare import compare
 from .evaluate.evaluate import evaluate
 from .evaluate.report import REFERENCE_RL_FAMILIES, make_charts, write_report
@@ -79,6 +79,31 @@ def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
             f"kept the weights of {needed} and every checkpoint's metadata.json")
 
 
+def _eval_config():
+    from .evaluate.eval_config import EvalConfig
+
+    return EvalConfig()
+
+
+def refuse_short_context(cfg: RunConfig) -> None:
+    """Before the folder exists: every stage's prompts and token cap fit the pretrained model's context (each
+    stage checks its own as it starts, but RL and the evaluation start after pretraining has run)."""
+    suite, context = get_suite(cfg.suite), cfg.pretrain.model.max_sequence_length
+    rl_tasks = suite.tasks("rl", cfg.rl.tasks_per_family, cfg.rl.families)
+    rl_dev = suite.dev_tasks_for(rl_tasks, cfg.rl.dev_per_family, cfg.rl.families)
+    evaluated = [t for s in suite.eval_splits for t in suite.tasks(s, None if s == "human" else cfg.confirm_per_family)]
+    reference = cfg.suite == "reference"  # its confirm split is scored at the evaluation's own cap, not RL's
+    stages = (("--pretrain.dev-max-new-tokens", suite.pretrain_dev_tasks(), cfg.pretrain.dev_max_new_tokens),
+              ("--rl.max-new-tokens", [*rl_tasks, *rl_dev], cfg.rl.sampling.max_new_tokens),
+              ("the evaluation's token cap" if reference else "--rl.max-new-tokens", evaluated,
+               _eval_config().sampling.max_new_tokens if reference else cfg.rl.sampling.max_new_tokens))
+    for flag, tasks, cap in stages:
+        problem = completion_room_problem(tasks, cap, context, flag, suite.fit_context,
+                                          "--pretrain.max-sequence-length")
+        if problem:
+            raise ValueError(f"run: {problem}")
+
+
 def run_pipeline(cfg: RunConfig, log=print) -> dict:
     """The main job. With cfg.runtime.resume, a stopped run continues where it stopped and ends as an uninterrupted
     run would have (the same checkpoints, evaluations and report)."""
@@ -91,6 +116,7 @@ def run_pipeline(cfg: RunConfig, log=print) -> dict:
                 raise FileExistsError(f"--resume: the run in {run} already finished ({RUN_RECEIPT_NAME} exists)")
         else:
             refuse_nonempty_dir(run, "Pass --resume to continue a stopped run, or choose another --out.")
+            refuse_short_context(cfg)
             start_run_folder(run, settings)
         remove_stale_temporaries(run)
         return _run_stages(cfg, run, log)

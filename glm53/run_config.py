@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from .data.suites import BROAD_MAX_NEW_TOKENS, BROAD_SEQUENCE_LENGTH, DEFAULT_SUITE, SUITE_NAMES
+from .data.suites import BROAD_MAX_NEW_TOKENS, BROAD_SEQUENCE_LENGTH, DEFAULT_SUITE, SUITE_NAMES, get_suite
 from .model.config import MODEL_PRESETS
-from .runtime.config import RuntimeConfig
+from .runtime.config import RuntimeConfig, threads_problem
 from .runtime.composition import composed, record
 from .runtime.settings import Checks, setting
 from .train.pretrain_config import PretrainConfig
@@ -90,6 +90,16 @@ class RunConfig:
                       "--resume needs the optimizer state that --no-pretrain.save-optimizer and --no-rl.save-optimizer "
                       "leave out of every checkpoint: drop them (a run started with either cannot be resumed)")
         check.declared(self)
+        for stage in ("pretrain", "rl"):  # each stage's threads, under the job's --force-threads
+            problem = threads_problem(getattr(self, stage).runtime.threads, self.runtime.force_threads,
+                                      f"--{stage}.threads")
+            check.require(problem is None, str(problem))
+        if self.suite in SUITE_NAMES:  # every split the job opens holds what it asks, checked now, not at its end
+            suite = get_suite(self.suite)
+            for flag, count in (("--confirm-per-family", self.confirm_per_family),
+                                ("--rl.tasks-per-family", self.rl.tasks_per_family),
+                                ("--rl.dev-per-family", self.rl.dev_per_family)):
+                check.require(suite.count_problem(flag, count) is None, str(suite.count_problem(flag, count)))
         check.done()
         run = Path(self.out)
         shared = {name: getattr(self.runtime, name) for name in RUN_RUNTIME}

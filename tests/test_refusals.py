@@ -40,6 +40,10 @@ def more(files):  # noqa: F811 - the fixture imported above
         model.embedding.weight.fill_(float("inf"))  # every score of every token inf: what a diverged run leaves
     save_checkpoint(root / "diverged", model, {"step": 0})
     out["diverged"] = root / "diverged"
+    from glm53.train.rl_config import RLConfig
+
+    (root / "rl-run.json").write_text(json.dumps(RLConfig(init="x", out=str(root / "rl")).to_dict()))
+    out["rl-run"] = root / "rl-run.json"
     return {**files, **out}
 
 
@@ -97,6 +101,32 @@ CASES = [
     ("vision with a seed twice", ["vision", "--seeds", "3,3", "--out", "{new}"], "expected each integer once"),
     ("vision with no eval examples", ["vision", "--eval-examples", "0", "--out", "{new}"],
      "--eval-examples must be >= 1"),
+    # 5. issue 44's newcomer findings: refused before any work, naming the setting and the fix
+    ("more threads than cores", ["pretrain", "--out", "{new}", "--steps", "1", "--threads", "100000", *TINY_FLAGS],
+     "--threads 100000 is more than this machine's"),
+    ("a vision batch past its bound", ["vision", "--batch-size", "100000", "--out", "{new}"],
+     "--batch-size must be <= 10000, got 100000"),
+    ("a dev token cap the context cannot hold", ["pretrain", "--out", "{new}", "--steps", "1",
+                                                 "--max-sequence-length", "128", *TINY_FLAGS],
+     "--dev-max-new-tokens 48 after the longest task prompt (95 tokens with BOS) needs a context of 143, more than "
+     "--max-sequence-length 128; give --dev-max-new-tokens 33 or less, or --max-sequence-length 143 or more"),
+    ("a rollout token cap the context cannot hold", ["rl", "--init", "{good}", "--out", "{new}", "--max-new-tokens",
+                                                     "150"], "--max-new-tokens 150 after the longest task prompt"),
+    ("a main job whose dev cap the context cannot hold", ["run", "--preset", "quick", "--out", "{new}",
+                                                          "--pretrain.max-sequence-length", "128"],
+     "give --pretrain.dev-max-new-tokens 33 or less, or --pretrain.max-sequence-length 143 or more"),
+    ("more confirm tasks than the split holds", ["run", "--preset", "quick", "--out", "{new}", "--confirm-per-family",
+                                                 "100000"],
+     "--confirm-per-family 100,000 is more than the reference suite's splits hold (256 tasks per family)"),
+    ("more rl tasks than the split holds", ["rl", "--init", "{good}", "--out", "{new}", "--tasks-per-family", "1000"],
+     "--tasks-per-family 1,000 is more than the reference suite's splits hold"),
+    ("a seed torch cannot take", ["pretrain", "--out", "{new}", "--seed", str(2 ** 70), *TINY_FLAGS],
+     "--seed must be <= 4294967295"),
+    ("a sweep seed torch cannot take", ["sweep", "pretraining-data", "--seeds", str(2 ** 70), "--plan"],
+     "seeds must lie in [0, 4294967295]"),
+    ("another command's run record as --config", ["pretrain", "--config", "{rl-run}", "--out", "{new}"],
+     "rl-run.json records an RL run (glm53 rl), not a pretraining run (glm53 pretrain); replay it with the command "
+     "that made it"),
 ]
 
 
@@ -348,3 +378,172 @@ def test_resuming_another_commands_run_says_so_in_one_line(tmp_path):
     rl = RLConfig(init="x", out=str(tmp_path), resume=True).to_dict()
     with pytest.raises(ValueError, match=r"holds a pretraining run \(glm53 pretrain\), not an RL run \(glm53 rl\)"):
         check_run_folder(tmp_path, rl, True, set())
+
+
+# ---------------------------------------------------------------- 5. issue 44's newcomer findings
+
+def test_a_corpus_documents_key_is_hashed_once_not_once_per_row(monkeypatch):
+    """A 5 MB JSON Lines row took minutes before step 1: its text (the row's key) was hashed again for each of its
+    128-byte rows. The order keys now hash it once, and equal the plain per-row hash they replace."""
+    import hashlib
+
+    from glm53.data import corpus
+
+    key = "x" * 50_000  # a JSON Lines row: its text is its key; 391 rows of 128 bytes
+    rows = -(-(len(key) + 1) // 128)
+    plain = [corpus._unit_hash(f"{key}\0{k}", "glm53-validation-order") for k in range(rows)]
+    hashed, sha256 = [], hashlib.sha256
+
+    class Counting:
+        def __init__(self, data=b""):
+            self.inner = sha256(data)
+            hashed.append(len(data))
+
+        def update(self, data):
+            hashed.append(len(data))
+            self.inner.update(data)
+
+        def copy(self):
+            twin = Counting.__new__(Counting)
+            twin.inner = self.inner.copy()
+            return twin
+
+        def digest(self):
+            return self.inner.digest()
+
+    monkeypatch.setattr(corpus.hashlib, "sha256", Counting)
+    cut = corpus._rows([corpus.Document("line 1", key, key.encode())], 128)
+    assert len(cut) == rows and cut.order_keys == plain  # the same keys as the plain per-row hash, exactly
+    assert sum(hashed) < len(key) + 10 * rows, sum(hashed)  # the key once, then a few bytes a row
+
+
+def test_a_symlinked_folder_in_a_corpus_is_read_and_a_link_loop_ends(tmp_path):
+    from glm53.data.corpus import read_documents
+
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    (sources / "a.py").write_text("def a():\n    return 1\n")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "linked").symlink_to(sources)
+    (corpus / "loop").symlink_to(corpus)  # a link to the folder above: entered once, not forever
+    documents, skipped, kind = read_documents(str(corpus))
+    assert [d.name for d in documents] == ["linked/a.py"] and kind == "folder"
+
+
+def test_a_raw_line_separator_inside_a_json_string_is_one_row(tmp_path):
+    """U+2028 is legal raw inside a JSON string (json_text writes it raw); str.splitlines cut such a row in two."""
+    from dataclasses import replace
+
+    from glm53.data.tasks import read_tasks, write_tasks
+    from glm53.runtime.files import atomic_write_text, json_text, read_jsonl
+
+    task = frozen_tasks("dev", 1, "double")[0]
+    task = replace(task, prompt=task.prompt.replace("# Complete", "# \u2028Complete"))
+    write_tasks([task], tmp_path / "t.jsonl")
+    assert "\u2028" in (tmp_path / "t.jsonl").read_text(encoding="utf-8")  # written raw, not escaped
+    assert read_tasks(tmp_path / "t.jsonl") == [task]
+    atomic_write_text(tmp_path / "log.jsonl", json_text({"completion": "a\u2028b"}) + "\n")
+    assert read_jsonl(tmp_path / "log.jsonl") == [{"completion": "a\u2028b"}]
+
+
+def test_a_damaged_sweep_file_is_named(tmp_path):
+    from glm53.sweep.analysis import saved_spec
+
+    (tmp_path / "spec.json").write_text('{"name": "x",')
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'spec.json'} is not valid JSON \(Expecting"):
+        saved_spec(tmp_path)
+
+
+def test_the_losing_writer_of_one_out_leaves_no_temporary(tmp_path):
+    """Two commands writing one --out: the later rename fails; it said OSError and left its temporary folder."""
+    from glm53.runtime.files import AtomicDirectory
+
+    final = tmp_path / "e"
+    with pytest.raises(FileExistsError, match=r"e appeared while this was being written .* Choose another --out"):
+        with AtomicDirectory(final) as tmp:
+            (tmp / "model.safetensors").write_bytes(b"x" * 1000)
+            final.mkdir()  # the other writer finishes first
+            (final / "model.safetensors").write_bytes(b"theirs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e"]
+    assert (final / "model.safetensors").read_bytes() == b"theirs"
+
+
+def test_export_makes_a_missing_folder_above_out(more, tmp_path, capsys):
+    assert main(["export", str(more["good"]), "--out", str(tmp_path / "new" / "deeper" / "e")]) == 0
+    assert (tmp_path / "new" / "deeper" / "e" / "model.safetensors").is_file()
+
+
+def test_a_resumed_run_that_changes_the_threads_is_refused_with_the_fix(tmp_path):
+    from glm53.train.checkpoint import check_resume_settings
+    from glm53.train.pretrain_config import PretrainConfig
+    from glm53.runtime.config import RESUMABLE_CHANGES
+
+    (tmp_path / "run.json").write_text(json.dumps(PretrainConfig(out=str(tmp_path), threads=1).to_dict()))
+    now = PretrainConfig(out=str(tmp_path), threads=2, force_threads=True, resume=True).to_dict()
+    with pytest.raises(ValueError, match=r"started with --threads 1, not 2; torch's thread count changes how its "
+                                         r"sums are split, so the weights: resume with --threads 1"):
+        check_resume_settings(tmp_path, now, RESUMABLE_CHANGES)
+    check_resume_settings(tmp_path, {**now, "threads": 1}, RESUMABLE_CHANGES)  # the same threads resume
+
+
+def test_more_threads_than_cores_run_when_forced(tmp_path, capsys):
+    from glm53.runtime.config import available_cores, threads_problem
+
+    cores = available_cores()
+    assert threads_problem(cores, False) is None and threads_problem(cores + 1, True) is None
+    assert threads_problem(cores + 1, False).startswith(f"--threads {cores + 1} is more than this machine's {cores}")
+    # the main job's stages take the job's --force-threads (their runtimes are built before it applies)
+    flags = ["run", "--preset", "quick", "--out", str(tmp_path / "r"), "--rl.threads", str(cores + 1)]
+    assert main(flags) == 2 and f"--rl.threads {cores + 1} is more" in capsys.readouterr().err
+    assert main([*flags, "--force-threads", "--print-config"]) == 0 and "threads" in capsys.readouterr().out
+
+
+def test_a_moved_main_job_folder_resumes(tmp_path):
+    """rl.init is recorded as a path inside the run folder; moved whole, the run kept it by its old text."""
+    import shutil
+
+    from glm53.run_config import RunConfig
+    from glm53.runtime.config import RESUMABLE_CHANGES
+    from glm53.train.checkpoint import check_resume_settings
+    from glm53.train.retention import RETENTION_CHANGES
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "run.json").write_text(json.dumps(RunConfig.from_preset(str(tmp_path / "a"), "quick")
+                                                        .folder_settings()))
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    moved = RunConfig.from_preset(str(tmp_path / "b"), "quick").folder_settings()
+    check_resume_settings(tmp_path / "b", moved, RESUMABLE_CHANGES | RETENTION_CHANGES)
+    elsewhere = {**moved, "rl": {**moved["rl"], "init": str(tmp_path / "other" / "checkpoint-0100")}}
+    with pytest.raises(ValueError, match=r"started from the checkpoint .*a/pretrain/checkpoint-0100 \(rl.init\)"):
+        check_resume_settings(tmp_path / "b", elsewhere, RESUMABLE_CHANGES | RETENTION_CHANGES)
+
+
+def test_vision_memory_is_estimated_before_any_work():
+    from glm53.vision.training_config import memory_problem
+
+    gib = 2 ** 30
+    assert memory_problem("--batch-size", 40, 200, 1.0, 8 * gib) is None
+    assert memory_problem("--batch-size", 9000, 200, 1.0, 8 * gib) == (
+        "--batch-size 9,000 needs about 8.8 GiB (about 1.0 MiB a training image), more than half of this machine's "
+        "8.0 GiB of memory; give --batch-size 4,093 or less")
+    assert "give --eval-examples 174,762 or less" in memory_problem("--batch-size", 40, 10 ** 7, 1.0, 8 * gib)
+    assert "--pilot.batch-size 100 needs about 6.3 GiB (about 64.0 MiB" in memory_problem(
+        "--pilot.batch-size", 100, 100, 64.0, 8 * gib)
+
+
+def test_from_pretrained_checks_the_recorded_hashes(tmp_path, capsys):
+    model = GLM53(ModelConfig(**TINY))
+    model.save_pretrained(tmp_path / "m")
+    assert GLM53.from_pretrained(tmp_path / "m").verified
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    config["position"] = "none" if config["position"] != "none" else "rope"  # every weight keeps its shape
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="differs from the config these weights were saved with"):
+        GLM53.from_pretrained(tmp_path / "m")
+    loaded = GLM53.from_pretrained(tmp_path / "m", trust_unverified=True)
+    assert not loaded.verified and loaded.config.position == config["position"]
+    assert "loaded unchecked, as trust_unverified=True asked" in capsys.readouterr().err
+    (tmp_path / "m" / "metadata.json").unlink()
+    with pytest.raises(ValueError, match=r"has no metadata.json, .* load it anyway with trust_unverified=True"):
+        GLM53.from_pretrained(tmp_path / "m")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -55,6 +56,19 @@ def _unit_hash(text: str, salt: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2 ** 64
 
 
+def _row_order_keys(key: str, rows: int, salt: str = "glm53-validation-order") -> list[float]:
+    """`_unit_hash(f"{key}\0{k}", salt)` for k = 0 .. rows - 1, the key hashed once: sha256's state after the
+    shared prefix is copied for each row, so a document costs its length once, not once per row (a 5 MB JSON Lines
+    row, whose key is its text, took minutes hashed per row)."""
+    prefix = hashlib.sha256(f"{salt}\0{key}\0".encode("utf-8", "surrogatepass"))
+    keys = []
+    for k in range(rows):
+        digest = prefix.copy()
+        digest.update(str(k).encode("ascii"))
+        keys.append(int.from_bytes(digest.digest()[:8], "big") / 2 ** 64)
+    return keys
+
+
 def _usable(data: bytes) -> str | None:
     """Why a document's bytes are skipped (one of SKIP_REASONS), or None when it is usable."""
     if b"\0" in data:
@@ -66,9 +80,27 @@ def _usable(data: bytes) -> str | None:
     return "empty" if not data else None
 
 
+def _folder_files(root: Path) -> list[tuple[str, Path]]:
+    """(relative path, path) of every .py/.txt file under `root`, sorted, following symbolic links to folders (a
+    corpus is often a folder of links to the sources one has) but entering each real folder once, so a link to a
+    folder above it is no loop."""
+    found, seen = [], set()
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders[:] = []
+            continue
+        seen.add(real)
+        subfolders.sort()
+        for name in names:
+            path = Path(folder) / name
+            if path.suffix in TEXT_SUFFIXES and path.is_file():
+                found.append((path.relative_to(root).as_posix(), path))
+    return sorted(found)
+
+
 def _folder_documents(root: Path, skipped: dict) -> list[Document]:
-    files = sorted((p.relative_to(root).as_posix(), p) for p in root.rglob("*")
-                   if p.suffix in TEXT_SUFFIXES and p.is_file())
+    files = _folder_files(root)
     documents = []
     for name, path in files:
         data = path.read_bytes()
@@ -138,10 +170,11 @@ def _rows(documents: list[Document], sequence_length: int) -> RowSet:
                                  torch.tensor([EOS_ID], dtype=torch.int16)]))
     rows = RowSet(torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int16))
     for doc, ids in zip(documents, pieces):
-        for k, start in enumerate(range(0, len(ids) - 1, sequence_length)):
+        starts = range(0, len(ids) - 1, sequence_length)
+        for start in starts:
             rows.starts.append(offset + start)
             rows.lengths.append(min(sequence_length + 1, len(ids) - start))
-            rows.order_keys.append(_unit_hash(f"{doc.key}\0{k}", "glm53-validation-order"))
+        rows.order_keys += _row_order_keys(doc.key, len(starts))
         offset += len(ids)
     return rows
 

@@ -49,6 +49,28 @@ class Suite:
     def receipt(self) -> dict:
         return {"suite": self.name, "language": self.language}
 
+    def max_count(self) -> int:
+        """The largest `count` `tasks` accepts (what its splits hold), so a count is checked when a config is
+        built, not when a run reaches that split."""
+        from .tasks import MAX_PER_FAMILY
+
+        return MAX_PER_FAMILY
+
+    def checked_dev_tasks(self, given: list | None, max_new_tokens: int, context: int) -> list:
+        """Pretraining's dev tasks (`given`, else `pretrain_dev_tasks`), refused in one line when a prompt and
+        --dev-max-new-tokens overflow the context: now, not at the first checkpoint, after the folder exists."""
+        from .tasks import refuse_no_room
+
+        tasks = given if given is not None else self.pretrain_dev_tasks()
+        refuse_no_room("pretrain", tasks, max_new_tokens, context, "--dev-max-new-tokens", self.fit_context)
+        return tasks
+
+    def count_problem(self, flag: str, count: int) -> str | None:
+        if count <= self.max_count():
+            return None
+        return (f"{flag} {count:,} is more than the {self.name} suite's splits hold ({self.max_count():,} tasks "
+                f"{self.count_unit}); give {self.max_count():,} or less")
+
 
 class ReferenceSuite(Suite):
     def tasks(self, split: str, count: int, families=None) -> list:
@@ -124,6 +146,11 @@ class BroadSuite(Suite):
 
     def pretrain_dev_tasks(self) -> list:
         return self.tasks("dev", 32)
+
+    def max_count(self) -> int:
+        from .broad.splits import MAX_PER_SPLIT
+
+        return MAX_PER_SPLIT
 
     def dev_tasks_for(self, train_tasks: list, count: int, families=None) -> list:
         """The first `count` dev tasks, of the families RL trains on (`families`, as in `tasks`)."""

@@ -171,6 +171,35 @@ def make_task(family_name: str, split: str, index: int, seed: int) -> Task:
     return Task(task_id, family.name, prompt, entry_point, hidden_cases(family, f"{task_id}:{seed}"))
 
 
+def completion_room_problem(tasks: Sequence, max_new_tokens: int, context: int, flag: str, fit_context: bool = False,
+                            context_flag: str | None = "--max-sequence-length") -> str | None:
+    """Why the longest prompt of `tasks` (BOS + its UTF-8 bytes) plus `max_new_tokens` (the cap `flag` sets) does
+    not fit a model context of `context` tokens (set by `context_flag`, or None: a checkpoint's), said before a run
+    starts rather than at its first generation; with `fit_context` (a suite whose caps are cut to what the context
+    leaves) only a prompt that leaves no room is. None when it fits."""
+    if not tasks:
+        return None
+    longest = max(1 + len(t.prompt.encode("utf-8", "surrogatepass")) for t in tasks)
+    if longest + (1 if fit_context else max_new_tokens) <= context:
+        return None
+    need = longest + max_new_tokens
+    where = f"{context_flag} {context}" if context_flag else f"the checkpoint's context of {context}"
+    larger = (f"{context_flag} {need} or more" if context_flag
+              else f"a checkpoint pretrained with --max-sequence-length {need} or more")
+    if fit_context or longest >= context:
+        return f"the longest task prompt is {longest} tokens with BOS, which leaves no room in {where}; give {larger}"
+    return (f"{flag} {max_new_tokens} after the longest task prompt ({longest} tokens with BOS) needs a context of "
+            f"{need}, more than {where}; give {flag} {context - longest} or less, or {larger}")
+
+
+def refuse_no_room(command: str, tasks: Sequence, max_new_tokens: int, context: int, flag: str,
+                   fit_context: bool = False) -> None:
+    """`completion_room_problem` as a one-line ValueError, raised before a run's folder exists."""
+    problem = completion_room_problem(tasks, max_new_tokens, context, flag, fit_context)
+    if problem:
+        raise ValueError(f"{command}: {problem}")
+
+
 def frozen_tasks(split: str, per_family: int = 4, families: str | Sequence[str] | None = None) -> list[Task]:
     """Tasks of an evaluation split, family-major (all of the first family, then the next ...)."""
     if split not in SPLIT_SEEDS:
@@ -267,7 +296,9 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist; write one with `glm53 tasks export`")
     tasks, seen = [], {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # lines end at "\n" only: str.splitlines also ends one at U+2028 and other separators, which JSON allows raw
+    # inside a string, so a valid row would read as two halves that are not JSON
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not line.strip() or line.startswith("#"):
             continue
         try:

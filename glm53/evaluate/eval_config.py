@@ -11,7 +11,7 @@ from ..data.suites import DEFAULT_SUITE, SUITE_NAMES
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed
-from ..runtime.settings import Checks, setting
+from ..runtime.settings import MAX_SEED, Checks, setting
 from ..verify.verifier import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 
 EVAL_SEED = 8675309  # the seed of sampled evaluations: `glm53 eval`, RL's dev scores, a sweep's eval jobs
@@ -24,7 +24,7 @@ class EvalConfig:
 
     samples: int = setting(1, "samples per task (1 = greedy pass@1)", at_least=1)
     sampling: Sampling = setting(default_factory=Sampling, flatten=True)
-    seed: int = setting(EVAL_SEED, "seed of the sampling generator", at_least=0)
+    seed: int = setting(EVAL_SEED, "seed of the sampling generator", at_least=0, at_most=MAX_SEED)
     precision: str = setting(DECODE_PRECISION, "decoding precision", choices=PRECISIONS)
     timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox", above=0)
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its splits, stop rule and token cap (reference: "
@@ -48,7 +48,7 @@ def sampled_evaluation() -> EvalConfig:
 
 # `glm53 eval` runs where it is told, and nothing else of the runtime applies to it (it decodes at
 # EvalConfig.precision, shows no progress and starts no run folder)
-EVAL_RUNTIME_SKIP = ("precision", "threads", "progress", "resume", "report_to")
+EVAL_RUNTIME_SKIP = ("precision", "threads", "force_threads", "progress", "resume", "report_to")
 
 
 @composed

@@ -17,6 +17,7 @@
     multi_token_prediction.py      the released model's MTP block: predicts the token after next (a draft model)
     cache.py              decoding state: recurrent state per linear layer, KV cache per sparse layer
     model.py              GLM53: the blocks assembled, parameter counts, save/load
+    saved.py              a saved folder's metadata.json (its weights' and config's sha256) and the check of it
 
 Axis names in einops patterns and shape comments: b batch, t time (tokens), h heads, d head dimension
 (e the value dimension where it differs), n chunks, c tokens in a chunk, s residual streams, w keys a query

@@ -90,10 +90,59 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
     """The language model. `model(input_ids)` -> logits [B, T, vocab];
     `model(input_ids, return_aux=True)` -> (logits, ModelAux).
 
-    Save/load: `model.save_pretrained(dir)` writes model.safetensors + config.json, and
-    `GLM53.from_pretrained(dir)` rebuilds it offline (the tied head is the embedding itself, so there is
-    only one tensor to store; `tie_embeddings=False` adds a separate `head`).
+    Save/load: `model.save_pretrained(dir)` writes model.safetensors + config.json + metadata.json (their sha256),
+    and `GLM53.from_pretrained(dir)` rebuilds it offline, checked against those hashes as every glm53 command
+    checks a checkpoint (`trust_unverified=True` skips the check). The tied head is the embedding itself, so there
+    is only one tensor to store; `tie_embeddings=False` adds a separate `head`.
     """
+
+    def save_pretrained(self, save_directory, *, push_to_hub: bool = False, repo_id: str | None = None,
+                        **kwargs):
+        """The hub mixin's save (model.safetensors, config.json, a model card), then metadata.json with the
+        weights' and the config's sha256: what `from_pretrained` and the commands check. Pushing saves again into
+        the mixin's own temporary folder, through this method, so the pushed folder has its metadata too."""
+        from pathlib import Path
+
+        from ..runtime.files import atomic_write_json
+        from .saved import METADATA_NAME, saved_hashes
+
+        push = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("config", "model_card_kwargs")}
+        super().save_pretrained(save_directory, **kwargs)
+        atomic_write_json(Path(save_directory) / METADATA_NAME,
+                          {**saved_hashes(save_directory), "parameter_counts": self.parameter_counts()})
+        if push_to_hub:
+            return self.push_to_hub(repo_id=repo_id or Path(save_directory).name, **kwargs, **push)
+        return None
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *, trust_unverified: bool = False,
+                        map_location: str = "cpu", strict: bool = True, **hub_kwargs) -> "GLM53":
+        """Load a saved model (a folder, or a Hub repository id: downloaded first, `hub_kwargs` such as revision
+        go to `huggingface_hub.snapshot_download`). Its weights' and config's sha256 are checked against its
+        metadata.json first, as the commands check a checkpoint, so an edited config.json is refused rather than
+        loaded as another model; `trust_unverified=True` loads it unchecked (a folder without metadata.json, or one
+        edited on purpose). Then the hub mixin loads it, strictly unless `strict=False`."""
+        import sys
+        from pathlib import Path
+
+        from .saved import unchecked_problem, verify_saved
+
+        folder = Path(pretrained_model_name_or_path)
+        if not folder.is_dir():
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(str(pretrained_model_name_or_path), **hub_kwargs))
+        if not trust_unverified:
+            problem = unchecked_problem(folder, "trust_unverified=True")
+            if problem:
+                raise ValueError(problem)
+            verify_saved(folder)
+        model = super().from_pretrained(folder, map_location=map_location, strict=strict)
+        model.verified = not trust_unverified
+        if trust_unverified:
+            print(f"glm53: {folder}: its weights and config were loaded unchecked, as trust_unverified=True asked",
+                  file=sys.stderr)
+        return model
 
     def __init__(self, config: ModelConfig | dict | None = None):
         super().__init__()

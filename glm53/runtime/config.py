@@ -25,7 +25,10 @@ class RuntimeConfig:
     device: str = setting("auto", "auto (cuda, mps, cpu), cpu, cuda or mps", choices=DEVICE_CHOICES)
     precision: str = setting("auto", "auto: bf16 autocast on hardware with native bf16 (or this machine's "
                                      "calibration), else fp32", choices=PRECISIONS)
-    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine)", at_least=0)
+    threads: int = setting(0, "torch threads (0: torch's default; under torchrun, cores / ranks on this machine); at "
+                              "most this machine's cores unless --force-threads", at_least=0)
+    force_threads: bool = setting(False, "allow --threads above this machine's cores (they then wait on each other "
+                                         "and slow every other job)", record=False)
     progress: bool = setting(True, "show a progress bar (--no-progress: plain log lines)")
     resume: bool = setting(False, "continue the run in --out from its latest checkpoint")
     report_to: str = setting("none", "also log each step's figures to a tracker (offline unless you configure it)",
@@ -50,9 +53,29 @@ class RuntimeConfig:
 
 
 # What a resumed run may change: where its folder is and how it runs and reports, never what it computes (every
-# runtime setting but the precision, which changes the arithmetic). Pretraining may also be extended
-# (pretrain_config.EXTENSIONS: its steps and checkpoints).
-RESUMABLE_CHANGES = frozenset({"out"} | {f.name for f in fields(RuntimeConfig)} - {"precision"})
+# runtime setting but the precision and the threads: both change the arithmetic, the threads by splitting torch's
+# sums another way, so the weights). Pretraining may also be extended (pretrain_config.EXTENSIONS: its steps and
+# checkpoints).
+RESUMABLE_CHANGES = frozenset({"out"} | {f.name for f in fields(RuntimeConfig)} - {"precision", "threads"})
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), which is what torch threads share."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def threads_problem(threads: int, force: bool, flag: str = "--threads") -> str | None:
+    """Why `threads` torch threads would slow the job and the machine (more than its cores), unless `force`d; said
+    by the commands before any work (not by RuntimeConfig itself: `glm53 run` builds its stages' runtimes before
+    its own --force-threads applies to them)."""
+    cores = available_cores()
+    if threads <= cores or force:
+        return None
+    return (f"{flag} {threads} is more than this machine's {cores} cores (threads beyond the cores wait on each "
+            f"other and slow every other job); give at most {cores} (0: automatic), or add --force-threads")
 
 
 def add_device_flag(p) -> None:

@@ -130,6 +130,15 @@ def read_config_file(path) -> tuple[dict, bool]:
         raise ValueError(f"--config {path} is not valid TOML: {err}") from None
 
 
+def run_kind(settings: dict) -> str:
+    """Which command's run recorded these settings, by a setting only it has."""
+    for key, kind in (("rl_start", "a main job (glm53 run)"), ("group_size", "an RL run (glm53 rl)"),
+                      ("sequence_length", "a pretraining run (glm53 pretrain)")):
+        if key in settings:
+            return kind
+    return "another kind of run"
+
+
 def is_record(path) -> bool:
     """Whether --config names a run's record (JSON, or a run folder) rather than a TOML file of settings."""
     return Path(path).is_dir() or Path(path).suffix == ".json"
@@ -174,6 +183,10 @@ def file_settings(cls, path, command: str | None = None) -> dict:
     nested config with a flag prefix as a dict). From a run's record, what a replay must not take is left out."""
     raw, recorded = read_config_file(path)
     where = str(path)
+    wanted, held = run_kind({leaf.name: None for leaf in leaves(cls)}), run_kind(raw)
+    if recorded and "another" not in wanted and held != wanted:  # not its first unknown key: the kind of record
+        raise ValueError(f"--config {path} records {held}, not {wanted}; replay it with the command that made it, "
+                         f"or give {wanted.split(' (')[0]}'s run.json or receipt, or a TOML file")
     flat = flat_settings(raw, tables(cls), where)
     # a name two nested configs share has one flag at most (eval's precision is its evaluation's, not its runtime's)
     every = {leaf.name: leaf for leaf in sorted(leaves(cls), key=lambda leaf: not leaf.skipped)}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import under_torchrun
+from .config import available_cores, under_torchrun  # noqa: F401 - available_cores: imported from here too
 from .device import resolve_device
 
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -127,13 +127,6 @@ class DataParallel:
 
 
 SINGLE = DataParallel()
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def rank_threads(local_world_size: int, threads: int = 0) -> int:

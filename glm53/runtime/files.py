@@ -233,15 +233,23 @@ class AtomicDirectory:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
-        shared = 0o666 & ~_umask()
-        for child in self.tmp.iterdir():
-            if child.is_file():
-                # safetensors (0.8) creates its files owner-only (0600, where torch.save and open() give 0644
-                # under umask 022): results are shared like any other file (executable bits, if any, are kept)
-                os.chmod(child, shared | (child.stat().st_mode & 0o111))
-                with open(child, "rb") as f:
-                    os.fsync(f.fileno())
-        os.rename(self.tmp, self.final)  # atomic on one filesystem; fails if final is a non-empty directory
+        try:
+            shared = 0o666 & ~_umask()
+            for child in self.tmp.iterdir():
+                if child.is_file():
+                    # safetensors (0.8) creates its files owner-only (0600, where torch.save and open() give 0644
+                    # under umask 022): results are shared like any other file (executable bits, if any, are kept)
+                    os.chmod(child, shared | (child.stat().st_mode & 0o111))
+                    with open(child, "rb") as f:
+                        os.fsync(f.fileno())
+            os.rename(self.tmp, self.final)  # atomic on one filesystem; fails if final is a non-empty directory
+        except BaseException as err:  # every way out but the rename leaves no temporary behind
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            if isinstance(err, OSError) and self.final.exists():  # another writer finished first
+                raise FileExistsError(f"{self.final} appeared while this was being written (another command writing "
+                                      "the same --out?); glm53 never overwrites results, so nothing was written. "
+                                      "Choose another --out") from None
+            raise
         _fsync_dir(self.final.parent)
 
 
@@ -266,11 +274,26 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def read_json(path: str | os.PathLike):
+    """A JSON file's value; a damaged or unreadable one is a one-line ValueError naming the file (json's own
+    error names only a line and column)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); a write "
+                         "that stopped midway, or an edit: restore it, or delete the folder it belongs to and rerun "
+                         "what wrote it") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text, so not a JSON file glm53 wrote; restore it, or delete the "
+                         "folder it belongs to and rerun what wrote it") from None
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # "\n" only: json_text writes U+2028 and the like raw (ensure_ascii=False), and str.splitlines ends a line there
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def truncate_jsonl(path: str | os.PathLike, keep) -> list[dict]:

@@ -27,6 +27,12 @@ from .composition import (MISSING, Leaf, build, field_default, flag_name, leaves
                           stem_of, type_hints)
 
 
+# The largest seed any setting takes: torch.manual_seed refuses 2**64 and more, and the streams add offsets to a
+# seed (rl.py's refill stream, a sweep's per-step image seeds), so a seed keeps well below that; 2**32 - 1 is the
+# range numpy and most tools take too.
+MAX_SEED = 2 ** 32 - 1
+
+
 def setting(default: Any = MISSING, help: str = "", *, choices=None, required: bool = False,
             cli: bool = True, default_factory: Any = MISSING, flatten: bool | str = False,
             skip: tuple[str, ...] = (), shown: str | None = None, record: bool | str = True,

@@ -18,14 +18,13 @@ evaluated checkpoints.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..evaluate.power import ALPHA, detectable_effects
 from ..evaluate.stats import bootstrap_interval, holm, seed_task_bootstrap, sign_flip_test
-from ..runtime.files import atomic_write_json, atomic_write_text
+from ..runtime.files import atomic_write_json, atomic_write_text, read_json
 from .executor import RECEIPT
 from .runner import SPEC_FILE, job_dir
 from .spec import SweepSpec
@@ -45,7 +44,7 @@ def saved_spec(out: Path) -> SweepSpec:
     path = out / SPEC_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{out} is not a sweep folder (no {SPEC_FILE}); run `glm53 sweep SPEC --out {out}`")
-    return SweepSpec.from_saved(json.loads(path.read_text()))
+    return SweepSpec.from_saved(read_json(path))
 
 
 def load_receipts(spec: SweepSpec, out: Path) -> dict[tuple[str, int], dict]:
@@ -55,7 +54,7 @@ def load_receipts(spec: SweepSpec, out: Path) -> dict[tuple[str, int], dict]:
         for seed in spec.seeds:
             path = job_dir(out, arm, seed) / RECEIPT
             if path.is_file():
-                receipts[arm, seed] = json.loads(path.read_text())
+                receipts[arm, seed] = read_json(path)
     return receipts
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 EXECUTORS = ("local", "ray")
 
 
-SWEEP_RUNTIME_SKIP = ("device", "precision", "threads", "resume")  # a spec's settings and the folder decide these
+# a spec's settings and the folder decide these (threads: --threads-per-worker)
+SWEEP_RUNTIME_SKIP = ("device", "precision", "threads", "force_threads", "resume")
 
 
 def add_sweep_parser(sub) -> None:

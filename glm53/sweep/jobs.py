@@ -16,7 +16,7 @@ from ..decode.sampling import MAX_NEW_TOKENS, SAMPLED_TEMPERATURE, Sampling
 from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
-from ..runtime.settings import Checks, config_from_settings, setting, setting_names
+from ..runtime.settings import MAX_SEED, Checks, config_from_settings, setting, setting_names
 from .split_jobs import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
 
 
@@ -227,7 +227,8 @@ class FinalEvalConfig:
     eval_samples: int = setting(8, "sampled completions per task for pass@k (0: greedy only)", at_least=0)
     eval_temperature: float = setting(SAMPLED_TEMPERATURE, "temperature of the sampled completions", at_least=0)
     eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)", at_least=0)
-    eval_seed: int = setting(20260827, "sampling seed (the same for every arm and training seed: paired)", at_least=0)
+    eval_seed: int = setting(20260827, "sampling seed (the same for every arm and training seed: paired)", at_least=0,
+                             at_most=MAX_SEED)
     keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (about 100 MB each; a screen of 65 jobs "
                                         "would keep 13 GB); their hashes stay in the receipts either way")
 

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from ..runtime.config import RuntimeConfig
 from ..runtime.distributed import available_cores
-from ..runtime.files import atomic_write_json, is_housekeeping, run_lock
+from ..runtime.files import atomic_write_json, is_housekeeping, read_json, run_lock
 from .executor import RECEIPT, Executor, Job, LocalExecutor
 from .spec import SweepSpec
 
@@ -48,7 +48,7 @@ def check_sweep_folder(spec: SweepSpec, out: Path) -> bool:
         raise FileExistsError(f"{out} exists as a file; --out must name a folder")
     saved = out / SPEC_FILE
     if saved.is_file():
-        held = json.loads(saved.read_text())
+        held = read_json(saved)
         if held != json.loads(json.dumps(spec.to_dict())):
             raise ValueError(f"{out} holds another sweep (spec {held.get('name')!r}, seeds {held.get('seeds')}); "
                              "rerun with the same spec and seeds to continue it, or choose another --out")
@@ -63,7 +63,7 @@ def is_finished(job: Job) -> bool:
     if not receipt.is_file():
         return False
     try:
-        held = json.loads(receipt.read_text())
+        held = read_json(receipt)
     except ValueError:
         return False
     return held.get("sweep_settings") == job.settings and held.get("seed") == job.seed
@@ -85,7 +85,7 @@ def shared_setup(spec: SweepSpec, other: Path) -> Path:
     receipt = Path(setup.dir) / RECEIPT
     if not receipt.is_file():
         raise ValueError(f"--setup-from {other}: no finished setup job there ({receipt} is missing)")
-    held = json.loads(receipt.read_text())
+    held = read_json(receipt)
     same = (held.get("sweep_settings"), held.get("seed"), held.get("kind")) == (setup.settings, setup.seed, setup.kind)
     if not same:
         raise ValueError(f"--setup-from {other}: its setup job ({held.get('kind')}, seed {held.get('seed')}, "
@@ -127,11 +127,11 @@ def check_reuse_folder(other: Path, named_by: str = "--reuse-from") -> None:
 def finished_jobs_in(other: Path) -> dict[tuple, Path]:
     """{job_identity: job folder} of another sweep folder's finished arm jobs."""
     check_reuse_folder(other)
-    checkpoints = json.loads((other / SPEC_FILE).read_text())["checkpoints"]  # every job of a sweep shares them
+    checkpoints = read_json(other / SPEC_FILE)["checkpoints"]  # every job of a sweep shares them
     found = {}
     for receipt in sorted(other.glob(f"runs/*/*/{RECEIPT}")):
         try:
-            held = json.loads(receipt.read_text())
+            held = read_json(receipt)
         except ValueError:
             continue
         found[job_identity(held.get("kind"), held.get("sweep_settings"), held.get("seed"), checkpoints)] = receipt.parent
@@ -157,7 +157,7 @@ def reuse_finished(spec: SweepSpec, jobs: list[Job], others: list[Path], log) ->
         shutil.copytree(source, job.dir, copy_function=_link_or_copy,
                         ignore=lambda folder, names: [n for n in names if is_housekeeping(n)
                                                       or (n == RECEIPT and Path(folder) == source)])
-        receipt = json.loads((source / RECEIPT).read_text())
+        receipt = read_json(source / RECEIPT)
         atomic_write_json(Path(job.dir) / RECEIPT, {**receipt, "arm": job.arm, "reused_from": str(source.resolve())})
         log(f"reused: {job.name} from {source}")
         reused += 1
@@ -179,8 +179,8 @@ def keep_without_checkpoints(src: str | os.PathLike, dst: str | os.PathLike, com
     its receipt.json, which analyze and the sweep read. Returns the finished jobs kept."""
     src, dst = Path(src), Path(dst)
     check_reuse_folder(src, named_by="sweep folder")
-    if dst.exists() and (dst / SPEC_FILE).is_file() and json.loads((dst / SPEC_FILE).read_text()) != \
-            json.loads((src / SPEC_FILE).read_text()):
+    if dst.exists() and (dst / SPEC_FILE).is_file() and read_json(dst / SPEC_FILE) != \
+            read_json(src / SPEC_FILE):
         raise ValueError(f"{dst} holds another sweep; keep each study in its own folder")
     dst.mkdir(parents=True, exist_ok=True)
     for name in (SPEC_FILE, SWEEP_LOG, "analysis.json", "REPORT.md"):

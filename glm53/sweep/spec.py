@@ -37,6 +37,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..runtime.settings import MAX_SEED
 from .jobs import job_kind
 
 SPECS_DIR = Path(__file__).parent / "specs"
@@ -179,6 +180,10 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
     except ValueError as err:
         _fail(where, str(err))
     seed_list = _int_list(where, "seeds", raw.get("seeds") if seeds is None else list(seeds))
+    wild = [s for s in seed_list if not 0 <= s <= MAX_SEED]
+    if wild:  # every job would fail as it starts: torch takes no such seed
+        _fail(where, f"seeds must lie in [0, {MAX_SEED}] (torch and the data streams derive their seeds from them), "
+                     f"got {', '.join(map(str, wild))}")
     checkpoints = _int_list(where, "checkpoints", raw.get("checkpoints", []), allow_empty=not kind.uses_checkpoints)
     if kind.uses_checkpoints and any(c < 1 for c in checkpoints):
         _fail(where, f"checkpoints must be positive update counts, got {list(checkpoints)}")

@@ -20,6 +20,8 @@ import torch
 
 from ..model.config import ModelConfig
 from ..model.model import GLM53
+from ..model.saved import read_metadata, unchecked_problem, verify_saved
+from ..runtime.config_file import run_kind  # noqa: F401 - also imported from here
 from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
 from .names import (METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME,  # noqa: F401 (re-exported)
                     WEIGHTS_NAME, checkpoint_name)
@@ -55,9 +57,9 @@ def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, train
         sha = sha256_file(tmp / WEIGHTS_NAME)
         # config.json's hash too: some switches (position, hc_double_residual) leave every weight's shape alone,
         # so an edited config would load the same weights as another model
-        atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,
+        atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,  # replaces save_pretrained's
                                                 "config_sha256": sha256_file(tmp / "config.json"),
-                                                "parameter_counts": model.parameter_counts()})
+                                                "parameter_counts": model.parameter_counts()}, overwrite=True)
         if trainer_state is not None:
             torch.save(trainer_state, tmp / TRAINER_STATE_NAME)
     return sha
@@ -84,10 +86,8 @@ def check_loadable(path: Path, trust_unverified: bool = False) -> None:
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    if not (path / METADATA_NAME).is_file() and not trust_unverified:
-        raise ValueError(f"{path} has no {METADATA_NAME}, so its weights and config cannot be checked against their "
-                         "recorded hashes; load it anyway with --trust-unverified (receipts then record it as "
-                         "unverified), or use a folder glm53 wrote")
+    if unchecked_problem(path) and not trust_unverified:
+        raise ValueError(unchecked_problem(path))
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None,
@@ -127,13 +127,9 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expe
     model.load_state_dict(weights, strict=True)
     model.weights_sha256, model.verified = sha, checked
     if not checked:  # said once the load succeeded, so that a failing load stays one line
-        print(f"glm53: {path} has no {METADATA_NAME}: its weights and config were loaded unchecked, as "
-              "--trust-unverified asked", file=sys.stderr)
+        print(f"glm53: {path}: its weights and config were loaded unchecked, as --trust-unverified asked",
+              file=sys.stderr)
     return model.to(device)
-
-
-def read_metadata(path: str | os.PathLike) -> dict:
-    return json.loads((Path(path) / METADATA_NAME).read_text())
 
 
 def load_trainer_state(path: str | os.PathLike) -> dict:
@@ -150,21 +146,7 @@ def load_trainer_state(path: str | os.PathLike) -> dict:
     return state
 
 
-def verify_checkpoint(path: str | os.PathLike) -> str:
-    """Recompute the weights' sha256 and compare with metadata; returns it or raises."""
-    sha = sha256_file(Path(path) / WEIGHTS_NAME)
-    try:
-        recorded = read_metadata(path).get("weights_sha256")
-    except (ValueError, AttributeError) as err:
-        raise ValueError(f"{Path(path) / METADATA_NAME} is not valid JSON metadata ({err})") from None
-    if recorded != sha:
-        raise ValueError(f"{Path(path) / WEIGHTS_NAME}: sha256 {sha[:16]}... does not match the {recorded and recorded[:16]}... "
-                         f"recorded in {METADATA_NAME}; the checkpoint is damaged")
-    config_recorded = read_metadata(path).get("config_sha256")  # absent in checkpoints written before it was kept
-    if config_recorded is not None and config_recorded != sha256_file(Path(path) / "config.json"):
-        raise ValueError(f"{Path(path) / 'config.json'} differs from the config these weights were saved with (its "
-                         f"sha256 is recorded in {METADATA_NAME}); restore it, or the same weights compute another model")
-    return sha
+verify_checkpoint = verify_saved  # the name train/ and the tests use
 
 
 def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "") -> list[str]:
@@ -186,6 +168,26 @@ def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "")
 ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True}
 
 
+MOVABLE_PATHS = ("init",)  # path settings that name a place relative to the run (the main job's RL start)
+
+
+def _follow_moved_folder(recorded: dict, now: dict) -> None:
+    """A run folder moved whole (or its parent renamed) keeps its meaning: a recorded path setting that lies where
+    the given one lies relative to the run folder (`out`), such as the main job's rl.init, run/pretrain/checkpoint-N,
+    is taken as the same setting (compared by meaning, not by its text). Rewrites `recorded` in place."""
+    old_out, new_out = recorded.get("out"), now.get("out")
+    if not isinstance(old_out, str) or not isinstance(new_out, str):
+        return
+    for held, given in [(recorded, now), *((recorded.get(k), v) for k, v in now.items() if isinstance(v, dict))]:
+        if not isinstance(held, dict):
+            continue
+        for key in MOVABLE_PATHS:
+            before, after = held.get(key), given.get(key)
+            if isinstance(before, str) and isinstance(after, str) and before and after and before != after \
+                    and os.path.relpath(before, old_out) == os.path.relpath(after, new_out):
+                held[key] = after
+
+
 def check_resume_settings(out: Path, now: dict, may_change) -> None:
     """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
     recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
@@ -197,7 +199,21 @@ def check_resume_settings(out: Path, now: dict, may_change) -> None:
         for name, before in ADDED_SETTINGS.items():
             if isinstance(held, dict) and name in value:
                 held.setdefault(name, before)
+    _follow_moved_folder(recorded, now)
     diffs = setting_differences(recorded, now, may_change)
+    threads = [d for d in diffs if d.split(".")[-1] == "threads"]
+    if threads:  # a change that looks like how a run runs, not what it computes: say why it counts, and the fix
+        stage = threads[0].rpartition(".")[0]
+        before, after = ((held.get(stage) or {}) if stage else held for held in (recorded, now))
+        flag = f"--{stage + '.' if stage else ''}threads"
+        raise ValueError(f"--resume: the run in {out} was started with {flag} {before.get('threads')}, not "
+                         f"{after.get('threads')}; torch's thread count changes how its sums are split, so the "
+                         f"weights: resume with {flag} {before.get('threads')}, or start a new --out")
+    if diffs and all(d.split(".")[-1] == "init" for d in diffs):  # only where it started from: say which
+        stage = diffs[0].rpartition(".")[0]
+        before, after = (((held.get(stage) or {}) if stage else held).get("init") for held in (recorded, now))
+        raise ValueError(f"--resume: the run in {out} started from the checkpoint {before} ({diffs[0]}), not "
+                         f"{after}; give that one (put it back there if it moved), or start a new --out")
     if diffs:
         raise ValueError(f"--resume: settings differ from the run in {out}: {', '.join(diffs)}. "
                          "Resume with the original settings, or start a new --out")
@@ -209,15 +225,6 @@ def started(out: str | os.PathLike) -> bool:
     if not out.exists():
         return False
     return not out.is_dir() or any(not is_housekeeping(p.name) and p.name != RUN_CONFIG_NAME for p in out.iterdir())
-
-
-def run_kind(settings: dict) -> str:
-    """Which command's run recorded these settings, by a setting only it has."""
-    for key, kind in (("rl_start", "a main job (glm53 run)"), ("group_size", "an RL run (glm53 rl)"),
-                      ("sequence_length", "a pretraining run (glm53 pretrain)")):
-        if key in settings:
-            return kind
-    return "another kind of run"
 
 
 def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_change) -> None:

@@ -33,8 +33,11 @@ def cmd_pretrain(args) -> int:
 def run_as_rank(train, cfg, **kwargs) -> int:
     """`train(cfg, ...)` as this process's rank under torchrun (joining its process group first, leaving it after),
     or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
+    from ..runtime.config import threads_problem
     from ..runtime.distributed import from_environment, shut_down
 
+    if threads_problem(cfg.runtime.threads, cfg.runtime.force_threads):
+        raise ValueError(threads_problem(cfg.runtime.threads, cfg.runtime.force_threads))
     dp, device = from_environment(cfg.runtime.device, cfg.runtime.threads)
     try:
         train(cfg, log=print if dp.is_main else (lambda *_: None), dp=dp, device=device, **kwargs)

@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from ..runtime.files import AtomicDirectory, atomic_write_json, atomic_write_text, sha256_file
+from ..runtime.files import AtomicDirectory, atomic_write_json, atomic_write_text, refuse_unwritable, sha256_file
 from .checkpoint import METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, WEIGHTS_NAME, load_model
 
 CARD_NAME = "README.md"
@@ -95,12 +95,12 @@ def model_card(model, facts: dict, source: Path) -> str:
 
 
 def export_model(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """Write `out` (refused if it exists) with model.safetensors, config.json and the card; returns `out`."""
+    """Write `out` (refused if it exists; missing folders above it are made) with model.safetensors, config.json
+    and the card; returns `out`."""
     checkpoint, out = Path(checkpoint), Path(out)
     if out.exists():
         raise FileExistsError(f"{out} already exists; glm53 never overwrites results. Choose another --out")
-    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise PermissionError(f"{out.parent} is not a writable folder; choose an --out whose folder exists")
+    refuse_unwritable(out)  # one line naming the folder that refuses, before the checkpoint is read
     model = load_model(checkpoint)  # checks the weights against metadata.json
     facts = gather_card_facts(checkpoint)
     with AtomicDirectory(out) as tmp:
@@ -112,7 +112,7 @@ def export_model(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Path:
                                                 "step": meta.get("step", meta.get("group")),
                                                 "weights_sha256": sha256_file(tmp / WEIGHTS_NAME),
                                                 "config_sha256": sha256_file(tmp / "config.json"),
-                                                "parameter_counts": model.parameter_counts()})
+                                                "parameter_counts": model.parameter_counts()}, overwrite=True)
     if facts["metadata"].get("weights_sha256") not in (None, sha256_file(out / WEIGHTS_NAME)):
         raise RuntimeError(f"{out / WEIGHTS_NAME} differs from the checkpoint's weights")  # a save must be exact
     return out

@@ -29,7 +29,7 @@ from ..model.config import ModelConfig
 from ..model.model import GLM53
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
-from ..runtime.settings import Checks, setting
+from ..runtime.settings import MAX_SEED, Checks, setting
 from ..runtime.tracking import reporting
 from .pretrain import decay_groups, language_loss
 
@@ -53,7 +53,7 @@ class ExpressionPretrainConfig:
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
     trim_padding: bool = setting(True, "cut each batch after its longest row (those positions are padding in "
                                        "every row; only the balance term counted them)")
-    seed: int = setting(11, "seed of the initialization and the data", at_least=0)
+    seed: int = setting(11, "seed of the initialization and the data", at_least=0, at_most=MAX_SEED)
     # a CPU in fp32, one process: of the runtime only the tracker applies
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      skip=("device", "precision", "threads", "progress", "resume",

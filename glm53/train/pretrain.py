@@ -132,11 +132,6 @@ def expert_load_cv(usage: torch.Tensor) -> float:
     return float((usage.std(dim=1, unbiased=False) / usage.mean(dim=1)).mean())
 
 
-def default_dev_tasks(suite: str = DEFAULT_SUITE) -> list[Task]:
-    """The reference suite's dev split, one task per family; the broad suite's first 32 dev tasks."""
-    return get_suite(suite).pretrain_dev_tasks()
-
-
 def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int, suite: str = DEFAULT_SUITE) -> list[dict]:
     """Greedy completion of each dev prompt, verified against its hidden cases."""
     result = evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=max_new_tokens), seed=0, suite=suite))
@@ -315,7 +310,7 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     kernels = resolve_kernels(cfg.kernels, precision, device)
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
-    dev_tasks = dev_tasks if dev_tasks is not None else default_dev_tasks(cfg.suite)
+    dev_tasks = get_suite(cfg.suite).checked_dev_tasks(dev_tasks, cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     torch.manual_seed(cfg.seed)

@@ -12,7 +12,7 @@ from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
 from ..runtime.composition import composed, record
-from ..runtime.settings import Checks, default_checkpoints, setting
+from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
 from .retention import Retention
 from .schedule import SCHEDULES
 
@@ -54,7 +54,7 @@ class PretrainConfig:
     lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
     warmup_steps: int = setting(0, "linear warmup steps", at_least=0)
     min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr", at_least=0, at_most=1)
-    seed: int = setting(42, "seed of the initialization and the data stream", at_least=0)
+    seed: int = setting(42, "seed of the initialization and the data stream", at_least=0, at_most=MAX_SEED)
     # the sandbox judges only the dev completions here, so the isolation policy is the commands' that score with it
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=("accept_partial_isolation", "trust_unverified"))
     kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "

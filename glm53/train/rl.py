@@ -40,7 +40,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.suites import get_suite
-from ..data.tasks import Task, read_tasks
+from ..data.tasks import Task, completion_room_problem, read_tasks
 from ..data.tokenizer import ByteTokenizer
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
@@ -215,6 +215,10 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
         raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl split")
     if dev_tasks is None:
         dev_tasks = suite.dev_tasks_for(tasks, cfg.dev_per_family, cfg.families)
+    problem = completion_room_problem([*tasks, *dev_tasks], cfg.sampling.max_new_tokens,
+                                      model.config.max_sequence_length, "--max-new-tokens", suite.fit_context, None)
+    if problem:  # before the folder exists: the first rollout would fail there
+        raise ValueError(f"rl: {cfg.init}: {problem}")
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()

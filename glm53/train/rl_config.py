@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..data.suites import DEFAULT_SUITE, SUITE_NAMES
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
 from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed, record
-from ..runtime.settings import Checks, default_checkpoints, setting
+from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
 from ..verify.rewards import REWARD_MODES
 from .retention import Retention
 
@@ -61,7 +61,7 @@ class RLConfig:
     exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes", at_least=0)
     checkpoints: tuple[int, ...] | None = setting(None, "groups done at which to save and score on dev",
                                                   shown="24,48,72,96, those within --groups")
-    seed: int = setting(31415, "seed of the task schedule and the sampling", at_least=0)
+    seed: int = setting(31415, "seed of the task schedule and the sampling", at_least=0, at_most=MAX_SEED)
     groups_per_step: int = setting(16, "prompt groups per optimizer step", at_least=1)
     normalization: str = setting("sequence-mean", "loss aggregation: each completion's mean or summed token "
                                  "log-prob (then the mean over completions), token-mean over the batch (DAPO) or the "
@@ -116,6 +116,12 @@ class RLConfig:
                       f"--iterations {self.iterations} needs a clipping range on both sides (--clip-low and "
                       f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
         self.retention.check(check, self.runtime.resume)
+        if self.suite in SUITE_NAMES:  # the splits hold what is asked (a task file replaces the rl split)
+            suite = get_suite(self.suite)
+            counts = (() if self.tasks_file else (("--tasks-per-family", self.tasks_per_family),)) + \
+                (("--dev-per-family", self.dev_per_family),)
+            for flag, count in counts:
+                check.require(suite.count_problem(flag, count) is None, str(suite.count_problem(flag, count)))
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)

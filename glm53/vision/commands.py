@@ -43,6 +43,29 @@ def add_vision_parser(sub) -> None:
     p.set_defaults(func=cmd_vision)
 
 
+def _pilot_scale(checkpoint: str) -> float:
+    """The pilot's cost an image over the miniature's (training_config.memory_problem), from its config.json; 1 when
+    that cannot be read (loading it later says why)."""
+    import json
+
+    from .train import MINI_LM
+
+    try:
+        config = json.loads((Path(checkpoint) / "config.json").read_text())
+        return max(1.0, config["dim"] * config["layers"] / (MINI_LM["dim"] * MINI_LM["layers"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1.0
+
+
+def _refuse_too_much_memory(flag: str, batch_size: int, eval_examples: int, scale: float) -> None:
+    from ..model.config import physical_memory_bytes
+    from .training_config import memory_problem
+
+    problem = memory_problem(flag, batch_size, eval_examples, scale, physical_memory_bytes())
+    if problem:
+        raise ValueError(problem)
+
+
 def cmd_vision(args) -> int:
     from dataclasses import replace
 
@@ -66,6 +89,7 @@ def cmd_vision(args) -> int:
         seeds, examples = args.seeds or [73], args.eval_examples or 100
         if not Path(args.pilot).is_dir():
             raise FileNotFoundError(f"--pilot {args.pilot} is not a checkpoint folder")
+        _refuse_too_much_memory("--pilot.batch-size", training.batch_size, examples, _pilot_scale(args.pilot))
         runs = {str(seed): full_model_pilot(args.pilot, seed, training, examples, device=device,
                                             trust_unverified=args.trust_unverified) for seed in seeds}
         after = [r["after"]["correct"] for r in runs.values()]
@@ -77,6 +101,8 @@ def cmd_vision(args) -> int:
             print(f"full-model pilot over seeds {seeds}: {after}, mean {mean:.1f}/{examples}")
     else:
         arches = ["faithful", "baseline"] if args.architecture == "both" else [args.architecture]
+        _refuse_too_much_memory("--batch-size", config_from_args(DigitTraining, args).batch_size,
+                                args.eval_examples or 200, 1.0)
         receipt.update(run_architectures(arches, args.seeds or [42], config_from_args(DigitTraining, args),
                                          eval_examples=args.eval_examples or 200, device=device))
         if receipt["comparison"]:

@@ -60,9 +60,11 @@ def test_export_refuses_an_existing_folder_before_writing(checkpoint, tmp_path):
     (tmp_path / "taken").mkdir()
     with pytest.raises(FileExistsError, match="never overwrites"):
         export_model(checkpoint, tmp_path / "taken")
-    with pytest.raises(PermissionError, match="not a writable folder"):
-        export_model(checkpoint, tmp_path / "missing-parent" / "out")
-    assert not (tmp_path / "missing-parent").exists()
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):  # refused before the checkpoint is read
+        export_model(checkpoint, tmp_path / "a-file" / "out")
+    # a missing folder above --out is made, as every other command makes it (issue 44: it said PermissionError)
+    assert (export_model(checkpoint, tmp_path / "missing-parent" / "out") / "model.safetensors").is_file()
 
 
 def test_export_refuses_tampered_weights(checkpoint, tmp_path):
