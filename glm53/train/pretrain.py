@@ -49,6 +49,7 @@ from ..runtime.tracking import reporting
 from ..verify.verifier import isolation_report
 from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
                          save_checkpoint, start_run_folder)
+from .optimizers import decay_groups, make_optimizer  # noqa: F401 - part of this module's API
 from .pretrain_config import EXTENSIONS, PretrainConfig
 from .retention import RETENTION_CHANGES, apply_retention
 from .schedule import scheduled_lr
@@ -65,40 +66,6 @@ NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": Non
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
     """LR for 0-based update `step`: linear warmup, then constant or cosine down to min_lr_ratio * lr."""
     return scheduled_lr(cfg.lr, step, cfg.steps, cfg.warmup_steps, cfg.lr_schedule, cfg.min_lr_ratio)
-
-
-def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
-    """Decay matrices (attention, router, experts); not norms, stream weights, the embedding or an untied head
-    (treated like the tied embedding it replaces)."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (decay if p.ndim >= 2 and not name.startswith(("embedding.", "head.")) else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def make_optimizer(model: GLM53, cfg: PretrainConfig):
-    """AdamW over every parameter (--optimizer adamw), or Muon on the blocks' matrices with AdamW on the rest
-    (--optimizer muon, muon.py); each param group's `lr_scale` is its peak lr over --lr."""
-    if cfg.optimizer == "muon":
-        from .muon import OptimizerPair, StackedMuon, muon_groups
-
-        hidden, rest = muon_groups(model)
-        adamw = torch.optim.AdamW(decay_groups_of(rest, model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas),
-                                  fused=True)
-        muon = StackedMuon(hidden, lr=cfg.muon_lr, momentum=cfg.muon_momentum, weight_decay=cfg.muon_weight_decay)
-        for group in muon.param_groups:
-            group["lr_scale"] = cfg.muon_lr / cfg.lr
-        return OptimizerPair(muon, adamw)
-    # fused: one kernel pass over each parameter's weights, gradient and moments (on a 2-core Zen 5, 8 ms a step for
-    # the 25.7M parameters against 28 ms for foreach); it rounds differently from the per-parameter loop
-    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), fused=True)
-
-
-def decay_groups_of(params: list, model: GLM53, weight_decay: float) -> list[dict]:
-    """decay_groups restricted to `params` (those AdamW keeps beside Muon); empty groups left out."""
-    keep = {id(p) for p in params}
-    groups = [{**g, "params": [p for p in g["params"] if id(p) in keep]} for g in decay_groups(model, weight_decay)]
-    return [g for g in groups if g["params"]]
 
 
 def bare_training_step(model: GLM53, optimizer, inputs: torch.Tensor, labels: torch.Tensor, precision: str) -> None:

@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from ..runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, sha256_file, run_lock
+from ..runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, run_lock
 from .speedrun_config import PASS_TASKS, TARGET_TASKS, SpeedrunConfig, recipe_chain
 
 RESULT_NAME = "speedrun.json"
@@ -66,7 +66,8 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     from ..runtime.device import resolve_device, resolve_precision
     from ..runtime.kernel_settings import resolve_kernels
     from dataclasses import replace
-    from .pretrain import default_dev_tasks, dev_completions, make_optimizer, train_step
+    from ..data.suites import get_suite
+    from .pretrain import make_optimizer, train_step
 
     p = cfg.pretrain
     device = resolve_device(p.runtime.device)
@@ -128,7 +129,7 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
         "torch_version": torch.__version__, "threads": torch.get_num_threads(),
     }
     if reached:
-        result["dev_pass_at_1"], result["dev_passed"] = _save_and_score(model, out, default_dev_tasks("broad"),
+        result["dev_pass_at_1"], result["dev_passed"] = _save_and_score(model, out, get_suite("broad").pretrain_dev_tasks(),
                                                                         p.dev_max_new_tokens)
         log(f"target reached in {seconds:.1f} s at step {step} (checks took {result['check_seconds']:.1f} s more); "
             f"dev greedy pass@1 {result['dev_passed']}/{PASS_TASKS}; {out / FINAL_NAME}")
@@ -142,14 +143,10 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
 def _save_and_score(model, out: Path, tasks: list, max_new_tokens: int) -> tuple[float, int]:
     """Write final/ (safetensors, config.json and the hashes glm53's commands check), then its greedy pass@1 on
     the first PASS_TASKS dev tasks."""
-    from .checkpoint import METADATA_NAME, WEIGHTS_NAME
     from .pretrain import dev_completions
 
     with AtomicDirectory(out / FINAL_NAME) as tmp:
-        model.save_pretrained(tmp)
-        atomic_write_json(tmp / METADATA_NAME, {"stage": "speedrun", "weights_sha256": sha256_file(tmp / WEIGHTS_NAME),
-                                                "config_sha256": sha256_file(tmp / "config.json"),
-                                                "parameter_counts": model.parameter_counts()})
+        model.save_pretrained(tmp)  # with metadata.json, the hashes glm53's commands check
     samples = dev_completions(model, tasks[:PASS_TASKS], max_new_tokens, "broad")
     passed = sum(s["status"] == "passed" for s in samples)
     return passed / len(samples), passed

@@ -9,15 +9,15 @@ each reported, so that a gap in the static stage is not an escape:
   `glm53-sandbox`, not the host's), and a new mount namespace in which every mount is read-only,
   nosuid and nodev (a mount that cannot be made so turns the layer off), then a pivot into an empty read-only root
   holding only the scratch directory, the one writable place (the old root, /proc and /sys are detached: no host
-  file is in reach, even to read); per program, a new IPC namespace (no
-  SysV segment or message queue of one job is visible to the next), a new session key ring and then (after the
-  uid drop) a user namespace of its own, where its user, user-session and persistent key rings are its own, empty
-  and gone with it (a key one job adds is not in the next's reach), and every capability dropped (bounding,
-  ambient, effective, permitted, inheritable; no_new_privs): in the unprivileged mode the template holds every
-  capability over its namespaces, with which a program could remount the root read-write. The worker empties and
-  checks the scratch folder after every job. These per-program steps are tried once in the template; where the
-  kernel refuses the user namespace, the report says the key ring is the template's. As root this is a plain
-  unshare; otherwise it goes through a user namespace, where the kernel allows one.
+  file is in reach, even to read); per program, a new IPC namespace (no SysV segment or message queue of one job
+  is visible to the next), a new session key ring and then (after the uid drop) a user namespace of its own, where its
+  user, user-session and persistent key rings are its own, empty and gone with it (a key one job adds is not in the
+  next's reach), and every capability dropped (bounding, ambient, effective, permitted, inheritable; no_new_privs): in
+  the unprivileged mode the template holds every capability over its namespaces, with which a program could remount
+  the root read-write. The worker empties and checks the scratch folder after every job. These per-program steps are
+  tried once in the template; where the kernel refuses the user namespace, the report says the key ring is the
+  template's. As root this is a plain unshare; otherwise it goes through a user namespace, where the kernel allows
+  one.
 - `drop-user`: as root, each program runs under a uid and gid of its own template's, `SANDBOX_ID_BASE` plus the
   template's process id (a reserved range no account uses): no capabilities, no root-owned files, and no other
   template's processes or the caller's can be signalled even with seccomp off (inside its own user namespace a
@@ -140,8 +140,7 @@ def enter_namespaces(scratch: str) -> str:
     kept = {"noexec": MS_NOEXEC, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
     for point, options in mounts:
         extra = sum(bit for name, bit in kept.items() if name in options)
-        # MS_BIND makes this a per-mount change in our namespace; without it the remount would hit the
-        # filesystem itself, for every process on the machine.
+        # MS_BIND: a per-mount change in our namespace, not a remount of the filesystem for the whole machine
         result = mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
                        None)
         # a point that no longer resolves (its folder deleted, or outside this root) cannot be reached either

@@ -3,6 +3,9 @@ equality. Standard library only (the sandbox worker imports it under `python -I 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 SUPPORTED_TYPES = ("int", "bool", "float", "str", "None", "list", "tuple", "dict")
 
 
@@ -71,3 +74,32 @@ def same_value(actual, expected) -> bool:
                 return False
         return True
     return actual == expected
+
+
+def encode_cases(cases: Sequence, where: str = "item") -> list:
+    """Cases in the sandbox's tagged form; a value it cannot represent, or a NaN expected value (which nothing
+    equals), is a ValueError naming the case, raised before any program runs."""
+    encoded = []
+    for k, (args, expected) in enumerate(cases):
+        try:
+            encoded_args = [encode(a, strict=True) for a in args]
+        except ValueError as err:
+            raise ValueError(f"{where}: case {k}: an argument: {err}") from None
+        if _holds_nan(expected):
+            raise ValueError(f"{where}: case {k}: the expected value holds NaN, which no result can equal; "
+                             "write the task to expect something else") from None
+        try:
+            encoded.append([encoded_args, encode(expected, strict=True)])
+        except ValueError as err:
+            raise ValueError(f"{where}: case {k}: the expected value: {err}") from None
+    return encoded
+
+
+def _holds_nan(value, depth: int = 0) -> bool:
+    if type(value) is float:
+        return math.isnan(value)
+    if depth < 50 and type(value) in (list, tuple):
+        return any(_holds_nan(v, depth + 1) for v in value)
+    if depth < 50 and type(value) is dict:
+        return any(_holds_nan(k, depth + 1) or _holds_nan(v, depth + 1) for k, v in value.items())
+    return False

@@ -52,14 +52,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import itertools
-import math
 from collections import deque
 
 from .isolation import LAYERS, isolation_level
 from .languages import DEFAULT_LANGUAGE, get_language
 from .channels import LineReader
 from .sandbox_worker import CASE_OVERHEAD_S
-from .values import encode, same_value  # noqa: F401 - same_value is part of this API
+from .values import encode, encode_cases, same_value  # noqa: F401 - same_value and encode_cases are part of this API
 from .static_check import StaticCheckError, check_source, normalized_name
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
@@ -283,35 +282,6 @@ def default_pool() -> SandboxPool:
             _default_pool = SandboxPool()
             atexit.register(_default_pool.close)
         return _default_pool
-
-
-def encode_cases(cases: Sequence, where: str = "item") -> list:
-    """Cases in the sandbox's tagged form; a value it cannot represent, or a NaN expected value (which nothing
-    equals), is a ValueError naming the case, raised before any program runs."""
-    encoded = []
-    for k, (args, expected) in enumerate(cases):
-        try:
-            encoded_args = [encode(a, strict=True) for a in args]
-        except ValueError as err:
-            raise ValueError(f"{where}: case {k}: an argument: {err}") from None
-        if _holds_nan(expected):
-            raise ValueError(f"{where}: case {k}: the expected value holds NaN, which no result can equal; "
-                             "write the task to expect something else") from None
-        try:
-            encoded.append([encoded_args, encode(expected, strict=True)])
-        except ValueError as err:
-            raise ValueError(f"{where}: case {k}: the expected value: {err}") from None
-    return encoded
-
-
-def _holds_nan(value, depth: int = 0) -> bool:
-    if type(value) is float:
-        return math.isnan(value)
-    if depth < 50 and type(value) in (list, tuple):
-        return any(_holds_nan(v, depth + 1) for v in value)
-    if depth < 50 and type(value) is dict:
-        return any(_holds_nan(k, depth + 1) or _holds_nan(v, depth + 1) for k, v in value.items())
-    return False
 
 
 def _job(job_id: int, source: str, entry_point: str, encoded_cases: list, timeout_s: float, memory_mb: int,
