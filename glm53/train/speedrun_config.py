@@ -68,9 +68,10 @@ class SpeedrunConfig:
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      skip=("resume", "report_to", "report_name", "report_group", "trust_unverified",
                                            "accept_partial_isolation"))
-    # checkpoints: none is written (the speedrun saves final/ alone); step 1 is valid for any --pretrain.steps,
-    # and the recipe gives the steps
-    pretrain: PretrainConfig = setting(default_factory=lambda: PretrainConfig(steps=1, checkpoints=(1,)),
+    # the recipe's settings (the command puts --recipe's here); checkpoints: none is written, and step 1 is valid for
+    # any --pretrain.steps, so the default instance holds one step (a Python caller gives its own PretrainConfig)
+    pretrain: PretrainConfig = setting(default_factory=lambda: PretrainConfig(**{**recipe_settings("e4"), "steps": 1,
+                                                                                 "warmup_steps": 0, "checkpoints": (1,)}),
                                        skip=("out", "suite", "seed", "checkpoints", "corpus", "corpus_mix",
                                              "corpus_validation_share", "eval_every", "validation_rows",
                                              "dev_max_new_tokens", "keep_last", "save_optimizer")
