@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from .config import ModelConfig
+from .norm import RMSNorm
 from .rope import apply_rope
 
 
@@ -24,6 +25,10 @@ class AttentionProjections(nn.Module):
         self.rotary = config.position == "rope"
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.out = nn.Linear(config.dim, config.dim, bias=False)
+        # QK-norm: each head's q and k at unit RMS (times a learned gain), so attention logits cannot grow with the
+        # weights; a speedrun lever, off in the reference
+        self.q_norm = RMSNorm(config.head_dim, config.norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(config.head_dim, config.norm_eps) if config.qk_norm else None
 
     def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype | None = None):
         """x [B, T, D] -> q, k, v [B, T, H, d] in fp32, or in `dtype` when given (a core that takes bf16 operands
@@ -33,6 +38,8 @@ class AttentionProjections(nn.Module):
         # (unpacking a three-first rearrangement stacked them three-first, then copied them back)
         q, k, v = self.qkv(x).unflatten(-1, (3, self.heads, -1)).unbind(2)
         q, k, v = (t.to(dtype or torch.promote_types(t.dtype, torch.float32)) for t in (q, k, v))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if not self.rotary:
             return q, k, v
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v

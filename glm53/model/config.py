@@ -96,6 +96,11 @@ class ModelConfig:
     router_bias_rate: float = setting(1e-3, "sigmoid-bias: how far each expert's bias moves per optimizer step", at_least=0)
     router_scale: float = setting(1.0, "sigmoid-bias: the renormalised routing weights are multiplied by this", above=0)
     tie_embeddings: bool = setting(True, "share the input embedding with the output head (False: a separate head)")
+    # Two of the public speedruns' levers (docs/speedrun.md); the defaults keep the reference's forms
+    qk_norm: bool = setting(False, "RMS-normalise each head's q and k, with a learned gain, before RoPE (softmax and "
+                                   "elu attention; KDA normalises its own)")
+    zero_init_projections: bool = setting(False, "start every block's output projections (attention out, the experts' "
+                                                 "down) at zero, so each block begins as the identity")
     mtp_depth: int = setting(0, "multi-token prediction blocks (0 or 1): from the final hidden state at t and the "
                                 "embedding of token t+1, predict token t+2; a draft model for speculative decoding", at_least=0, at_most=1)
     linear_attention_impl: str = setting("fast", "linear attention form", choices=IMPLS)

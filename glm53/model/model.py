@@ -167,6 +167,10 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                 nn.init.normal_(module.weight, 0.0, std)
             elif isinstance(module, MixtureOfExperts):
                 module.reset_routed_experts(std)
+        if self.config.zero_init_projections:  # each block starts as the identity on its streams
+            for name, param in self.named_parameters():
+                if name.startswith("layers.") and name.endswith((".out.weight", ".down.weight", ".expert_down")):
+                    nn.init.zeros_(param)
 
     @property
     def device(self) -> torch.device:

@@ -6,7 +6,8 @@ evaluate/body_loss.py) is at or below the target, 0.18.
 
 The clock starts when the command starts and counts everything a run needs: importing torch, building the model
 and the data, compiling, training. It stops while the target is checked (every `check_every_seconds` on the
-clock, and at the schedule's last step); that time is reported beside it as `check_seconds`. Per byte of the
+clock, or every `check_every_steps` for a screen that counts steps, and at the schedule's last step); that time is
+reported beside it as `check_seconds`. Per byte of the
 reference bodies, so that recipes whose tokenizers cut text differently compare fairly.
 
 At the target it writes `final/` (save_pretrained with the hashes `glm53 eval --checkpoint` checks), scores greedy
@@ -97,7 +98,8 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
         while step < p.steps and clock.now() < budget:
             row = train_step(p, step, model, forward, optimizer, device, precision)
             step, tokens = step + 1, tokens + row["tokens"]
-            if clock.now() < next_check and step < p.steps:
+            due = step % cfg.check_every_steps == 0 if cfg.check_every_steps else clock.now() >= next_check
+            if not due and step < p.steps:
                 continue
             check_started = time.perf_counter()
             loss = body_loss_batched(model, items)

@@ -65,6 +65,9 @@ class SpeedrunConfig:
                                               "bodies", above=0)
     check_every_seconds: float = setting(30.0, "check the target every this many seconds on the clock (and at the "
                                                "schedule's last step)", above=0)
+    check_every_steps: int = setting(0, "instead, check every this many steps (0: by --check-every-seconds): a "
+                                        "screen that counts steps to the target, whatever the machine's load",
+                                     at_least=0)
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      skip=("resume", "report_to", "report_name", "report_group", "trust_unverified",
                                            "accept_partial_isolation"))

@@ -49,3 +49,11 @@ def test_recipes_are_chains_of_one_change():
         assert parent is None or recipe_settings(name) != recipe_settings(parent)
     with pytest.raises(ValueError, match="unknown recipe"):
         recipe_chain("nope")
+
+
+def test_a_screen_checks_every_n_steps_whatever_the_clock(tmp_path):
+    out = tmp_path / "screen"
+    assert main(["speedrun", "--out", str(out), "--pretrain.steps", "5", "--target", "0.001",
+                 "--check-every-steps", "2", "--check-every-seconds", "1e9", *TINY_FLAGS]) == 1
+    steps = [json.loads(line)["step"] for line in (out / "speedrun_log.jsonl").read_text().splitlines()]
+    assert steps == [2, 4, 5]  # every 2 steps, and the schedule's last

@@ -1,0 +1,52 @@
+"""The speedrun's model levers (docs/speedrun.md): QK-norm and zero-initialised output projections. Each does what
+it says on a tiny model, is off by default, and trains and resumes exactly."""
+
+import torch
+
+from glm53 import ModelConfig
+from glm53.model.model import GLM53
+from glm53.train.pretrain import pretrain
+
+from ..tiny import TINY
+from ..train.test_pretrain import losses, tiny_run
+
+
+def test_the_levers_are_off_by_default():
+    config = ModelConfig()
+    assert not config.qk_norm and not config.zero_init_projections
+    assert not any("q_norm" in name for name, _ in GLM53(ModelConfig(**TINY)).named_parameters())
+
+
+def test_qk_norm_puts_each_heads_q_and_k_at_unit_rms():
+    torch.manual_seed(0)
+    model = GLM53(ModelConfig(**TINY, qk_norm=True))
+    attention = model.layers[0].layer.attention
+    x = torch.randn(2, 8, model.config.dim) * 5
+    cos, sin = model.rope(8)
+    attention.rotary = False  # RoPE keeps the norm of each pair, but look at q and k before it
+    q, k, _ = attention.project(x, cos, sin)
+    for t in (q, k):
+        assert torch.allclose(t.pow(2).mean(-1), torch.ones(t.shape[:-1]), atol=1e-4)
+
+
+def test_zero_init_makes_every_block_start_as_the_identity():
+    torch.manual_seed(0)
+    plain, zeroed = GLM53(ModelConfig(**TINY)), GLM53(ModelConfig(**TINY, zero_init_projections=True))
+    x = torch.randint(4, 200, (2, 12))
+    # with every block's update zero, the logits are those of the embedding through the final norm and the head
+    hidden = zeroed.final_norm(zeroed.embedding(x))
+    assert torch.allclose(zeroed(x), hidden @ zeroed.head_weight.T, atol=1e-5)
+    assert not torch.allclose(plain(x), plain.final_norm(plain.embedding(x)) @ plain.head_weight.T, atol=1e-3)
+
+
+def test_the_levers_train_and_resume_exactly(tmp_path):
+    model = ModelConfig(**{**TINY, "max_sequence_length": 160, "qk_norm": True, "zero_init_projections": True})
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    pretrain(tiny_run(whole, steps=4, checkpoints=(2, 4), model=model), dev_tasks=[], log=lambda *_: None)
+    pretrain(tiny_run(part, steps=2, checkpoints=(2,), model=model), dev_tasks=[], log=lambda *_: None)
+    (part / "training-receipt.json").unlink()
+    pretrain(tiny_run(part, steps=4, checkpoints=(2, 4), resume=True, model=model), dev_tasks=[], log=lambda *_: None)
+    assert losses(part) == losses(whole)
+    plain = tmp_path / "plain"
+    pretrain(tiny_run(plain, steps=4, checkpoints=(4,)), dev_tasks=[], log=lambda *_: None)
+    assert losses(plain) != losses(whole)  # the switch changes the training
