@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from .checkpoints.commands import add_export_parser
 from .data.commands import add_tasks_parser
 from .decode.commands import add_generate_parser
 from .evaluate.commands import add_compare_parser, add_eval_parser
@@ -26,7 +27,7 @@ from .runtime.config_file import add_config_file_flags, config_from_command
 from .runtime.settings import add_config_arguments, config_from_args
 from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
-from .train.commands import add_export_parser, add_pretrain_parser, add_rl_parser
+from .train.commands import add_pretrain_parser, add_rl_parser
 from .vision.commands import add_vision_parser
 
 

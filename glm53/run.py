@@ -37,10 +37,11 @@ from .run_config import RUN_RECEIPT_NAME, RunConfig
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
-from .train.checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, checkpoint_name, load_model,
-                               save_checkpoint, start_run_folder)
+from .checkpoints.format import load_model, save_checkpoint
+from .checkpoints.names import RECEIPT_NAME, TRAINER_STATE_NAME, checkpoint_name
+from .train.run_folder import check_run_folder, start_run_folder
 from .train.pretrain import pretrain
-from .train.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
+from .checkpoints.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
 from .train.rl import rl_train
 
 
@@ -117,7 +118,7 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     best = rl_choice(rl_receipt["checkpoints"])
     log(f"selected RL checkpoint: group {best['group']} (dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
     _finished_stage(cfg, run / "rl", best["path"], log)
-    after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device))
+    after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device)).model
     final = _save_final(run, after_model, best, get_suite(cfg.suite))
     stages = (pretrain_receipt, rl_receipt, start, best, after_model, final, seconds, started)
     if cfg.suite == "reference":
@@ -165,7 +166,7 @@ def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict
         with AtomicDirectory(run / "eval") as tmp:  # the evaluation appears whole or not at all
             write_tasks(frozen_tasks("confirm", cfg.confirm_per_family), tmp / "confirm-tasks.jsonl")
             tasks = read_tasks(tmp / "confirm-tasks.jsonl")
-            before = evaluate(load_model(start, dev_device), tasks, accepted_partial=accepted)
+            before = evaluate(load_model(start, dev_device).model, tasks, accepted_partial=accepted)
             after = evaluate(after_model, tasks, accepted_partial=accepted)
             for name, result, ckpt in (("before", before, start), ("after", after, run / "rl" / best["path"])):
                 result["checkpoint"] = str(ckpt)
@@ -229,7 +230,7 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
         every = [t for tasks in splits.values() for t in tasks]  # one call: larger decoding batches
         with AtomicDirectory(run / "eval") as tmp:
             accepted = cfg.runtime.accept_partial_isolation
-            scored = {"before": evaluate(load_model(start, device), every, eval_cfg, accepted_partial=accepted),
+            scored = {"before": evaluate(load_model(start, device).model, every, eval_cfg, accepted_partial=accepted),
                       "after": evaluate(after_model, every, eval_cfg, accepted_partial=accepted)}
             for split, tasks in splits.items():
                 write_tasks(tasks, tmp / f"{split}-tasks.jsonl")

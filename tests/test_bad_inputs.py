@@ -8,7 +8,8 @@ import pytest
 from glm53 import GLM53, ModelConfig
 from glm53.cli import main
 from glm53.data.tasks import frozen_tasks, write_tasks
-from glm53.train.checkpoint import save_checkpoint, started
+from glm53.checkpoints.format import save_checkpoint
+from glm53.train.run_folder import started
 
 from .tiny import TINY
 

@@ -113,14 +113,14 @@ def generate_prompt(args) -> int:
     import torch
 
     from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
     from .engine import generate_groups
     from .generate import STOP_RULES, cut_to_function, generate_uncached
     from .sampling import Sampling
 
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified)
+    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified).model
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
     prompt = unescape(args.prompt) if args.escapes else args.prompt
     rule = STOP_FLAG[args.stop or "function"]
@@ -176,10 +176,10 @@ def _complete_and_write(args, suite, cfg, tasks, started: float) -> int:
 
     from ..evaluate.evaluate import evaluation_completions
     from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
     from .bulk import write_completions
 
-    model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified)
+    model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified).model
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:
         raise ValueError(f"{args.checkpoint}: {problem}")
@@ -197,13 +197,13 @@ def generate_interactive(args) -> int:
     import torch
 
     from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
     from .interactive import run_repl
     from .sampling import Sampling
 
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified)
+    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified).model
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
     run_repl(model, sampling, generator, STOP_FLAG[args.stop or "function"], sys.stdin, sys.stdout, sys.stderr,
              edit=unescape if args.escapes else str)

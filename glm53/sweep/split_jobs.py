@@ -90,7 +90,7 @@ def sweep_folder_of(job_dir: Path) -> Path | None:
     return None
 
 
-def start_scores(model, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log) -> tuple[dict, str]:
+def start_scores(loaded, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log) -> tuple[dict, str]:
     """The start checkpoint's greedy evaluation on `tasks`, shared by the jobs of one sweep (module docstring).
     The file is read only when its identity equals this job's: the weights' hash and the model's config, every
     task's id, prompt, entry point, language and cases, the evaluation settings, the thread count and glm53's
@@ -103,11 +103,12 @@ def start_scores(model, tasks: list, eval_cfg, accepted: bool, job_dir: Path, lo
     from ..runtime.files import atomic_write_json
 
     folder = sweep_folder_of(job_dir)
-    if folder is None or not model.weights_sha256:
+    model = loaded.model
+    if folder is None or not loaded.weights_sha256:
         return evaluate(model, tasks, eval_cfg, accepted_partial=accepted), "computed (not in a sweep folder)"
     task_text = json.dumps([[t.task_id, t.prompt, t.entry_point, getattr(t, "language", ""), repr(t.cases)]
                             for t in tasks])
-    identity = {"weights_sha256": model.weights_sha256, "model": asdict(model.config),
+    identity = {"weights_sha256": loaded.weights_sha256, "model": asdict(model.config),
                 "tasks_sha256": hashlib.sha256(task_text.encode()).hexdigest(), "tasks": [t.task_id for t in tasks],
                 "eval": asdict(eval_cfg), "threads": torch.get_num_threads(), "accepted_partial": accepted,
                 "glm53": __version__}
@@ -146,8 +147,8 @@ def split_evaluation(job: RLSplitsJob) -> tuple[dict, Any]:
 def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     from ..data.suites import get_suite
     from ..evaluate.evaluate import evaluate, subset
-    from ..train.checkpoint import load_model
-    from ..train.retention import prune_checkpoints
+    from ..checkpoints.format import load_model
+    from ..checkpoints.retention import prune_checkpoints
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
@@ -159,7 +160,7 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     every = [t for split in tasks.values() for t in split]
     accepted = cfg.runtime.accept_partial_isolation
     before, start_source = start_scores(models["before"], every, eval_cfg, accepted, job_dir, log)
-    scored = {"before": before, "after": evaluate(models["after"], every, eval_cfg, accepted_partial=accepted)}
+    scored = {"before": before, "after": evaluate(models["after"].model, every, eval_cfg, accepted_partial=accepted)}
     metrics, outcomes = {}, {}
     for split, split_tasks in tasks.items():
         ids = [t.task_id for t in split_tasks]
@@ -257,9 +258,9 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
     from ..evaluate.body_loss import body_loss, reference_bodies
     from ..evaluate.eval_config import EvalConfig
     from ..evaluate.evaluate import evaluate, subset
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
     from ..train.pretrain import pretrain
-    from ..train.retention import prune_checkpoints
+    from ..checkpoints.retention import prune_checkpoints
 
     cfg, extra = job.pretrain, job.extra
     suite = get_suite(cfg.suite)
@@ -275,7 +276,7 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
     for c in receipt["checkpoints"]:
         if c["step"] == 0:
             continue
-        model = load_model(Path(cfg.out) / c["path"], expect=cfg.model)
+        model = load_model(Path(cfg.out) / c["path"], expect=cfg.model).model
         row = {"weights_sha256": c["weights_sha256"]}
         row.update({f"{s}_body_loss": body_loss(model, bodies[s]) for s in splits})
         if extra.pass_at_1:

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..train.names import checkpoint_name
+from ..checkpoints.names import checkpoint_name
 from .runner import SWEEP_LOG
 from .spec import SweepSpec
 
@@ -207,7 +207,7 @@ def time_rl_jobs(spec: SweepSpec, setup_from: str | None = None) -> dict:
             short = kind.make({**settings, "groups": groups}, seed, (), Path(folder) / "job")
             started = time.perf_counter()
             receipt = rl_train(short.rl, log=lambda *_: None)
-            model = load_final(short.rl, receipt)
+            model = load_final(short.rl, receipt).model
             whole = time.perf_counter() - started
             stepping = sum(step["seconds"] for step in receipt["steps"])
             per_rollout = stepping / max(1, sum(step["rollouts"] for step in receipt["steps"]))

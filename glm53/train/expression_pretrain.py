@@ -16,7 +16,6 @@ time; the positions cut are padding in every row, so only the balance term sees 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 
 from ..data.expressions import DATA_ORDERS, batch_texts, heldout_metrics, item_order
+from ..checkpoints.format import weights_sha256
 from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
 from ..model.config import ModelConfig
 from ..model.model import GLM53
@@ -74,15 +74,6 @@ class ExpressionPretrainConfig:
 
     def to_dict(self) -> dict:
         return record(self)
-
-
-def weights_sha256(model: torch.nn.Module) -> str:
-    """sha256 over the state dict's names, shapes and bytes (in order): the checkpoint hash of an unsaved model."""
-    h = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 def trim_padding(inputs: torch.Tensor, labels: torch.Tensor):

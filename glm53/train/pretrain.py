@@ -47,10 +47,11 @@ from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_loc
 from ..runtime.kernel_settings import resolve_kernels
 from ..runtime.tracking import reporting
 from ..verify.verifier import isolation_report
-from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
-                         save_checkpoint, start_run_folder)
+from ..checkpoints.format import save_checkpoint
+from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name
+from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .pretrain_config import EXTENSIONS, PretrainConfig
-from .retention import RETENTION_CHANGES, apply_retention
+from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .schedule import scheduled_lr
 from .validation import Validation, validation_due, validation_set
 

@@ -13,7 +13,7 @@ from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
-from .retention import Retention
+from ..checkpoints.retention import Retention
 from .schedule import SCHEDULES
 
 DEFAULT_CHECKPOINTS = (100, 200, 400)

@@ -52,10 +52,11 @@ from ..runtime.distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from ..runtime.tracking import reporting
 from ..verify.rewards import reward
-from .checkpoint import (RECEIPT_NAME, check_loadable, checkpoint_name, check_run_folder, load_model, read_metadata,
-                         restore_latest, rng_state, save_checkpoint, start_run_folder)
+from ..checkpoints.format import check_loadable, load_model, read_metadata, save_checkpoint
+from ..checkpoints.names import RECEIPT_NAME, checkpoint_name
+from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .policy_gradient import group_advantages, step_advantages
-from .retention import RETENTION_CHANGES, apply_retention
+from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .rl_config import RLConfig
 from .rl_update import set_train_scope, update_policy
 
@@ -199,12 +200,13 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     precision = resolve_precision(cfg.runtime.precision, device)
-    model = load_model(cfg.init, device, trust_unverified=cfg.runtime.trust_unverified)  # checks their recorded hash
+    loaded = load_model(cfg.init, device, trust_unverified=cfg.runtime.trust_unverified)  # checks their recorded hash
+    model = loaded.model
     suite = get_suite(cfg.suite)
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:
         raise ValueError(f"rl: {cfg.init}: {problem}")
-    init_sha = model.weights_sha256
+    init_sha = loaded.weights_sha256
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)

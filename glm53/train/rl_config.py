@@ -12,7 +12,7 @@ from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, default_checkpoints, setting
 from ..verify.rewards import REWARD_MODES
-from .retention import Retention
+from ..checkpoints.retention import Retention
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 # The objective's choices (policy_gradient.py and completion_batch.py take them from here)

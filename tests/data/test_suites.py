@@ -11,7 +11,7 @@ from glm53.data import tasks as reference
 from glm53.data.broad import broad_pretraining_text, frozen_broad_tasks
 from glm53.data.suites import SUITE_NAMES, get_suite, suite_settings
 from glm53.data.tasks import Task, read_tasks, task_from_json
-from glm53.train.checkpoint import started
+from glm53.train.run_folder import started
 from glm53.train.pretrain_config import PretrainConfig
 
 
@@ -134,7 +134,7 @@ def test_bad_suite_input_is_one_line_and_writes_nothing(tmp_path, capsys, name, 
 
 
 def test_a_run_started_before_suites_resumes_as_the_reference_suite(tmp_path):
-    from glm53.train.checkpoint import check_resume_settings
+    from glm53.train.run_folder import check_resume_settings
     from glm53.runtime.config import RESUMABLE_CHANGES
 
     now = PretrainConfig(out=str(tmp_path)).to_dict()

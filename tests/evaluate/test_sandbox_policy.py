@@ -10,7 +10,7 @@ from glm53 import GLM53, ModelConfig
 from glm53.cli import main
 from glm53.data.tasks import frozen_tasks, write_tasks
 from glm53.evaluate.sandbox_policy import missing_layers
-from glm53.train.checkpoint import save_checkpoint
+from glm53.checkpoints.format import save_checkpoint
 from glm53.verify.verifier import SandboxPool
 
 from ..tiny import TINY

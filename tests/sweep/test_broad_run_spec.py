@@ -10,7 +10,7 @@ from glm53.sweep.analysis import analyze
 from glm53.sweep.jobs import job_kind
 from glm53.sweep.runner import SPEC_FILE, job_dir, plan_jobs, setup_job
 from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
-from glm53.train.checkpoint import save_checkpoint
+from glm53.checkpoints.format import save_checkpoint
 
 from ..tiny import TINY
 
