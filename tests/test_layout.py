@@ -122,10 +122,6 @@ def floor_of(room: str) -> int | None:
     return next((i for i, rooms in enumerate(FLOORS) if room in rooms), None)
 
 
-# Arrows up that a later step of issue 45 removes (task completions move to decode/); empty when it is done.
-KNOWN_ARROWS_UP = {"decode -> evaluate"}
-
-
 def arrows_up(folders: dict[str, set[str]]) -> list[str]:
     """The imports that do not run down: to a room on the same floor or above, or from or to an unplanned room.
     The package face is exempt as a target: `from .. import __version__` reads a string, and loads no stage."""
@@ -179,16 +175,13 @@ def test_no_module_imports_itself_in_a_circle():
 
 
 def test_the_stage_folders_import_each_other_without_a_circle():
-    folders = folder_graph(import_graph())
-    for arrow in KNOWN_ARROWS_UP:
-        folders[arrow.split(" -> ")[0]].discard(arrow.split(" -> ")[1])
-    assert cycles(folders) == []
+    assert cycles(folder_graph(import_graph())) == []
 
 
 def test_every_room_has_a_floor_and_imports_only_rooms_below_it():
     """No arrow runs up, a folder's commands.py included: the CLI's wiring lives in the folder whose floor
     already holds what the command needs (`glm53 eval` loads a checkpoint from checkpoints/, below evaluate/)."""
-    assert set(arrows_up(folder_graph(import_graph()))) <= KNOWN_ARROWS_UP
+    assert arrows_up(folder_graph(import_graph())) == []
 
 
 def test_no_module_is_over_400_lines():

@@ -1,6 +1,6 @@
 """Evaluation: scores with receipts, and comparisons of them. Read in this order:
 
-    eval_config.py  what an evaluation does (EvalConfig), what `glm53 eval` takes, the evaluation seed
+    eval_config.py  what an evaluation does (EvalConfig: decoding and sandbox time), what `glm53 eval` takes
     sandbox_policy.py  the sandbox's isolation level as a policy (--accept-partial-isolation) and its record
     evaluate.py  `glm53 eval`: greedy pass@1 or sampled pass@k on frozen splits or task files
     body_loss.py  teacher-forced loss of a split's reference bodies: a smooth score where pass@1 is near 0

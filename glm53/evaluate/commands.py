@@ -19,7 +19,8 @@ def _tasks_from(cfg):
 
     if cfg.tasks:
         return read_tasks(cfg.tasks)
-    return split_tasks(SimpleNamespace(suite=cfg.evaluation.suite, split=cfg.split, per_family=cfg.per_family,
+    return split_tasks(SimpleNamespace(suite=cfg.evaluation.decoding.suite, split=cfg.split,
+                                       per_family=cfg.per_family,
                                        count=cfg.count, families=cfg.families))
 
 
@@ -55,7 +56,7 @@ def cmd_eval(args) -> int:
     from ..checkpoints.format import load_model
     from .evaluate import evaluate, format_summary
 
-    suite = get_suite(cfg.evaluation.suite)
+    suite = get_suite(cfg.evaluation.decoding.suite)
     refuse_unusable_output(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)

@@ -360,14 +360,13 @@ def _run_eval(cfg: EvalJobConfig, job_dir: Path, log) -> dict:
     from ..checkpoints.format import load_model
 
     loaded = load_model(cfg.checkpoint)
-    model = loaded.model
     tasks = frozen_tasks(cfg.split, cfg.per_family, cfg.families or None)
-    result = evaluate(model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
+    result = evaluate(loaded.model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
     passed = sum(r["passed"] for r in result["tasks"])
-    metrics = {"pass_rate": passed / (len(tasks) * cfg.evaluation.samples),
+    metrics = {"pass_rate": passed / (len(tasks) * cfg.evaluation.decoding.samples),
                "tasks_solved": sum(r["passed"] > 0 for r in result["tasks"]) / len(tasks)}
-    return {"job": "eval", "settings": cfg.to_dict(), "seed": cfg.evaluation.seed, "metrics": {"eval": metrics},
-            "checkpoint_sha256": loaded.weights_sha256, "tasks": result["tasks"]}
+    return {"job": "eval", "settings": cfg.to_dict(), "seed": cfg.evaluation.decoding.seed,
+            "metrics": {"eval": metrics}, "checkpoint_sha256": loaded.weights_sha256, "tasks": result["tasks"]}
 
 
 KINDS: dict[str, JobKind] = {k.name: k for k in (

@@ -124,7 +124,7 @@ class RLConfig:
     def dev_eval(self) -> EvalConfig:
         """The dev evaluation as it runs: its samples at the rollouts' token cap."""
         return replace(self.dev, suite=self.suite,
-                       sampling=replace(self.dev.sampling, max_new_tokens=self.sampling.max_new_tokens))
+                       sampling=replace(self.dev.decoding.sampling, max_new_tokens=self.sampling.max_new_tokens))
 
     def to_dict(self) -> dict:
         return record(self)

@@ -85,6 +85,7 @@ def test_k_samples_give_k_rows_per_task_and_a_seed_reproduces_them(files, tmp_pa
      "--top-k", "5", "--max-new-tokens", "9"],
 ], ids=["broad-defaults", "sampled-defaults", "all-given"])
 def test_the_same_flags_give_generate_and_eval_the_same_settings(files, tmp_path, monkeypatch, flags):
+    import glm53.decode.task_completions as completions_module
     import glm53.evaluate.evaluate as evaluate_module
 
     seen = []
@@ -94,7 +95,8 @@ def test_the_same_flags_give_generate_and_eval_the_same_settings(files, tmp_path
         return [[{"completion": "\n    return 0\n", "token_ids": [], "hit_token_cap": False}] * cfg.samples
                 for _ in tasks], "fp32"
 
-    monkeypatch.setattr(evaluate_module, "evaluation_completions", completions)
+    monkeypatch.setattr(completions_module, "evaluation_completions", completions)  # what generate calls
+    monkeypatch.setattr(evaluate_module, "evaluation_completions", completions)  # what eval calls
     flags = [f.format(tasks=files / "tasks.jsonl") for f in flags]
     common = ["--checkpoint", str(files / "ckpt"), "--device", "cpu", *flags]
     assert main(["generate", *common, "--out", str(tmp_path / "c.jsonl")]) == 0
