@@ -97,7 +97,7 @@ def add_run_parser(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from .evaluate.sandbox_policy import require_isolation
+    from .verify.sandbox_policy import require_isolation
     from .run_config import PRESETS, RunConfig
 
     def preset(given) -> dict:

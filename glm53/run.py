@@ -32,7 +32,7 @@ from .data.suites import get_suite
 from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 from .evaluate.compare import compare
 from .evaluate.evaluate import evaluate
-from .evaluate.report import REFERENCE_RL_FAMILIES, make_charts, write_report
+from .run_report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .run_config import RUN_RECEIPT_NAME, RunConfig
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
@@ -220,8 +220,8 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     from .decode.sampling import Sampling
     from .evaluate.eval_config import EvalConfig
     from .evaluate.evaluate import subset
-    from .evaluate.report import training_charts
-    from .evaluate.suite_report import split_chart, split_rows, write_suite_report
+    from .run_report import training_charts
+    from .run_suite_report import split_chart, split_rows, write_suite_report
 
     suite, t0, device = get_suite(cfg.suite), time.perf_counter(), resolve_device(cfg.runtime.device)
     splits = {s: suite.tasks(s, None if s == "human" else cfg.confirm_per_family) for s in suite.eval_splits}

@@ -110,7 +110,8 @@ FLOORS: list[tuple[str, ...]] = [
     ("decode",),
     ("evaluate",),
     ("train",),
-    ("speed", "vision", "glm53.run_config"),
+    ("speed", "vision", "glm53.run_config", "glm53.run_report"),
+    ("glm53.run_suite_report",),
     ("glm53.run",),
     ("sweep",),
     ("glm53.cli",),
@@ -143,7 +144,7 @@ def floor_plan(graph: dict[str, set[str]]) -> str:
         for room in FLOORS[level]:
             if room in folders:
                 size = sum(1 for m in graph if folder_of(m) == room)
-                lines.append(f"  floor {level:2d}  {room:16s} {size:3d} modules -> "
+                lines.append(f"  floor {level:2d}  {room:22s} {size:3d} modules -> "
                              f"{', '.join(sorted(folders[room])) or '-'}")
     unplanned = sorted(set(folders) - {r for rooms in FLOORS for r in rooms})
     lines.append(f"rooms without a floor: {', '.join(unplanned) or 'none'}")

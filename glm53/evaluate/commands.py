@@ -41,7 +41,7 @@ def cmd_eval(args) -> int:
     from ..data.commands import DEFAULT_PER_FAMILY
     from ..data.suites import get_suite
     from .eval_config import EvalCommandConfig
-    from .sandbox_policy import require_isolation
+    from ..verify.sandbox_policy import require_isolation
 
     def defaults(given) -> dict:  # the suite's, and several samples' own temperature unless one is given
         found = get_suite(given("suite")).defaults("eval")

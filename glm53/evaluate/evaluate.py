@@ -23,9 +23,10 @@ from ..decode.task_completions import evaluation_completions, sample_completions
 from ..model.model import GLM53
 from ..runtime.device import peak_memory_bytes
 from ..verify.rewards import binary_reward
+from ..verify.program import Program
 from ..verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, verify_many
 from .eval_config import EvalConfig
-from .sandbox_policy import sandbox_record
+from ..verify.sandbox_policy import sandbox_record
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -40,7 +41,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def verify_completions(tasks: list[Task], completions: list[list[dict]], timeout_s: float = DEFAULT_TIMEOUT_S,
                        pool: SandboxPool | None = None) -> list[list[tuple[dict, Verdict]]]:
     """Each completion judged against its task's hidden cases at the task's language level."""
-    items = [(t.prompt + s["completion"], t.entry_point, t.cases, t.language)
+    items = [Program.completed(t.prompt, s["completion"], t.entry_point, t.cases, t.language)
              for t, group in zip(tasks, completions) for s in group]
     verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
     return [[(s, next(verdicts)) for s in group] for group in completions]

@@ -80,7 +80,7 @@ def run_job(job: Job, threads: int) -> int:
             receipt = {**receipt, "arm": job.arm, "seed": job.seed, "kind": job.kind, "sweep_settings": job.settings,
                        "threads": threads}
             if kind.verifies:
-                from ..evaluate.sandbox_policy import sandbox_record
+                from ..verify.sandbox_policy import sandbox_record
 
                 receipt["sandbox"] = sandbox_record(job.runtime.accept_partial_isolation)
             atomic_write_json(job_dir / RECEIPT, receipt)

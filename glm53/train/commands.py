@@ -56,7 +56,7 @@ def add_rl_parser(sub) -> None:
 
 def cmd_rl(args) -> int:
     from ..data.suites import get_suite
-    from ..evaluate.sandbox_policy import require_isolation
+    from ..verify.sandbox_policy import require_isolation
     from .rl_config import RLConfig
 
     cfg = config_from_command(RLConfig, args, lambda given: get_suite(given("suite")).defaults("rl"))

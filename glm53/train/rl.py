@@ -44,7 +44,7 @@ from ..data.tasks import Task, read_tasks
 from ..data.tokenizer import ByteTokenizer
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
-from ..evaluate.sandbox_policy import sandbox_record
+from ..verify.sandbox_policy import sandbox_record
 from ..model.model import GLM53
 from ..runtime.config import RESUMABLE_CHANGES
 from ..runtime.device import peak_memory_bytes, resolve_device, resolve_precision

@@ -55,6 +55,7 @@ from collections import deque
 from .isolation import LAYERS, isolation_level
 from .languages import DEFAULT_LANGUAGE, get_language
 from .channels import LineReader
+from .program import Program, as_program
 from .sandbox_worker import CASE_OVERHEAD_S
 from .values import encode, same_value  # noqa: F401 - same_value is part of this API
 from .static_check import StaticCheckError, check_source
@@ -313,20 +314,20 @@ def isolation_report(pool: SandboxPool | None = None) -> dict:
     return (pool or default_pool()).isolation()
 
 
-def _prepare(n: int, item: Sequence, timeout_s: float, pool: SandboxPool, language: str) -> tuple:
-    """(verdict, None) for a statically refused program, or (None, job). An item is (source, entry_point, cases)
-    or (source, entry_point, cases, language), the fourth overriding `language` for that item."""
-    source, entry_point, cases = item[0], item[1], [(list(args), expected) for args, expected in item[2]]
-    level = item[3] if len(item) > 3 and item[3] else language
+def _prepare(n: int, item: Program | Sequence, timeout_s: float, pool: SandboxPool, language: str) -> tuple:
+    """(verdict, None) for a statically refused program, or (None, job). A program's own language level, when it
+    names one, overrides `language` for that program."""
+    program = as_program(item)
+    cases, level = [(list(args), expected) for args, expected in program.cases], program.language or language
     get_language(level)
     if not cases:
         raise ValueError(f"item {n}: no test cases; a program can only be judged against at least one case")
     encoded = encode_cases(cases, f"item {n}")
     try:
-        check_source(source, entry_point, language=level)
+        check_source(program.source, program.entry_point, language=level)
     except StaticCheckError as err:
         return Verdict("invalid", 0, len(cases), str(err), err.rule), None
-    return None, _job(pool.next_id(), source, entry_point, encoded, timeout_s, pool.memory_mb, level)
+    return None, _job(pool.next_id(), program.source, program.entry_point, encoded, timeout_s, pool.memory_mb, level)
 
 
 def _verdict(reply: dict) -> Verdict:
@@ -334,9 +335,9 @@ def _verdict(reply: dict) -> Verdict:
     return Verdict(status, int(reply.get("passed", 0)), int(reply["total"]), str(reply.get("message", "")))
 
 
-def verify_many(items: Sequence[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+def verify_many(items: Sequence[Program], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
                 language: str = DEFAULT_LANGUAGE) -> list[Verdict]:
-    """items: (source, entry_point, cases[, language]) with cases [(args, expected), ...]. One Verdict each."""
+    """items: Programs (program.py), cases [(args, expected), ...]. One Verdict each."""
     pool = pool or default_pool()
     get_language(language)
     verdicts: list[Verdict | None] = [None] * len(items)
@@ -353,10 +354,10 @@ def verify_many(items: Sequence[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, po
 
 def verify(source: str, entry_point: str, cases: Sequence, timeout_s: float = DEFAULT_TIMEOUT_S,
            pool: SandboxPool | None = None, language: str = DEFAULT_LANGUAGE) -> Verdict:
-    return verify_many([(source, entry_point, cases)], timeout_s, pool, language)[0]
+    return verify_many([Program(source, entry_point, cases)], timeout_s, pool, language)[0]
 
 
-def verify_stream(items: Iterable[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+def verify_stream(items: Iterable[Program], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
                   window: int = 256, language: str = DEFAULT_LANGUAGE) -> Iterator[Verdict]:
     """Verdicts in order for an iterable of any length, holding at most `window` items at a time. Jobs run as
     lanes free up, not in batches, so a program that runs to its time limit holds only its own lane while the

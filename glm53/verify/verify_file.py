@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from ..runtime.files import atomic_writer, json_text
 from .languages import DEFAULT_LANGUAGE, LANGUAGES
+from .program import Program
 from .verifier import DEFAULT_TIMEOUT_S, SandboxPool, verify_stream
 
 FIELDS = {"prompt": str, "completion": str, "entry_point": str, "cases": list}
@@ -66,8 +67,8 @@ def verify_file(input_path: str | os.PathLike, out_path: str | os.PathLike, time
         def items():
             for row in rows:
                 pending.append(row)
-                yield (row["prompt"] + row["completion"], row["entry_point"],
-                       [(tuple(a), e) for a, e in row["cases"]], row.get("language") or default)
+                yield Program.completed(row["prompt"], row["completion"], row["entry_point"], row["cases"],
+                                        row.get("language") or default)
 
         for verdict in verify_stream(items(), timeout_s=timeout_s, pool=pool):
             row = pending.popleft()
