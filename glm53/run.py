@@ -219,23 +219,21 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     the receipt."""
     from .decode.sampling import Sampling
     from .evaluate.eval_config import EvalConfig
-    from .evaluate.evaluate import subset
+    from .evaluate.split_scores import evaluate_splits
     from .run_report import training_charts
     from .run_suite_report import split_chart, split_rows, write_suite_report
 
     suite, t0, device = get_suite(cfg.suite), time.perf_counter(), resolve_device(cfg.runtime.device)
-    splits = {s: suite.tasks(s, None if s == "human" else cfg.confirm_per_family) for s in suite.eval_splits}
+    splits = {s: suite.eval_tasks(s, cfg.confirm_per_family) for s in suite.eval_splits}
     if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back
         eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=cfg.rl.sampling.max_new_tokens))  # RL's cap
-        every = [t for tasks in splits.values() for t in tasks]  # one call: larger decoding batches
         with AtomicDirectory(run / "eval") as tmp:
             accepted = cfg.runtime.accept_partial_isolation
-            scored = {"before": evaluate(load_model(start, device).model, every, eval_cfg, accepted_partial=accepted),
-                      "after": evaluate(after_model, every, eval_cfg, accepted_partial=accepted)}
+            scored = {"before": evaluate_splits(load_model(start, device).model, splits, eval_cfg, accepted)[1],
+                      "after": evaluate_splits(after_model, splits, eval_cfg, accepted)[1]}
             for split, tasks in splits.items():
                 write_tasks(tasks, tmp / f"{split}-tasks.jsonl")
-                ids = [t.task_id for t in tasks]
-                parts = {name: subset(result, ids) for name, result in scored.items()}
+                parts = {name: results[split] for name, results in scored.items()}
                 for name, ckpt in (("before", start), ("after", run / "rl" / best["path"])):
                     parts[name]["checkpoint"] = str(ckpt)
                     atomic_write_json(tmp / f"{name}-{split}.json", parts[name])

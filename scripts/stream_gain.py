@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 
 from glm53.data.pretrain_batches import pretraining_batch
 from glm53.model.manifold_hyper_connections import composite_gain

@@ -65,6 +65,7 @@ def run_tiny_jobs(out: Path) -> dict[str, str]:
             "sweep": job["metrics"]["4"]["weights_sha256"]}
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_weights_it_gave_before_the_moves(tmp_path):
     here = {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability()}
     if here != RECORDED_ON:

@@ -17,7 +17,7 @@ from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, config_from_settings, setting, setting_names
-from .split_jobs import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
+from .scored_per_split import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
 
 
 @dataclass(frozen=True)
@@ -388,8 +388,8 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
              "zero_variance_fraction"), _make_rl_eval, _run_rl_eval, uses_checkpoints=False),
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
-    JobKind(**RL_SPLITS),  # split_jobs.py: RL, then every split of its suite before and after
-    JobKind(**PRETRAIN_SPLITS),  # split_jobs.py: pretraining scored on the broad suite's splits
+    JobKind(**RL_SPLITS),  # scored_per_split.py: RL, then every split of its suite before and after
+    JobKind(**PRETRAIN_SPLITS),  # scored_per_split.py: pretraining scored on the broad suite's splits
 )}
 
 

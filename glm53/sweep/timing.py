@@ -181,7 +181,7 @@ def _rl_evaluations(spec: SweepSpec, job) -> list[tuple[list, Any]]:
     """(tasks, evaluation settings) of each evaluation that ends the job: rl-eval's greedy and sampled, rl-splits'
     greedy scoring of each split."""
     from .jobs import final_evaluation
-    from .split_jobs import split_evaluation
+    from .scored_per_split import split_evaluation
 
     if spec.job == "rl-eval":
         tasks, greedy, sampled = final_evaluation(job)

@@ -142,3 +142,13 @@ def test_a_run_started_before_suites_resumes_as_the_reference_suite(tmp_path):
     check_resume_settings(tmp_path, now, RESUMABLE_CHANGES)
     with pytest.raises(ValueError, match="settings differ .*: suite"):
         check_resume_settings(tmp_path, {**now, "suite": "broad"}, RESUMABLE_CHANGES)
+
+
+def test_a_suite_says_which_splits_it_scores_whole():
+    """`Suite.eval_tasks` is the one place the rule is written: the broad suite's human split is scored whole
+    (88 tasks) whatever count is asked; every other split gives its first `count` tasks (reference: per family)."""
+    broad, reference = get_suite("broad"), get_suite("reference")
+    assert broad.scored_whole == ("human",) and reference.scored_whole == ()
+    assert len(broad.eval_tasks("human", 3)) == 88
+    assert [t.task_id for t in broad.eval_tasks("compose", 3)] == [t.task_id for t in broad.tasks("compose", 3)]
+    assert [t.task_id for t in reference.eval_tasks("confirm", 2)] == [t.task_id for t in reference.tasks("confirm", 2)]

@@ -1,7 +1,6 @@
 """The pretraining-broad study: its spec plans four arms that differ only in the data's order or diversity, and
 its pretrain-splits job runs on a tiny model, scoring body loss (against a plain recomputation) and pass@1."""
 
-from pathlib import Path
 
 import pytest
 
