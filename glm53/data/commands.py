@@ -80,7 +80,7 @@ def cmd_tasks_export(args) -> int:
         if suite.name != "broad" or args.split == "human":
             raise ValueError("--primitives extends the broad suite's generated splits (dev, rl, confirm, compose, "
                              "phrase): give --suite broad and one of those splits")
-        from .broad.export import export_tasks
+        from .broad.task_file import export_tasks
 
         if args.families != "all" or args.per_family is not None:
             raise ValueError("with --primitives give the split's size as --count, and no --families")

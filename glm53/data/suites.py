@@ -138,14 +138,14 @@ class BroadSuite(Suite):
     def max_document_tokens(self) -> int:
         """The longest prompt + reference body of any broad task (generated: at most MAX_BYTES bytes; the human
         split: its longest prompt + solution), with BOS and EOS."""
-        from .broad.generate import MAX_BYTES
+        from .broad.task_draw import MAX_BYTES
         from .broad.human import human_rows
 
         human = max(len((r["prompt"] + r["solution"]).encode()) for r in human_rows())
         return max(MAX_BYTES, human) + BOS_EOS
 
     def context_problem(self, max_sequence_length: int, sequence_length: int | None = None) -> str | None:
-        from .broad.generate import MAX_BYTES
+        from .broad.task_draw import MAX_BYTES
 
         need = self.max_document_tokens()
         if max_sequence_length < need:

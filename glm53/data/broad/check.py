@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 
-from .generate import check_by_exec
+from .task_draw import check_by_exec
 
 LANGUAGE = "python"
 
