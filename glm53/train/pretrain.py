@@ -52,7 +52,6 @@ from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name
 from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .pretrain_config import EXTENSIONS, PretrainConfig
 from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
-from .schedule import scheduled_lr
 from .validation import Validation, validation_due, validation_set
 
 LOG_NAME = "train_log.jsonl"
@@ -65,7 +64,7 @@ NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": Non
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
     """LR for 0-based update `step`: linear warmup, then constant or cosine down to min_lr_ratio * lr."""
-    return scheduled_lr(cfg.lr, step, cfg.steps, cfg.warmup_steps, cfg.lr_schedule, cfg.min_lr_ratio)
+    return cfg.optimization.lr_at(step, cfg.steps)
 
 
 def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
@@ -80,7 +79,8 @@ def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
 def make_optimizer(model: GLM53, cfg: PretrainConfig) -> torch.optim.AdamW:
     # fused: one kernel pass over each parameter's weights, gradient and moments (on a 2-core Zen 5, 8 ms a step for
     # the 25.7M parameters against 28 ms for foreach); it rounds differently from the per-parameter loop
-    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), fused=True)
+    opt = cfg.optimization
+    return torch.optim.AdamW(decay_groups(model, opt.weight_decay), lr=opt.lr, betas=tuple(opt.betas), fused=True)
 
 
 def bare_training_step(model: GLM53, optimizer, inputs: torch.Tensor, labels: torch.Tensor, precision: str) -> None:
@@ -159,7 +159,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
         raise FloatingPointError(f"step {step + 1}: loss is {total}; lower --lr or check the data")
     optimizer.zero_grad(set_to_none=True)
     (loss_share * dp.world_size).backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optimization.grad_clip)
     optimizer.step()
     model.update_router_biases(dp.sum if dp.active else None)
     return {"step": step + 1, "loss": lm_loss, "balance_loss": balance_loss, "indexer_loss": indexer_loss,

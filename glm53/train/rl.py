@@ -210,7 +210,8 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)
-    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.0)
+    opt = cfg.optimization  # AdamW's own betas (0.9, 0.999), no decay
+    optimizer = torch.optim.AdamW(trainable, lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay)
     if tasks is None:  # a sweep's job names its task file in the config alone
         tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
     if not tasks:
