@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from .checkpoints.commands import add_export_parser
 from .data.commands import add_tasks_parser
 from .decode.commands import add_generate_parser
 from .evaluate.commands import add_compare_parser, add_eval_parser
@@ -27,7 +28,7 @@ from .runtime.settings import add_config_arguments, config_from_args
 from .serve.commands import add_serve_parser
 from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
-from .train.commands import add_export_parser, add_pretrain_parser, add_rl_parser, add_speedrun_parser
+from .train.commands import add_pretrain_parser, add_rl_parser, add_speedrun_parser
 from .vision.commands import add_vision_parser
 
 
@@ -97,7 +98,7 @@ def add_run_parser(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from .evaluate.sandbox_policy import require_isolation
+    from .verify.sandbox_policy import require_isolation
     from .run_config import PRESETS, RunConfig
 
     def preset(given) -> dict:

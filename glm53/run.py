@@ -32,15 +32,16 @@ from .data.suites import get_suite
 from .data.tasks import completion_room_problem, frozen_tasks, parse_families, read_tasks, write_tasks
 from .evaluate.compare import compare
 from .evaluate.evaluate import evaluate
-from .evaluate.report import REFERENCE_RL_FAMILIES, make_charts, write_report
+from .run_report import REFERENCE_RL_FAMILIES, make_charts, write_report
 from .run_config import RUN_RECEIPT_NAME, RunConfig
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
-from .train.checkpoint import (RECEIPT_NAME, TRAINER_STATE_NAME, check_run_folder, checkpoint_name, load_model,
-                               save_checkpoint, start_run_folder)
+from .checkpoints.format import load_model, save_checkpoint
+from .checkpoints.names import RECEIPT_NAME, TRAINER_STATE_NAME, checkpoint_name
+from .train.run_folder import check_run_folder, start_run_folder
 from .train.pretrain import pretrain
-from .train.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
+from .checkpoints.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
 from .train.rl import rl_train
 
 
@@ -91,12 +92,12 @@ def refuse_short_context(cfg: RunConfig) -> None:
     suite, context = get_suite(cfg.suite), cfg.pretrain.model.max_sequence_length
     rl_tasks = suite.tasks("rl", cfg.rl.tasks_per_family, cfg.rl.families)
     rl_dev = suite.dev_tasks_for(rl_tasks, cfg.rl.dev_per_family, cfg.rl.families)
-    evaluated = [t for s in suite.eval_splits for t in suite.tasks(s, None if s == "human" else cfg.confirm_per_family)]
+    evaluated = [t for s in suite.eval_splits for t in suite.eval_tasks(s, cfg.confirm_per_family)]
     reference = cfg.suite == "reference"  # its confirm split is scored at the evaluation's own cap, not RL's
     stages = (("--pretrain.dev-max-new-tokens", suite.pretrain_dev_tasks(), cfg.pretrain.dev_max_new_tokens),
               ("--rl.max-new-tokens", [*rl_tasks, *rl_dev], cfg.rl.sampling.max_new_tokens),
               ("the evaluation's token cap" if reference else "--rl.max-new-tokens", evaluated,
-               _eval_config().sampling.max_new_tokens if reference else cfg.rl.sampling.max_new_tokens))
+               _eval_config().decoding.sampling.max_new_tokens if reference else cfg.rl.sampling.max_new_tokens))
     for flag, tasks, cap in stages:
         problem = completion_room_problem(tasks, cap, context, flag, suite.fit_context,
                                           "--pretrain.max-sequence-length")
@@ -143,7 +144,7 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     best = rl_choice(rl_receipt["checkpoints"])
     log(f"selected RL checkpoint: group {best['group']} (dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
     _finished_stage(cfg, run / "rl", best["path"], log)
-    after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device))
+    after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device)).model
     final = _save_final(run, after_model, best, get_suite(cfg.suite))
     stages = (pretrain_receipt, rl_receipt, start, best, after_model, final, seconds, started)
     if cfg.suite == "reference":
@@ -191,7 +192,7 @@ def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict
         with AtomicDirectory(run / "eval") as tmp:  # the evaluation appears whole or not at all
             write_tasks(frozen_tasks("confirm", cfg.confirm_per_family), tmp / "confirm-tasks.jsonl")
             tasks = read_tasks(tmp / "confirm-tasks.jsonl")
-            before = evaluate(load_model(start, dev_device), tasks, accepted_partial=accepted)
+            before = evaluate(load_model(start, dev_device).model, tasks, accepted_partial=accepted)
             after = evaluate(after_model, tasks, accepted_partial=accepted)
             for name, result, ckpt in (("before", before, start), ("after", after, run / "rl" / best["path"])):
                 result["checkpoint"] = str(ckpt)
@@ -244,23 +245,21 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     the receipt."""
     from .decode.sampling import Sampling
     from .evaluate.eval_config import EvalConfig
-    from .evaluate.evaluate import subset
-    from .evaluate.report import training_charts
-    from .evaluate.suite_report import split_chart, split_rows, write_suite_report
+    from .evaluate.split_scores import evaluate_splits
+    from .run_report import training_charts
+    from .run_suite_report import split_chart, split_rows, write_suite_report
 
     suite, t0, device = get_suite(cfg.suite), time.perf_counter(), resolve_device(cfg.runtime.device)
-    splits = {s: suite.tasks(s, None if s == "human" else cfg.confirm_per_family) for s in suite.eval_splits}
+    splits = {s: suite.eval_tasks(s, cfg.confirm_per_family) for s in suite.eval_splits}
     if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back
         eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=cfg.rl.sampling.max_new_tokens))  # RL's cap
-        every = [t for tasks in splits.values() for t in tasks]  # one call: larger decoding batches
         with AtomicDirectory(run / "eval") as tmp:
             accepted = cfg.runtime.accept_partial_isolation
-            scored = {"before": evaluate(load_model(start, device), every, eval_cfg, accepted_partial=accepted),
-                      "after": evaluate(after_model, every, eval_cfg, accepted_partial=accepted)}
+            scored = {"before": evaluate_splits(load_model(start, device).model, splits, eval_cfg, accepted)[1],
+                      "after": evaluate_splits(after_model, splits, eval_cfg, accepted)[1]}
             for split, tasks in splits.items():
                 write_tasks(tasks, tmp / f"{split}-tasks.jsonl")
-                ids = [t.task_id for t in tasks]
-                parts = {name: subset(result, ids) for name, result in scored.items()}
+                parts = {name: results[split] for name, results in scored.items()}
                 for name, ckpt in (("before", start), ("after", run / "rl" / best["path"])):
                     parts[name]["checkpoint"] = str(ckpt)
                     atomic_write_json(tmp / f"{name}-{split}.json", parts[name])

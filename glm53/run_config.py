@@ -79,7 +79,7 @@ class RunConfig:
     rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file", "suite") + RUN_RUNTIME)
 
     def __post_init__(self) -> None:
-        from .train.names import checkpoint_name
+        from .checkpoints.names import checkpoint_name
 
         check = Checks("run")
         check.require(self.rl_start == 0 or self.rl_start in self.pretrain.checkpoints,

@@ -15,7 +15,7 @@ import torch
 
 from glm53.data.tasks import frozen_tasks
 from glm53.decode.speculative import generate_greedy_plain, generate_greedy_speculative
-from glm53.train.checkpoint import load_model
+from glm53.checkpoints.format import load_model
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     print("\n".join(line for line in lscpu.splitlines() if line.split(":")[0].strip() in
                     ("Model name", "CPU family", "Model", "CPU(s)", "L2 cache", "L3 cache")))
-    model = load_model(args.checkpoint)
+    model = load_model(args.checkpoint).model
     prompts = [t.prompt for t in frozen_tasks(args.split, args.per_family)]
     generate_greedy_plain(model, prompts[:2], 8)
     generate_greedy_speculative(model, prompts[:2], 8)

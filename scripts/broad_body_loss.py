@@ -19,7 +19,7 @@ import torch
 from glm53.data.broad.splits import frozen_broad_tasks
 from glm53.data.tokenizer import ByteTokenizer
 from glm53.evaluate.body_loss import body_nats
-from glm53.train.checkpoint import load_model
+from glm53.checkpoints.format import load_model
 
 
 def swapped_description(prompt: str, other: str) -> str:
@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     tasks, tokenizer = frozen_broad_tasks("dev", args.tasks), ByteTokenizer()
     for path in args.checkpoints:
-        model = load_model(path, "cpu").eval()
+        model = load_model(path, "cpu").model.eval()
         own = other = 0.0
         targets = 0
         with torch.no_grad():

@@ -14,7 +14,7 @@ import argparse
 import torch
 
 from glm53.data.pretrain_batches import pretraining_batch
-from glm53.train.checkpoint import load_model
+from glm53.checkpoints.format import load_model
 
 
 def main() -> None:
@@ -25,7 +25,7 @@ def main() -> None:
     args = p.parse_args()
     start, stop = (int(x) for x in args.steps.split(":"))
     for path in args.checkpoints:
-        model = load_model(path).eval()
+        model = load_model(path).model.eval()
         usage = 0
         with torch.no_grad():
             for step in range(start, stop):

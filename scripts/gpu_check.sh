@@ -12,11 +12,11 @@ python3 -m glm53.cli info | head -5
 time python3 -m glm53.cli pretrain --out "$W/p" --steps 60 --checkpoints 30,60 --device cuda --no-progress 2>&1 | grep -E "pass@1|done|step +(1|10|30|60) |device"
 python3 - "$W" <<'PY'
 import sys, time, torch
-from glm53.train.checkpoint import load_model
+from glm53.checkpoints.format import load_model
 from glm53.decode.engine import generate_groups
 from glm53.decode.generate import Sampling, generate_uncached
 from glm53.data.tasks import frozen_tasks
-m = load_model(f"{sys.argv[1]}/p/checkpoint-0060", "cuda")
+m = load_model(f"{sys.argv[1]}/p/checkpoint-0060", "cuda").model
 prompts = [t.prompt for t in frozen_tasks("confirm", 1)]
 a = generate_groups(m, prompts, 2, Sampling(max_new_tokens=24))
 b = generate_uncached(m, prompts, 2, Sampling(max_new_tokens=24))

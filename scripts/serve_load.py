@@ -59,9 +59,9 @@ def generate_figures(checkpoint: str) -> dict:
     from glm53.decode.engine import generate_groups
     from glm53.decode.sampling import Sampling
     from glm53.decode.generate import STOP_RULES
-    from glm53.train.checkpoint import load_model
+    from glm53.checkpoints.format import load_model
 
-    model = load_model(checkpoint, "cpu")
+    model = load_model(checkpoint, "cpu").model
     sampling = Sampling(max_new_tokens=48)
     found: dict = {}
 

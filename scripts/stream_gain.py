@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 
 from glm53.data.pretrain_batches import pretraining_batch
 from glm53.model.manifold_hyper_connections import composite_gain
-from glm53.train.checkpoint import load_model
+from glm53.checkpoints.format import load_model
 
 
 def main() -> None:
@@ -27,7 +26,7 @@ def main() -> None:
     args = p.parse_args()
     start, stop = (int(x) for x in args.steps.split(":"))
     for path in args.checkpoints:
-        model = load_model(path).eval()
+        model = load_model(path).model.eval()
         gains = [composite_gain(model, pretraining_batch(step, args.batch, 128)[0]) for step in range(start, stop)]
         mean = lambda key: sum(g[key] for g in gains) / len(gains)  # noqa: E731 (every batch has as many tokens)
         peak = lambda key: max(g[key] for g in gains)  # noqa: E731

@@ -8,7 +8,8 @@ import pytest
 from glm53 import GLM53, ModelConfig
 from glm53.cli import main
 from glm53.data.tasks import frozen_tasks, write_tasks
-from glm53.train.checkpoint import save_checkpoint, started
+from glm53.checkpoints.format import save_checkpoint
+from glm53.train.run_folder import started
 
 from .tiny import TINY
 
@@ -142,7 +143,7 @@ CASES = [
     ("vision into a full folder", ["vision", "--steps", "1", "--out", "{root}"], "never overwrites"),
     ("run from a step that is not saved", ["run", "--out", "{new}", "--preset", "quick", "--rl-start", "7"], "--rl-start 7 must be one of"),
     ("run with no confirm tasks", ["run", "--out", "{new}", "--confirm-per-family", "0"], "--confirm-per-family must be >= 1"),
-    ("run with a bad pretraining setting", ["run", "--out", "{new}", "--pretrain.grad-clip", "-1"], "pretrain: --grad-clip must be > 0"),
+    ("run with a bad pretraining setting", ["run", "--out", "{new}", "--pretrain.grad-clip", "-1"], "--grad-clip must be > 0"),
     ("run with a bad RL setting", ["run", "--out", "{new}", "--rl.temperature", "0"], "rl: --temperature must be > 0"),
     ("negative keep-last", ["pretrain", "--out", "{new}", "--keep-last", "-1"], "--keep-last must be >= 0"),
     ("resume without the optimizer", ["pretrain", "--out", "{new}", "--resume", "--no-save-optimizer"],

@@ -93,15 +93,69 @@ def folder_of(name: str) -> str:
 
 
 def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """Folder -> the folders its modules import. A folder's commands.py (the CLI's wiring of its commands, above
-    every stage: `glm53 eval` loads a checkpoint that train/ writes) is left out."""
+    """Folder -> the folders its modules import (every module, a folder's commands.py too)."""
     folders: dict[str, set[str]] = {}
     for name, targets in graph.items():
         edges = folders.setdefault(folder_of(name), set())
-        if name.endswith(".commands"):
-            continue
         edges.update(folder_of(t) for t in targets if folder_of(t) != folder_of(name))
     return folders
+
+
+# The floors of the house, ground first: a room (a stage folder, or a loose module) imports only rooms on the
+# floors below its own. A room not listed here is refused by the test (a new folder is given its floor on purpose).
+FLOORS: list[tuple[str, ...]] = [
+    ("runtime",),
+    ("model", "verify"),
+    ("checkpoints", "data"),
+    ("decode",),
+    ("evaluate", "serve"),  # serve decodes and judges as eval does, and imports nothing of evaluate/
+    ("train",),
+    ("speed", "vision", "glm53.run_config", "glm53.run_report"),
+    ("glm53.run_suite_report",),
+    ("glm53.run",),
+    ("sweep",),
+    ("glm53.cli",),
+    ("glm53", "glm53.__main__"),  # the package face loads lazily (PEP 562), and `python -m glm53` runs the CLI
+]
+
+
+def floor_of(room: str) -> int | None:
+    return next((i for i, rooms in enumerate(FLOORS) if room in rooms), None)
+
+
+def arrows_up(folders: dict[str, set[str]]) -> list[str]:
+    """The imports that do not run down: to a room on the same floor or above, or from or to an unplanned room.
+    The package face is exempt as a target: `from .. import __version__` reads a string, and loads no stage."""
+    found = []
+    for room, targets in sorted(folders.items()):
+        for target in sorted(targets - {"glm53"}):
+            here, there = floor_of(room), floor_of(target)
+            if here is None or there is None or there >= here:
+                found.append(f"{room} -> {target}")
+    return found
+
+
+def floor_plan(graph: dict[str, set[str]]) -> str:
+    """The house as text: each floor's rooms (top floor first) with what they import, the arrows that do not run
+    down, and the circles among modules and among rooms."""
+    folders = folder_graph(graph)
+    lines = [f"{len(graph)} modules in {len(folders)} rooms on {len(FLOORS)} floors"]
+    for level in range(len(FLOORS) - 1, -1, -1):
+        for room in FLOORS[level]:
+            if room in folders:
+                size = sum(1 for m in graph if folder_of(m) == room)
+                lines.append(f"  floor {level:2d}  {room:22s} {size:3d} modules -> "
+                             f"{', '.join(sorted(folders[room])) or '-'}")
+    unplanned = sorted(set(folders) - {r for rooms in FLOORS for r in rooms})
+    lines.append(f"rooms without a floor: {', '.join(unplanned) or 'none'}")
+    up = arrows_up(folders)
+    lines.append(f"arrows up: {len(up)}" + "".join(f"\n  {a}" + "".join(
+        f"\n      {m} -> {', '.join(sorted(t for t in graph[m] if folder_of(t) == a.split(' -> ')[1]))}"
+        for m in sorted(graph) if folder_of(m) == a.split(" -> ")[0]
+        and any(folder_of(t) == a.split(" -> ")[1] for t in graph[m])) for a in up))
+    lines.append(f"module circles: {cycles(graph) or 'none'}")
+    lines.append(f"room circles: {cycles(folders) or 'none'}")
+    return "\n".join(lines)
 
 
 def line_count(path: Path) -> int:
@@ -123,6 +177,12 @@ def test_no_module_imports_itself_in_a_circle():
 
 def test_the_stage_folders_import_each_other_without_a_circle():
     assert cycles(folder_graph(import_graph())) == []
+
+
+def test_every_room_has_a_floor_and_imports_only_rooms_below_it():
+    """No arrow runs up, a folder's commands.py included: the CLI's wiring lives in the folder whose floor
+    already holds what the command needs (`glm53 eval` loads a checkpoint from checkpoints/, below evaluate/)."""
+    assert arrows_up(folder_graph(import_graph())) == []
 
 
 def test_no_module_is_over_400_lines():
@@ -182,10 +242,7 @@ def top_level_names(path: Path) -> set[str]:
 
 if __name__ == "__main__":
     graph = import_graph()
-    print(f"{len(graph)} modules; import cycles: {cycles(graph) or 'none'}")
-    print(f"folder cycles: {cycles(folder_graph(graph)) or 'none'}")
-    for folder, targets in sorted(folder_graph(graph).items()):
-        print(f"  {folder:16s} -> {', '.join(sorted(targets)) or '-'}")
+    print(floor_plan(graph))
     print("longest modules:", ", ".join(f"{p.relative_to(PACKAGE)} {n}" for n, p in
                                         sorted(((line_count(p), p) for p in modules().values()), reverse=True)[:5]))
     print("longest functions:", ", ".join(f"{name} {n}" for n, name in longest_functions()))

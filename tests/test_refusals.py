@@ -11,7 +11,7 @@ import torch
 from glm53 import GLM53, ModelConfig
 from glm53.cli import main
 from glm53.data.tasks import frozen_tasks
-from glm53.train.checkpoint import save_checkpoint
+from glm53.checkpoints.format import save_checkpoint
 
 from .test_bad_inputs import TINY_FLAGS, files  # noqa: F401 - the shared fixture of damaged and good inputs
 from .tiny import TINY
@@ -132,7 +132,7 @@ CASES = [
 
 @pytest.mark.parametrize("name, argv, message", CASES, ids=[c[0] for c in CASES])
 def test_refused_in_one_plain_line(more, tmp_path, capsys, name, argv, message):
-    from glm53.train.checkpoint import started
+    from glm53.train.run_folder import started
 
     values = {**{k: str(v) for k, v in more.items()}, "new": str(tmp_path / "out")}
     assert main([a.format(**values) for a in argv]) == 2, name
@@ -299,7 +299,7 @@ def test_a_damaged_calibration_cache_is_said_once_and_rebuilt(capsys):
 
 
 def test_checkpoints_and_exports_are_readable_like_other_files(tmp_path):
-    from glm53.train.export import export_model
+    from glm53.checkpoints.export import export_model
 
     old = os.umask(0o022)
     try:
@@ -314,7 +314,7 @@ def test_checkpoints_and_exports_are_readable_like_other_files(tmp_path):
 def test_a_resumed_receipt_carries_the_resume_points_hash(tmp_path):
     import shutil
 
-    from glm53.train.checkpoint import read_metadata
+    from glm53.checkpoints.format import read_metadata
     from glm53.train.pretrain import pretrain
     from glm53.train.pretrain_config import PretrainConfig
 
@@ -340,7 +340,7 @@ def test_a_folder_without_metadata_is_refused_unless_trusted(tmp_path, capsys):
     from glm53.cli import main
     from glm53.model.config import ModelConfig
     from glm53.model.model import GLM53
-    from glm53.train.checkpoint import save_checkpoint
+    from glm53.checkpoints.format import save_checkpoint
     from tests.tiny import TINY
 
     good = tmp_path / "good"
@@ -370,7 +370,7 @@ def test_resuming_another_commands_run_says_so_in_one_line(tmp_path):
     """`glm53 rl --resume` on a pretraining folder named twenty "differing" settings; it names the kind of run."""
     import json
 
-    from glm53.train.checkpoint import check_run_folder
+    from glm53.train.run_folder import check_run_folder
     from glm53.train.pretrain_config import PretrainConfig
     from glm53.train.rl_config import RLConfig
 
@@ -475,7 +475,7 @@ def test_export_makes_a_missing_folder_above_out(more, tmp_path, capsys):
 
 
 def test_a_resumed_run_that_changes_the_threads_is_refused_with_the_fix(tmp_path):
-    from glm53.train.checkpoint import check_resume_settings
+    from glm53.train.run_folder import check_resume_settings
     from glm53.train.pretrain_config import PretrainConfig
     from glm53.runtime.config import RESUMABLE_CHANGES
 
@@ -505,8 +505,8 @@ def test_a_moved_main_job_folder_resumes(tmp_path):
 
     from glm53.run_config import RunConfig
     from glm53.runtime.config import RESUMABLE_CHANGES
-    from glm53.train.checkpoint import check_resume_settings
-    from glm53.train.retention import RETENTION_CHANGES
+    from glm53.train.run_folder import check_resume_settings
+    from glm53.checkpoints.retention import RETENTION_CHANGES
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "run.json").write_text(json.dumps(RunConfig.from_preset(str(tmp_path / "a"), "quick")

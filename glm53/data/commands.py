@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from .suites import SUITE_NAMES, SUITES
+from .suites import ALL_SPLITS, SUITE_NAMES
 
 SPLITS = ("dev", "rl", "final", "confirm")  # the reference suite's
-ALL_SPLITS = tuple(dict.fromkeys(s for suite in SUITES.values() for s in suite.splits))
 DEFAULT_PER_FAMILY = 8
 DEFAULT_COUNT = 100  # broad suite: tasks of a split (the human split: all 88)
 
@@ -46,11 +45,11 @@ def split_tasks(args) -> list:
         if args.per_family is not None:
             raise ValueError(f"--per-family is for the reference suite; the {suite.name} suite takes --count (the "
                              "first N tasks of the split)")
-        count = args.count if args.count is not None else (None if args.split == "human" else DEFAULT_COUNT)
+        count = args.count if args.count is not None else (None if args.split in suite.scored_whole else DEFAULT_COUNT)
         flag = "--count"
     if count is not None and count < 1:
         raise ValueError(f"{flag} must be >= 1, got {count}")
-    if count is None:  # the whole human split
+    if count is None:  # a split scored whole: the human split
         from .broad.human import human_tasks
 
         return human_tasks()
@@ -81,7 +80,7 @@ def cmd_tasks_export(args) -> int:
         if suite.name != "broad" or args.split == "human":
             raise ValueError("--primitives extends the broad suite's generated splits (dev, rl, confirm, compose, "
                              "phrase): give --suite broad and one of those splits")
-        from .broad.export import export_tasks
+        from .broad.task_file import export_tasks
 
         if args.families != "all" or args.per_family is not None:
             raise ValueError("with --primitives give the split's size as --count, and no --families")

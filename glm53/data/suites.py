@@ -37,6 +37,12 @@ class Suite:
     count_unit: str  # what `count` in tasks() counts
     stage_defaults: dict = field(default_factory=dict, repr=False)
     bucket_steps: int = 0  # pretraining: >0 sorts the documents of this many steps by length (pretrain_batches.py)
+    scored_whole: tuple[str, ...] = ()  # splits always scored whole, whatever count is asked (broad: human, 88 tasks)
+
+    def eval_tasks(self, split: str, count: int) -> list:
+        """The tasks `split` is scored on: its first `count` (reference: per family), or all of it when the suite
+        scores it whole. The one place that rule is written: `glm53 run`, the sweep's split jobs."""
+        return self.tasks(split, None if split in self.scored_whole else count)
 
     def defaults(self, stage: str) -> dict:
         """Settings `--suite` puts under a stage's preset and flags: stage "pretrain", "rl", "eval" or "run"."""
@@ -159,14 +165,14 @@ class BroadSuite(Suite):
     def max_document_tokens(self) -> int:
         """The longest prompt + reference body of any broad task (generated: at most MAX_BYTES bytes; the human
         split: its longest prompt + solution), with BOS and EOS."""
-        from .broad.generate import MAX_BYTES
+        from .broad.task_draw import MAX_BYTES
         from .broad.human import human_rows
 
         human = max(len((r["prompt"] + r["solution"]).encode()) for r in human_rows())
         return max(MAX_BYTES, human) + BOS_EOS
 
     def context_problem(self, max_sequence_length: int, sequence_length: int | None = None) -> str | None:
-        from .broad.generate import MAX_BYTES
+        from .broad.task_draw import MAX_BYTES
 
         need = self.max_document_tokens()
         if max_sequence_length < need:
@@ -197,8 +203,9 @@ SUITES: dict[str, Suite] = {
             "rl": {"families": "all", "tasks_per_family": 256, "max_new_tokens": BROAD_MAX_NEW_TOKENS,
                    "dev_per_family": 32},
             "eval": {"max_new_tokens": BROAD_MAX_NEW_TOKENS},
-        }, bucket_steps=8),
+        }, bucket_steps=8, scored_whole=("human",)),
 }
+ALL_SPLITS = tuple(dict.fromkeys(s for suite in SUITES.values() for s in suite.splits))  # every split of every suite
 
 
 def suite_settings(settings: dict, stage: str) -> dict:

@@ -4,8 +4,8 @@ Each row is the task as a task file holds it (`Task.to_json`, what `write_tasks`
 entry_point, cases, and a language level other than the reference) plus its `completion`; with several samples per
 task, also the sample's 0-based index `sample`. `glm53 verify` reads prompt, completion, entry_point, cases and
 language, keeps every other key, and adds the verdict. The completions come from evaluation's one function
-(glm53/evaluate/evaluate.py `evaluation_completions`, called by the command), so they are exactly the ones
-`glm53 eval` judges with the same settings.
+(task_completions.py `evaluation_completions`, called by the command), so they are exactly the ones `glm53 eval`
+judges with the same settings.
 
 Simplification: the rows are held in memory and written once, atomically, at the end (no partial file after a
 crash; a split is at most a few thousand rows). No header line: `glm53 verify` reads every line as a row.

@@ -26,8 +26,7 @@ ONLY = {"out": ("--out", BULK), "suite": ("--suite", BULK), "precision": ("--pre
 
 def add_generate_parser(sub) -> None:
     from ..data.commands import add_split_flags, add_suite_flag
-    from ..evaluate.eval_config import EVAL_SEED
-    from .sampling import Sampling
+    from .sampling import EVAL_SEED, Sampling
 
     p = sub.add_parser("generate", help="complete a prompt, many tasks (for glm53 verify) or prompts typed in",
                        description="Give --prompt TEXT, --tasks FILE, --split NAME or --interactive. --tasks and "
@@ -113,14 +112,14 @@ def generate_prompt(args) -> int:
     import torch
 
     from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
     from .engine import generate_groups
     from .generate import STOP_RULES, cut_to_function, generate_uncached
     from .sampling import Sampling
 
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified)
+    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified).model
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
     prompt = unescape(args.prompt) if args.escapes else args.prompt
     rule = STOP_FLAG[args.stop or "function"]
@@ -146,10 +145,9 @@ def generate_tasks(args) -> int:
     from ..data.commands import split_tasks
     from ..data.suites import get_suite
     from ..data.tasks import read_tasks
-    from ..evaluate.eval_config import EVAL_SEED, EvalConfig
     from ..runtime.config import DECODE_PRECISION
     from ..runtime.files import refuse_existing
-    from .sampling import SAMPLED_TEMPERATURE, Sampling
+    from .sampling import EVAL_SEED, SAMPLED_TEMPERATURE, Sampling, TaskDecoding
 
     if not args.out:
         raise ValueError("--tasks and --split write JSON Lines for `glm53 verify`: give --out FILE (it must not exist)")
@@ -163,8 +161,8 @@ def generate_tasks(args) -> int:
     sampling = config_from_args(Sampling, args, base=suite.defaults("eval"))
     if args.samples > 1 and sampling.temperature <= 0:
         raise ValueError("several --samples per task need a --temperature > 0 (greedy samples would be identical)")
-    cfg = EvalConfig(samples=args.samples, sampling=sampling, seed=EVAL_SEED if args.seed is None else args.seed,
-                     precision=args.precision or DECODE_PRECISION, suite=suite.name)
+    cfg = TaskDecoding(samples=args.samples, sampling=sampling, seed=EVAL_SEED if args.seed is None else args.seed,
+                       precision=args.precision or DECODE_PRECISION, suite=suite.name)
     tasks = read_tasks(args.tasks) if args.tasks else split_tasks(args)
     if not tasks:
         raise ValueError(f"no task of families {args.families} in split {args.split}")
@@ -174,12 +172,12 @@ def generate_tasks(args) -> int:
 def _complete_and_write(args, suite, cfg, tasks, started: float) -> int:
     import time
 
-    from ..evaluate.evaluate import evaluation_completions
+    from ..checkpoints.format import load_model
     from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
     from .bulk import write_completions
+    from .task_completions import evaluation_completions
 
-    model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified)
+    model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified).model
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:
         raise ValueError(f"{args.checkpoint}: {problem}")
@@ -197,13 +195,13 @@ def generate_interactive(args) -> int:
     import torch
 
     from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
     from .interactive import run_repl
     from .sampling import Sampling
 
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified)
+    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified).model
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
     run_repl(model, sampling, generator, STOP_FLAG[args.stop or "function"], sys.stdin, sys.stdout, sys.stderr,
              edit=unescape if args.escapes else str)

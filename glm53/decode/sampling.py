@@ -1,12 +1,15 @@
-"""How tokens are drawn (`Sampling`), and the sampling defaults every stage shares, each written once here. Light:
-no torch, so the configs that nest it load without it."""
+"""How tokens are drawn (`Sampling`), how a task's completions are drawn (`TaskDecoding`: how many, the seed, the
+precision, the suite's stop rule), and the sampling defaults every stage shares, each written once here. Light:
+no torch, so the configs that nest them load without it."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES
 from ..runtime.composition import composed
-from ..runtime.settings import Checks, setting
+from ..runtime.config import DECODE_PRECISION, PRECISIONS
+from ..runtime.settings import MAX_SEED, Checks, setting
 
 # sampling divides float32 scores by the temperature: above float32's largest number it becomes inf, and a banned
 # token's -inf / inf is NaN (torch: "probability tensor contains either `inf`, `nan` or element < 0"); any
@@ -14,6 +17,7 @@ from ..runtime.settings import Checks, setting
 MAX_TEMPERATURE = 3.4028234663852886e38
 SAMPLED_TEMPERATURE = 0.35  # the temperature of sampled completions: RL rollouts, dev and sampled evaluations
 MAX_NEW_TOKENS = 48  # token cap of a completion (every task's body fits well within it)
+EVAL_SEED = 8675309  # the seed of sampled evaluations: `glm53 eval`, RL's dev scores, a sweep's eval jobs
 
 
 @composed
@@ -36,3 +40,25 @@ class Sampling:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@composed
+@dataclass
+class TaskDecoding:
+    """How the completions of tasks are drawn (task_completions.py): samples per task, how each is sampled, the
+    generator's seed, the precision, and the suite whose stop rule and context fit apply. Evaluation nests it."""
+
+    samples: int = setting(1, "samples per task (1 = greedy pass@1)", at_least=1)
+    sampling: Sampling = setting(default_factory=Sampling, flatten=True)
+    seed: int = setting(EVAL_SEED, "seed of the sampling generator", at_least=0, at_most=MAX_SEED)
+    precision: str = setting(DECODE_PRECISION, "decoding precision", choices=PRECISIONS)
+    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its splits, stop rule and token cap (reference: "
+                                        "48 tokens, first statement; broad: 192, to the function's end)",
+                         choices=SUITE_NAMES)
+
+    def __post_init__(self) -> None:
+        check = Checks("decoding")
+        check.require(self.samples == 1 or self.sampling.temperature > 0,
+                      "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
+        check.declared(self)
+        check.done()

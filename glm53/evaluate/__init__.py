@@ -1,13 +1,10 @@
 """Evaluation: scores with receipts, and comparisons of them. Read in this order:
 
-    eval_config.py  what an evaluation does (EvalConfig), what `glm53 eval` takes, the evaluation seed
-    sandbox_policy.py  the sandbox's isolation level as a policy (--accept-partial-isolation) and its record
+    eval_config.py  what an evaluation does (EvalConfig: decoding and sandbox time), what `glm53 eval` takes
     evaluate.py  `glm53 eval`: greedy pass@1 or sampled pass@k on frozen splits or task files
     body_loss.py  teacher-forced loss of a split's reference bodies: a smooth score where pass@1 is near 0
     stats.py     paired statistics: McNemar, bootstrap intervals, Holm, sign-flip tests
     power.py     the smallest effect those paired tests detect at an observed spread, and the seeds for a given one
     compare.py   `glm53 compare`: paired comparison of evaluation receipts on the same tasks
-    report.py    charts and REPORT.md of a `glm53 run` folder
-    suite_report.py  REPORT.md of a `glm53 run` on the broad suite: every split before and after RL
     commands.py  `glm53 eval` and `glm53 compare`
 """

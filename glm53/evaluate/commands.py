@@ -19,7 +19,8 @@ def _tasks_from(cfg):
 
     if cfg.tasks:
         return read_tasks(cfg.tasks)
-    return split_tasks(SimpleNamespace(suite=cfg.evaluation.suite, split=cfg.split, per_family=cfg.per_family,
+    return split_tasks(SimpleNamespace(suite=cfg.evaluation.decoding.suite, split=cfg.split,
+                                       per_family=cfg.per_family,
                                        count=cfg.count, families=cfg.families))
 
 
@@ -40,7 +41,7 @@ def cmd_eval(args) -> int:
     from ..data.commands import DEFAULT_PER_FAMILY
     from ..data.suites import get_suite
     from .eval_config import EvalCommandConfig
-    from .sandbox_policy import require_isolation
+    from ..verify.sandbox_policy import require_isolation
 
     def defaults(given) -> dict:  # the suite's, and several samples' own temperature unless one is given
         found = get_suite(given("suite")).defaults("eval")
@@ -52,20 +53,21 @@ def cmd_eval(args) -> int:
     if cfg is None:  # --print-config printed it (without loading torch)
         return 0
     from ..runtime.device import resolve_device
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
     from .evaluate import evaluate, format_summary
 
-    suite = get_suite(cfg.evaluation.suite)
+    suite = get_suite(cfg.evaluation.decoding.suite)
     refuse_unusable_output(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)
-    model = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device), trust_unverified=cfg.runtime.trust_unverified)
+    loaded = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device), trust_unverified=cfg.runtime.trust_unverified)
+    model = loaded.model
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:
         raise ValueError(f"{cfg.checkpoint}: {problem}")
     result = evaluate(model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
     result["checkpoint"] = str(cfg.checkpoint)
-    result["checkpoint_sha256"], result["checkpoint_verified"] = model.weights_sha256, model.verified
+    result["checkpoint_sha256"], result["checkpoint_verified"] = loaded.weights_sha256, loaded.verified
     size = {"per_family": cfg.per_family or DEFAULT_PER_FAMILY} if suite.count_unit == "per family" else \
         {"count": len(tasks)}
     result["source"] = {"tasks_file": cfg.tasks} if cfg.tasks else {"split": cfg.split, **size,

@@ -1,40 +1,29 @@
-"""What an evaluation does (`EvalConfig`: samples per task and how they are drawn), what `glm53 eval` takes
-(`EvalCommandConfig`: a checkpoint, the tasks, the evaluation, the runtime) and the evaluation seed. Light: no
-torch, so `glm53 --help` and the configs that nest an evaluation load without it (evaluate.py runs it)."""
+"""What an evaluation does (`EvalConfig`: the completions' decoding, and the sandbox's time per program) and what
+`glm53 eval` takes (`EvalCommandConfig`: a checkpoint, the tasks, the evaluation, the runtime). Light: no torch, so
+`glm53 --help` and the configs that nest an evaluation load without it (evaluate.py runs it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..data.commands import ALL_SPLITS, DEFAULT_COUNT, DEFAULT_PER_FAMILY
-from ..data.suites import DEFAULT_SUITE, SUITE_NAMES
-from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
-from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
+from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling, TaskDecoding
+from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed
-from ..runtime.settings import MAX_SEED, Checks, setting
+from ..runtime.settings import Checks, setting
 from ..verify.verifier import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
-
-EVAL_SEED = 8675309  # the seed of sampled evaluations: `glm53 eval`, RL's dev scores, a sweep's eval jobs
-
 
 @composed
 @dataclass
 class EvalConfig:
-    """What `evaluate` does: how many samples per task and how they are drawn."""
+    """What `evaluate` does: the completions (how many per task and how they are drawn), and how long each
+    program may run in the sandbox. Flat keyword arguments reach the decoding: EvalConfig(samples=8)."""
 
-    samples: int = setting(1, "samples per task (1 = greedy pass@1)", at_least=1)
-    sampling: Sampling = setting(default_factory=Sampling, flatten=True)
-    seed: int = setting(EVAL_SEED, "seed of the sampling generator", at_least=0, at_most=MAX_SEED)
-    precision: str = setting(DECODE_PRECISION, "decoding precision", choices=PRECISIONS)
+    decoding: TaskDecoding = setting(default_factory=TaskDecoding, flatten=True)
     timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox", above=0)
-    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its splits, stop rule and token cap (reference: "
-                                        "48 tokens, first statement; broad: 192, to the function's end)",
-                         choices=SUITE_NAMES)
 
     def __post_init__(self) -> None:
         check = Checks("eval")
-        check.require(self.samples == 1 or self.sampling.temperature > 0,
-                      "several --samples per task need a --temperature > 0 (greedy samples would be identical)")
         check.declared(self)
         check.require(self.timeout_s <= MAX_TIMEOUT_S, f"--timeout-s must be at most {MAX_TIMEOUT_S:.0f} seconds (a "
                                                        f"day per program), got {self.timeout_s}")

@@ -1,13 +1,11 @@
 """Evaluation on frozen splits or task files: greedy pass@1, sampled pass@k, with a full receipt.
 
-Generation stops a completion at EOS, or where the task suite's stop rule says (glm53/data/suites.py): in the
-reference suite at the first newline after which the function is complete and passes the verifier's static check
-(its first statement); in the broad suite where the function ends (its first line that is not indented), cut
-there. Each program is verified at its task's language level. pass@k is reported two ways: the unbiased estimator of Chen et al. (2021),
+The completions are decode/task_completions.py's (stopped and cut as the task suite says). Each program is
+verified at its task's language level. pass@k is reported two ways: the unbiased estimator of Chen et al. (2021),
 1 - C(n - c, k) / C(n, k) averaged over tasks, and the plain any-of-n rate (did any sample pass).
 
-`evaluation_completions` is the one place evaluation's completions are made: `glm53 generate --tasks` writes the
-same ones (glm53/decode/bulk.py) for `glm53 verify` to judge.
+`evaluation_completions` (decode/task_completions.py) is the one place evaluation's completions are made:
+`glm53 generate --tasks` writes the same ones (glm53/decode/bulk.py) for `glm53 verify` to judge.
 """
 
 from __future__ import annotations
@@ -20,18 +18,15 @@ import torch
 
 from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
-from ..decode.engine import generate_groups
-from ..decode.generate import STOP_RULES, cut_to_function, function_body_complete
 from ..decode.sampling import Sampling
+from ..decode.task_completions import evaluation_completions, sample_completions
 from ..model.model import GLM53
-from ..runtime.device import peak_memory_bytes, resolve_precision
+from ..runtime.device import peak_memory_bytes
 from ..verify.rewards import binary_reward
-from ..verify.static_check import is_valid
+from ..verify.program import Program
 from ..verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, verify_many
 from .eval_config import EvalConfig
-from .sandbox_policy import sandbox_record
-
-MAX_ROWS_PER_BATCH = 256
+from ..verify.sandbox_policy import sandbox_record
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -43,51 +38,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def task_stop_rule(tasks: list[Task], suite: str = DEFAULT_SUITE):
-    """The suite's stop rule. Reference: stop once the completion ends a line and prompt + completion is a
-    complete, statically valid function. Broad: stop where the function ends."""
-    rule = get_suite(suite).stop
-    if rule != "statement":
-        return STOP_RULES[rule]
-    entry_points = {t.prompt: t.entry_point for t in tasks}
-
-    def stop(prompt: str, completion: str) -> bool:
-        return function_body_complete(prompt, completion) and is_valid(prompt + completion, entry_points[prompt])
-
-    return stop
-
-
-def sample_completions(model: GLM53, tasks: list[Task], group_size: int, sampling: Sampling,
-                       generator: torch.Generator, precision: str = "fp32", max_rows: int | None = None,
-                       suite: str = DEFAULT_SUITE) -> list[list[dict]]:
-    """For each task, `group_size` completions from the cached engine (at most `max_rows` rows per engine
-    call), stopped, capped and cut as `suite` says: [[{"completion", "token_ids", "hit_token_cap"}, ...] per task].
-    What evaluation and RL judge, and what `glm53 generate --tasks` writes (one function, so they cannot drift)."""
-    stop, fit = task_stop_rule(tasks, suite), get_suite(suite).fit_context
-    per_batch = len(tasks) if max_rows is None else max(1, max_rows // group_size)
-    completions: list[list[dict]] = []
-    for start in range(0, len(tasks), per_batch):
-        chunk = tasks[start : start + per_batch]
-        completions.extend(generate_groups(model, [t.prompt for t in chunk], group_size, sampling,
-                                           generator=generator, stop=stop, precision=precision, fit_context=fit))
-    if get_suite(suite).stop == "function":
-        completions = [[cut_to_function(s) for s in group] for group in completions]
-    return completions
-
-
-def evaluation_completions(model: GLM53, tasks: list[Task], cfg: EvalConfig) -> tuple[list[list[dict]], str]:
-    """`evaluate`'s completions of `tasks` under `cfg` (its seed, precision, batch size, suite), and the precision
-    they were decoded at: `glm53 eval` judges them, `glm53 generate --tasks` writes them."""
-    precision = resolve_precision(cfg.precision, model.device, purpose="decode")
-    generator = torch.Generator(device=model.device).manual_seed(cfg.seed)
-    return sample_completions(model, tasks, cfg.samples, cfg.sampling, generator, precision, MAX_ROWS_PER_BATCH,
-                              cfg.suite), precision
-
-
 def verify_completions(tasks: list[Task], completions: list[list[dict]], timeout_s: float = DEFAULT_TIMEOUT_S,
                        pool: SandboxPool | None = None) -> list[list[tuple[dict, Verdict]]]:
     """Each completion judged against its task's hidden cases at the task's language level."""
-    items = [(t.prompt + s["completion"], t.entry_point, t.cases, t.language)
+    items = [Program.completed(t.prompt, s["completion"], t.entry_point, t.cases, t.language)
              for t, group in zip(tasks, completions) for s in group]
     verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
     return [[(s, next(verdicts)) for s in group] for group in completions]
@@ -127,8 +81,9 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
     """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", "sandbox",
     ...}; `accepted_partial`: whether the caller accepted a sandbox below full isolation (sandbox_policy.py)."""
     started = time.perf_counter()
-    samples = cfg.samples
-    completions, precision = evaluation_completions(model, tasks, cfg)
+    decoding = cfg.decoding
+    samples = decoding.samples
+    completions, precision = evaluation_completions(model, tasks, decoding)
     judged = verify_completions(tasks, completions, cfg.timeout_s, pool)
     rows = []
     for task, group in zip(tasks, judged):
@@ -144,10 +99,10 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
     return {
         **_summaries(rows, samples),
         "tasks": rows,
-        "settings": {"samples": samples, "temperature": cfg.sampling.temperature, "seed": cfg.seed,
-                     "max_new_tokens": cfg.sampling.max_new_tokens, "timeout_s": cfg.timeout_s, "precision": precision,
-                     "greedy": samples == 1 and cfg.sampling.temperature <= 0},
-        **get_suite(cfg.suite).receipt(),  # the suite and its verifier level
+        "settings": {"samples": samples, "temperature": decoding.sampling.temperature, "seed": decoding.seed,
+                     "max_new_tokens": decoding.sampling.max_new_tokens, "timeout_s": cfg.timeout_s,
+                     "precision": precision, "greedy": samples == 1 and decoding.sampling.temperature <= 0},
+        **get_suite(decoding.suite).receipt(),  # the suite and its verifier level
         "sandbox": sandbox_record(accepted_partial, pool),
         "elapsed_seconds": time.perf_counter() - started,
         "peak_memory_bytes": peak_memory_bytes(model.device),

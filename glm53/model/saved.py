@@ -1,5 +1,5 @@
 """A saved model folder's record of itself: metadata.json holds the sha256 of its weights and of its config.json,
-and every load checks both (GLM53.from_pretrained here, the commands through train/checkpoint.py's load_model),
+and every load checks both (GLM53.from_pretrained here, the commands through checkpoints/format.py's load_model),
 since some switches (position, hc_double_residual) leave every weight's shape alone and an edited config would
 load the same weights as another model. Light: no torch."""
 

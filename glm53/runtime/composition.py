@@ -167,7 +167,8 @@ def route(cls, kwargs: dict) -> dict:
         stem = stem_of(f.metadata)
         if stem is None or not dataclasses.is_dataclass(hints[f.name]):
             continue
-        names = {leaf.name for leaf in leaves(hints[f.name], dotted=False)}
+        names = {leaf.name for leaf in leaves(hints[f.name], dotted=False)} | \
+            {inner.name for inner in dataclasses.fields(hints[f.name]) if inner.init}
         mine = {k[len(stem):]: loose.pop(k) for k in list(loose) if k.startswith(stem) and k[len(stem):] in names}
         if mine:
             base = routed.get(f.name, field_default(f))

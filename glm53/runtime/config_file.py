@@ -32,7 +32,7 @@ from typing import Any, Callable
 from .composition import MISSING, leaves, stem_of, type_hints
 from .settings import _coerce, _lookup, config_from_args  # the sweep specs' checks and the flags' precedence
 
-RUN_SETTINGS_FILE = "run.json"  # a run folder's recorded settings (train/checkpoint.py RUN_CONFIG_NAME)
+RUN_SETTINGS_FILE = "run.json"  # a run folder's recorded settings (checkpoints/names.py RUN_CONFIG_NAME)
 RECORD_SECTIONS = ("run", "settings", "config")  # the settings in a pretraining, an RL and a run receipt
 NOT_REPLAYED = ("out", "resume")  # a replay writes a new folder, from its start
 

@@ -103,7 +103,7 @@ def create_app(generator: Generator, cfg: ServeConfig) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, err: Exception):
-        log.exception("glm53 serve: %s %s failed", request.method, request.url.path)
+        log.error("glm53 serve: %s %s failed", request.method, request.url.path, exc_info=err)  # with its traceback
         return sentence(500, f"the server met an unexpected {type(err).__name__}; its log has the details")
 
     async def json_body(request: Request):

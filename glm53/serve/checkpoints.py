@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.suites import Suite, get_suite
-from ..train.checkpoint import load_model  # the one place glm53 serve loads weights
-from ..train.names import RUN_CONFIG_NAME
+from ..checkpoints.format import load_model  # the one place glm53 serve loads weights
+from ..checkpoints.names import RUN_CONFIG_NAME
 
 
 @dataclass
@@ -19,10 +19,12 @@ class ServedCheckpoint:
     path: Path
     model: object  # GLM53, in eval mode on the CPU
     suite: Suite
+    weights_sha256: str  # of its model.safetensors, as load_model read it
+    verified: bool  # checked against metadata.json (False only under --trust-unverified)
 
     def describe(self) -> dict:
         return {"name": self.name, "path": str(self.path), "suite": self.suite.name, "language": self.suite.language,
-                "sha256": self.model.weights_sha256, "verified": self.model.verified,
+                "sha256": self.weights_sha256, "verified": self.verified,
                 "layer_pattern": self.model.config.layer_pattern, "experts": self.model.config.experts,
                 "top_k": self.model.config.top_k, "context": self.model.config.max_sequence_length,
                 "stop": self.suite.stop, "max_new_tokens": self.suite.max_new_tokens}
@@ -45,8 +47,8 @@ def open_checkpoints(paths: list[str], trust_unverified: bool) -> list[ServedChe
     served = []
     for given in paths:
         path = Path(given)
-        model = load_model(path, "cpu", trust_unverified=trust_unverified)
-        model.eval()
+        loaded = load_model(path, "cpu", trust_unverified=trust_unverified)
+        model = loaded.model.eval()
         suite = checkpoint_suite(path)
         problem = suite.context_problem(model.config.max_sequence_length)
         if problem:
@@ -54,5 +56,5 @@ def open_checkpoints(paths: list[str], trust_unverified: bool) -> list[ServedChe
         name = "/".join(path.resolve().parts[-2:])
         if any(s.name == name for s in served):
             name = f"{name} ({len(served) + 1})"
-        served.append(ServedCheckpoint(name, path, model, suite))
+        served.append(ServedCheckpoint(name, path, model, suite, loaded.weights_sha256, loaded.verified))
     return served

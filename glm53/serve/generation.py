@@ -21,7 +21,8 @@ import torch
 from ..data.tokenizer import ByteTokenizer
 from ..decode.interactive import stream_completion
 from ..decode.sampling import Sampling
-from ..evaluate.sandbox_policy import ACCEPT_FLAG, missing_layers, sandbox_record
+from ..verify.program import Program
+from ..verify.sandbox_policy import ACCEPT_FLAG, missing_layers, sandbox_record
 from ..verify.verifier import SandboxPool, verify_many
 from .checkpoints import ServedCheckpoint
 from .serve_config import ServeConfig
@@ -142,9 +143,8 @@ class Generator:
         if job.entry_point is None or not job.cases:
             return {"status": "not judged", "language": language, "cases": [],
                     "message": "no test cases: type some (args -> expected, one a line) or pick a task"}
-        program = job.prompt + completion
-        verdicts = verify_many([(program, job.entry_point, [case]) for case in job.cases],
-                               timeout_s=self.cfg.timeout_s, pool=self.pool, language=language)
+        programs = [Program.completed(job.prompt, completion, job.entry_point, [case]) for case in job.cases]
+        verdicts = verify_many(programs, timeout_s=self.cfg.timeout_s, pool=self.pool, language=language)
         passed = sum(v.passed for v in verdicts)
         failing = next((v for v in verdicts if not v.passed), None)
         return {"status": "passed" if failing is None else failing.status, "language": language,

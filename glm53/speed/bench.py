@@ -15,7 +15,6 @@ measured in one run.
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing as mp
 import platform
 import statistics
@@ -23,6 +22,7 @@ import time
 
 import torch
 
+from ..checkpoints.format import weights_sha256
 from ..model.config import ModelConfig
 from ..runtime.cpu import cpu_description, cpu_summary
 from ..runtime.device import autocast, peak_memory_bytes, resolve_precision
@@ -34,14 +34,6 @@ QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, 
              prompt_tokens=12, new_tokens=4, group_size=4, groups=2)
 FULL = dict(model={}, batch_size=32, sequence_length=128, warmup_steps=8, timed_steps=6, plain_timed_steps=2,
             prompt_tokens=60, new_tokens=48, group_size=16, groups=16)
-
-
-def _weights_sha(model) -> str:
-    h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(tensor.detach().float().numpy().tobytes())
-    return h.hexdigest()
 
 
 def _build(model_kwargs: dict, plain: bool, seed: int):
@@ -64,7 +56,7 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
     from ..train.pretrain_config import PretrainConfig
 
     model = _build(model_kwargs, plain, seed)
-    sha = _weights_sha(model)
+    sha = weights_sha256(model)
     optimizer = make_optimizer(model, PretrainConfig(out="-", sequence_length=sequence_length, model=model.config))
     forward = torch.compile(model) if compile_model else model
     device = torch.device("cpu")
@@ -100,7 +92,7 @@ def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: l
     sampling = Sampling(temperature=0.8, max_new_tokens=new_tokens, ignore_eos=True)
 
     model = _build(model_kwargs, plain, seed)
-    sha = _weights_sha(model)
+    sha = weights_sha256(model)
     times = []
     for r in range(repeats + (0 if plain else 1)):  # the cached engine gets one untimed warm-up call
         generator = torch.Generator().manual_seed(seed)

@@ -2,7 +2,8 @@
 
     spec.py          a study's spec (TOML): arms, seeds, checkpoints, comparisons; the shipped specs in specs/
     jobs.py          the kinds of job a sweep runs, one registry entry each
-    split_jobs.py    rl-splits: RL, then every split of its suite before and after (each split's lift)
+    scored_per_split.py  the jobs scored on every split of a suite: rl-splits (RL, then every split before and
+                     after: each split's lift) and pretrain-splits
     executor.py      where jobs run: the local pool, each job a process forked from a preloaded server
     ray_executor.py  `--executor ray`: every job a Ray task
     runner.py        `glm53 sweep`: every (arm, seed) as an independent job, in parallel, resumable

@@ -78,7 +78,7 @@ def make_executor(args):
 
 def check_isolation(spec, runtime) -> None:
     """The isolation policy, before anything is written, for a sweep whose jobs score with the sandbox."""
-    from ..evaluate.sandbox_policy import require_isolation
+    from ..verify.sandbox_policy import require_isolation
     from ..verify.verifier import SandboxPool
     from .jobs import job_kind
 

@@ -32,7 +32,7 @@ ERROR = "error.json"
 JOB_LOG = "log.txt"
 # torch._dynamo is imported by the first optimizer a process builds: 1.5 s of every job, paid once here instead
 PRELOAD = ["torch", "torch._dynamo", "glm53.sweep.jobs", "glm53.train.expression_pretrain", "glm53.train.pretrain",
-           "glm53.evaluate.evaluate", "glm53.train.rl"]
+           "glm53.decode.task_completions", "glm53.evaluate.evaluate", "glm53.train.rl"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def run_job(job: Job, threads: int) -> int:
             receipt = {**receipt, "arm": job.arm, "seed": job.seed, "kind": job.kind, "sweep_settings": job.settings,
                        "threads": threads}
             if kind.verifies:
-                from ..evaluate.sandbox_policy import sandbox_record
+                from ..verify.sandbox_policy import sandbox_record
 
                 receipt["sandbox"] = sandbox_record(job.runtime.accept_partial_isolation)
             atomic_write_json(job_dir / RECEIPT, receipt)

@@ -17,7 +17,7 @@ from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, config_from_settings, setting, setting_names
-from .split_jobs import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
+from .scored_per_split import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def _speculative_figures(model, prompts: list[str], max_new_tokens: int) -> dict
 
 def _run_receipt(cfg, job_dir: Path) -> str:
     """Where the job's training receipt lies, relative to the job folder."""
-    from ..train.checkpoint import RECEIPT_NAME
+    from ..checkpoints.names import RECEIPT_NAME
 
     return str(Path(cfg.out).relative_to(job_dir) / RECEIPT_NAME)
 
@@ -142,7 +142,8 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     from ..decode.engine import generate_groups
     from ..evaluate.evaluate import evaluate
     from ..runtime.files import atomic_write_json
-    from ..train.checkpoint import checkpoint_name, load_model
+    from ..checkpoints.format import load_model
+    from ..checkpoints.names import checkpoint_name
     from ..train.pretrain import pretrain
 
     cfg, extra = job.pretrain, job.extra
@@ -162,7 +163,7 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     greedy = Sampling(temperature=0.0, max_new_tokens=extra.eval_max_new_tokens)
     outcomes, records = {}, {}
     for step in extra.eval_at:
-        model = load_model(Path(cfg.out) / checkpoint_name(step), expect=cfg.model)
+        model = load_model(Path(cfg.out) / checkpoint_name(step), expect=cfg.model).model
         result = evaluate(model, tasks, EvalConfig(samples=1, sampling=greedy, suite=cfg.suite),
                           accepted_partial=cfg.runtime.accept_partial_isolation)
         metrics[str(step)]["greedy_pass_at_1"] = result["summary"]["pass_at_k"]["1"]
@@ -277,12 +278,13 @@ def final_evaluation(job: RLEvalJob) -> tuple[list, EvalConfig, EvalConfig | Non
 
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     from ..evaluate.evaluate import evaluate
-    from ..train.retention import prune_checkpoints
+    from ..checkpoints.retention import prune_checkpoints
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
     receipt = rl_train(cfg, log=log)
-    model = load_final(cfg, receipt)
+    loaded = load_final(cfg, receipt)
+    model = loaded.model
     tasks, greedy_cfg, sampled_cfg = final_evaluation(job)
     accepted = cfg.runtime.accept_partial_isolation
     greedy = evaluate(model, tasks, greedy_cfg, accepted_partial=accepted)
@@ -308,15 +310,15 @@ def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     return {"job": "rl-eval", "settings": job.to_dict(), "seed": cfg.seed, "metrics": {"eval": metrics},
             "task_outcomes": {"greedy_pass_at_1": {t: float(o["greedy_passed"]) for t, o in outcomes.items()}},
             "tasks": outcomes, "curves": curves, "curve_x": "rollouts",
-            "final_weights_sha256": model.weights_sha256, "initial_sha256": receipt["initial_sha256"],
+            "final_weights_sha256": loaded.weights_sha256, "initial_sha256": receipt["initial_sha256"],
             "eval_settings": {"greedy": greedy["settings"], "sampled": sampled["settings"] if sampled else None},
             "rl_seconds": receipt["elapsed_seconds_this_invocation"], "run_receipt": _run_receipt(cfg, job_dir),
             "eval_seconds": greedy["elapsed_seconds"] + (sampled["elapsed_seconds"] if sampled else 0.0)}
 
 
 def load_final(cfg, receipt: dict):
-    """The last checkpoint of the RL run `cfg` that wrote `receipt`."""
-    from ..train.checkpoint import load_model
+    """The last checkpoint of the RL run `cfg` that wrote `receipt` (a LoadedModel)."""
+    from ..checkpoints.format import load_model
 
     last = max(receipt["checkpoints"], key=lambda c: c["group"])
     return load_model(Path(cfg.out) / last["path"])
@@ -356,16 +358,16 @@ def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir:
 def _run_eval(cfg: EvalJobConfig, job_dir: Path, log) -> dict:
     from ..data.tasks import frozen_tasks
     from ..evaluate.evaluate import evaluate
-    from ..train.checkpoint import load_model
+    from ..checkpoints.format import load_model
 
-    model = load_model(cfg.checkpoint)
+    loaded = load_model(cfg.checkpoint)
     tasks = frozen_tasks(cfg.split, cfg.per_family, cfg.families or None)
-    result = evaluate(model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
+    result = evaluate(loaded.model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)
     passed = sum(r["passed"] for r in result["tasks"])
-    metrics = {"pass_rate": passed / (len(tasks) * cfg.evaluation.samples),
+    metrics = {"pass_rate": passed / (len(tasks) * cfg.evaluation.decoding.samples),
                "tasks_solved": sum(r["passed"] > 0 for r in result["tasks"]) / len(tasks)}
-    return {"job": "eval", "settings": cfg.to_dict(), "seed": cfg.evaluation.seed, "metrics": {"eval": metrics},
-            "checkpoint_sha256": model.weights_sha256, "tasks": result["tasks"]}
+    return {"job": "eval", "settings": cfg.to_dict(), "seed": cfg.evaluation.decoding.seed,
+            "metrics": {"eval": metrics}, "checkpoint_sha256": loaded.weights_sha256, "tasks": result["tasks"]}
 
 
 KINDS: dict[str, JobKind] = {k.name: k for k in (
@@ -387,8 +389,8 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
              "zero_variance_fraction"), _make_rl_eval, _run_rl_eval, uses_checkpoints=False),
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
-    JobKind(**RL_SPLITS),  # split_jobs.py: RL, then every split of its suite before and after
-    JobKind(**PRETRAIN_SPLITS),  # split_jobs.py: pretraining scored on the broad suite's splits
+    JobKind(**RL_SPLITS),  # scored_per_split.py: RL, then every split of its suite before and after
+    JobKind(**PRETRAIN_SPLITS),  # scored_per_split.py: pretraining scored on the broad suite's splits
 )}
 
 

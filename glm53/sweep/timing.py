@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..train.names import checkpoint_name
+from ..checkpoints.names import checkpoint_name
 from .runner import SWEEP_LOG
 from .spec import SweepSpec
 
@@ -181,7 +181,7 @@ def _rl_evaluations(spec: SweepSpec, job) -> list[tuple[list, Any]]:
     """(tasks, evaluation settings) of each evaluation that ends the job: rl-eval's greedy and sampled, rl-splits'
     greedy scoring of each split."""
     from .jobs import final_evaluation
-    from .split_jobs import split_evaluation
+    from .scored_per_split import split_evaluation
 
     if spec.job == "rl-eval":
         tasks, greedy, sampled = final_evaluation(job)
@@ -207,7 +207,7 @@ def time_rl_jobs(spec: SweepSpec, setup_from: str | None = None) -> dict:
             short = kind.make({**settings, "groups": groups}, seed, (), Path(folder) / "job")
             started = time.perf_counter()
             receipt = rl_train(short.rl, log=lambda *_: None)
-            model = load_final(short.rl, receipt)
+            model = load_final(short.rl, receipt).model
             whole = time.perf_counter() - started
             stepping = sum(step["seconds"] for step in receipt["steps"])
             per_rollout = stepping / max(1, sum(step["rollouts"] for step in receipt["steps"]))

@@ -1,9 +1,8 @@
 """Training: pretraining, then RL with the verifier's reward. Read in this order:
 
     schedule.py            learning-rate schedules (warmup, constant or cosine)
-    names.py               the names of a run's checkpoint folders and files (light: configs use them)
-    checkpoint.py          checkpoint folders written atomically, loaded with their hash checked; run folders
-    retention.py           what a run keeps of its checkpoints: --keep-last N, --save-optimizer
+    run_folder.py          a run's folder over its life: started, refused, resumed exactly (checkpoints/ holds the
+                           format of what it writes)
     pretrain_config.py     `glm53 pretrain`'s settings (PretrainConfig)
     validation.py          pretraining's validation loss on held-out rows, leaving training untouched
     pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume

@@ -86,7 +86,7 @@ def add_rl_parser(sub) -> None:
 
 def cmd_rl(args) -> int:
     from ..data.suites import get_suite
-    from ..evaluate.sandbox_policy import require_isolation
+    from ..verify.sandbox_policy import require_isolation
     from .rl_config import RLConfig
 
     cfg = config_from_command(RLConfig, args, lambda given: get_suite(given("suite")).defaults("rl"))
@@ -96,22 +96,3 @@ def cmd_rl(args) -> int:
 
     require_isolation(cfg.runtime.accept_partial_isolation, "rl")
     return run_as_rank(rl_train, cfg)  # it reads cfg.tasks_file, where given
-
-
-def add_export_parser(sub) -> None:
-    p = sub.add_parser("export", help="write a checkpoint as a weights-only folder with a model card",
-                       description="The folder loads with GLM53.from_pretrained and can be pushed with "
-                                   "model.push_to_hub(repo_id); the optimizer state stays behind (no resume).")
-    p.add_argument("checkpoint", help="checkpoint folder (holding model.safetensors and metadata.json)")
-    p.add_argument("--out", required=True, help="folder to write (must not exist)")
-    p.set_defaults(func=cmd_export)
-
-
-def cmd_export(args) -> int:
-    from ..runtime.files import refuse_unusable_output
-    from .export import export_model
-
-    refuse_unusable_output(args.out)
-    out = export_model(args.checkpoint, args.out)
-    print(f"exported {args.checkpoint} to {out} (model.safetensors, config.json, README.md)")
-    return 0

@@ -16,7 +16,6 @@ time; the positions cut are padding in every row, so only the balance term sees 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 
 from ..data.expressions import DATA_ORDERS, batch_texts, heldout_metrics, item_order
+from ..checkpoints.format import weights_sha256
 from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
 from ..model.config import ModelConfig
 from ..model.model import GLM53
@@ -31,6 +31,7 @@ from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, setting
 from ..runtime.tracking import reporting
+from .optimization import MUON_SETTINGS, Optimization
 from .pretrain import decay_groups, language_loss
 
 
@@ -46,10 +47,9 @@ class ExpressionPretrainConfig:
     eval_at: tuple[int, ...] = setting((50, 100, 200), "updates after which the held-out structures are scored")
     batch_size: int = setting(24, "examples per update", at_least=1)
     sequence_length: int = setting(128, "tokens per row", at_least=2)
-    lr: float = setting(8e-4, "constant learning rate (AdamW)", above=0)
-    betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
-    weight_decay: float = setting(0.1, "AdamW weight decay on matrices", at_least=0)
-    grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
+    optimization: Optimization = setting(default_factory=lambda: Optimization(lr=8e-4), flatten=True,
+                                         skip=("lr_schedule", "warmup_steps", "min_lr_ratio", *MUON_SETTINGS),
+                                         helps={"lr": "constant learning rate (AdamW)"})
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
     trim_padding: bool = setting(True, "cut each batch after its longest row (those positions are padding in "
                                        "every row; only the balance term counted them)")
@@ -64,7 +64,6 @@ class ExpressionPretrainConfig:
 
     def __post_init__(self) -> None:
         self.eval_at = tuple(sorted(set(int(s) for s in self.eval_at)))
-        self.betas = tuple(self.betas)
         check = Checks("expression-pretrain")
         check.declared(self)
         check.require(bool(self.eval_at) and all(1 <= s <= self.steps for s in self.eval_at),
@@ -74,15 +73,6 @@ class ExpressionPretrainConfig:
 
     def to_dict(self) -> dict:
         return record(self)
-
-
-def weights_sha256(model: torch.nn.Module) -> str:
-    """sha256 over the state dict's names, shapes and bytes (in order): the checkpoint hash of an unsaved model."""
-    h = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 def trim_padding(inputs: torch.Tensor, labels: torch.Tensor):
@@ -95,7 +85,8 @@ def trim_padding(inputs: torch.Tensor, labels: torch.Tensor):
 
 def optimizer_for(model: GLM53, cfg: ExpressionPretrainConfig) -> torch.optim.AdamW:
     # fused: one kernel per parameter; a small model spends a fifth of its optimizer time otherwise
-    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=True)
+    opt = cfg.optimization
+    return torch.optim.AdamW(decay_groups(model, opt.weight_decay), lr=opt.lr, betas=opt.betas, fused=True)
 
 
 def expression_pretrain(cfg: ExpressionPretrainConfig, log=None, out: str | Path | None = None) -> dict:
@@ -132,7 +123,7 @@ def _train(cfg: ExpressionPretrainConfig, log, tracker) -> dict:
             raise FloatingPointError(f"update {step + 1}: loss is {loss.item()}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optimization.grad_clip)
         optimizer.step()
         losses.append(lm_loss.item())
         tokens_seen += int((labels != IGNORE_INDEX).sum())

@@ -21,20 +21,20 @@ def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
 def make_optimizer(model: GLM53, cfg: PretrainConfig):
     """AdamW over every parameter (--optimizer adamw), or Muon on the blocks' matrices with AdamW on the rest
     (--optimizer muon, muon.py); each param group's `lr_scale` is its peak lr over --lr."""
-    if cfg.optimizer == "muon":
+    opt = cfg.optimization
+    if opt.optimizer == "muon":
         from .muon import OptimizerPair, StackedMuon, muon_groups
 
         hidden, rest = muon_groups(model)
-        adamw = torch.optim.AdamW(decay_groups_of(rest, model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas),
+        adamw = torch.optim.AdamW(decay_groups_of(rest, model, opt.weight_decay), lr=opt.lr, betas=tuple(opt.betas),
                                   fused=True)
-        muon = StackedMuon(hidden, lr=cfg.muon_lr, momentum=cfg.muon_momentum, weight_decay=cfg.muon_weight_decay)
+        muon = StackedMuon(hidden, lr=opt.muon_lr, momentum=opt.muon_momentum, weight_decay=opt.muon_weight_decay)
         for group in muon.param_groups:
-            group["lr_scale"] = cfg.muon_lr / cfg.lr
+            group["lr_scale"] = opt.muon_lr / opt.lr
         return OptimizerPair(muon, adamw)
     # fused: one kernel pass over each parameter's weights, gradient and moments (on a 2-core Zen 5, 8 ms a step for
     # the 25.7M parameters against 28 ms for foreach); it rounds differently from the per-parameter loop
-    return torch.optim.AdamW(decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), fused=True)
-
+    return torch.optim.AdamW(decay_groups(model, opt.weight_decay), lr=opt.lr, betas=tuple(opt.betas), fused=True)
 
 def decay_groups_of(params: list, model: GLM53, weight_decay: float) -> list[dict]:
     """decay_groups restricted to `params` (those AdamW keeps beside Muon); empty groups left out."""

@@ -47,12 +47,12 @@ from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_loc
 from ..runtime.kernel_settings import resolve_kernels
 from ..runtime.tracking import reporting
 from ..verify.verifier import isolation_report
-from .checkpoint import (RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name, check_run_folder, restore_latest, rng_state,
-                         save_checkpoint, start_run_folder)
+from ..checkpoints.format import save_checkpoint
+from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name
 from .optimizers import decay_groups, make_optimizer  # noqa: F401 - part of this module's API
+from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .pretrain_config import EXTENSIONS, PretrainConfig
-from .retention import RETENTION_CHANGES, apply_retention
-from .schedule import scheduled_lr
+from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .validation import Validation, validation_due, validation_set
 
 LOG_NAME = "train_log.jsonl"
@@ -65,7 +65,7 @@ NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": Non
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
     """LR for 0-based update `step`: linear warmup, then constant or cosine down to min_lr_ratio * lr."""
-    return scheduled_lr(cfg.lr, step, cfg.steps, cfg.warmup_steps, cfg.lr_schedule, cfg.min_lr_ratio)
+    return cfg.optimization.lr_at(step, cfg.steps)
 
 
 def bare_training_step(model: GLM53, optimizer, inputs: torch.Tensor, labels: torch.Tensor, precision: str) -> None:
@@ -139,7 +139,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
         raise FloatingPointError(f"step {step + 1}: loss is {total}; lower --lr or check the data")
     optimizer.zero_grad(set_to_none=True)
     (loss_share * dp.world_size).backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optimization.grad_clip)
     optimizer.step()
     model.update_router_biases(dp.sum if dp.active else None)
     return {"step": step + 1, "loss": lm_loss, "balance_loss": balance_loss, "indexer_loss": indexer_loss,

@@ -13,15 +13,14 @@ from ..model.config import ModelConfig
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
-from .retention import Retention
-from .schedule import SCHEDULES
+from ..checkpoints.retention import Retention
+from .optimization import Optimization
 
 DEFAULT_CHECKPOINTS = (100, 200, 400)
 # Besides the runtime (runtime/config.py: RESUMABLE_CHANGES), a resumed pretraining run may go further: the batch
 # of step t is a pure function of (seed, t), so a longer run continues the shorter one (a cosine schedule excepted).
 EXTENSIONS = frozenset({"steps", "checkpoints"})
 LOSS_ON = ("all", "completion")  # data/pretrain_batches.py `completion_labels`
-OPTIMIZERS = ("adamw", "muon")  # muon.py: Muon on the blocks' matrices, AdamW on the rest
 
 
 @composed
@@ -33,27 +32,13 @@ class PretrainConfig:
                                                   shown="100,200,400, those within --steps")
     batch_size: int = setting(32, "rows per step", at_least=1)
     sequence_length: int = setting(128, "tokens per row", at_least=2)
-    lr: float = setting(3e-4, "peak learning rate (AdamW)", above=0)
-    betas: tuple[float, float] = setting((0.9, 0.95), "AdamW betas")
-    weight_decay: float = setting(0.1, "AdamW weight decay on matrices", at_least=0)
-    grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
-    optimizer: str = setting("adamw", "adamw (every parameter, the reference) or muon (Muon on the blocks' "
-                                      "matrices and experts at --muon-lr, AdamW at --lr on the rest: train/muon.py)",
-                             choices=OPTIMIZERS)
-    muon_lr: float = setting(0.02, "--optimizer muon: Muon's peak learning rate (the schedule scales it as --lr)",
-                             above=0)
-    muon_momentum: float = setting(0.95, "--optimizer muon: Muon's momentum (Nesterov)", at_least=0, below=1)
-    muon_weight_decay: float = setting(0.0, "--optimizer muon: Muon's decoupled weight decay (times the lr)",
-                                       at_least=0)
+    optimization: Optimization = setting(default_factory=Optimization, flatten=True)
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
     indexer_coef: float = setting(1.0, "weight of the indexer's KL term (sparse_selection=indexer); it trains only "
                                        "the indexers, whose input is detached", at_least=0)
     mtp_coef: float = setting(0.3, "weight of the multi-token-prediction loss (mtp_depth = 1)", at_least=0)
     indexer_warmup_steps: int = setting(0, "first steps in which indexer layers attend densely while their indexer "
                                            "learns toward that attention (sparse_selection=indexer)", at_least=0)
-    lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
-    warmup_steps: int = setting(0, "linear warmup steps", at_least=0)
-    min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr", at_least=0, at_most=1)
     seed: int = setting(42, "seed of the initialization and the data stream", at_least=0, at_most=MAX_SEED)
     # the sandbox judges only the dev completions here, so the isolation policy is the commands' that score with it
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=("accept_partial_isolation", "trust_unverified"))
@@ -94,8 +79,6 @@ class PretrainConfig:
         check.require(all(1 <= c <= self.steps for c in self.checkpoints),
                       f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --steps {self.steps}]")
         check.require(self.sequence_length <= self.model.max_sequence_length, f"--sequence-length {self.sequence_length} must be <= --max-sequence-length {self.model.max_sequence_length}")
-        check.require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
-                      f"--betas must be two numbers in [0, 1), got {self.betas}")
         check.require(self.model.mtp_depth == 0 or self.sequence_length >= 3,
                       f"--sequence-length {self.sequence_length} is too short for --mtp-depth 1, which predicts two "
                       "tokens ahead: use 3 or more")
@@ -103,7 +86,8 @@ class PretrainConfig:
                       f"--indexer-warmup-steps {self.indexer_warmup_steps} must be <= --steps {self.steps}")
         check.require(self.indexer_warmup_steps == 0 or self.model.sparse_selection == "indexer",
                       "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
-        check.require(self.warmup_steps <= self.steps, f"--warmup-steps {self.warmup_steps} must be <= --steps {self.steps}")
+        warmup = self.optimization.warmup_steps
+        check.require(warmup <= self.steps, f"--warmup-steps {warmup} must be <= --steps {self.steps}")
         self.check_data(check)
         self.retention.check(check, self.runtime.resume)
         check.declared(self)
@@ -141,7 +125,7 @@ class PretrainConfig:
         """A resumed run may go longer (EXTENSIONS), except where its total shapes what each step does."""
         if held_steps == self.steps:
             return
-        if self.lr_schedule == "cosine":
+        if self.optimization.lr_schedule == "cosine":
             raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
         if self.data_order != "stream":
             raise ValueError(f"--resume: steps differ, and a {self.data_order} data order spans the run's total; "

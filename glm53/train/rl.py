@@ -44,7 +44,7 @@ from ..data.tasks import Task, completion_room_problem, read_tasks
 from ..data.tokenizer import ByteTokenizer
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
-from ..evaluate.sandbox_policy import sandbox_record
+from ..verify.sandbox_policy import sandbox_record
 from ..model.model import GLM53
 from ..runtime.config import RESUMABLE_CHANGES
 from ..runtime.device import peak_memory_bytes, resolve_device, resolve_precision
@@ -52,10 +52,11 @@ from ..runtime.distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from ..runtime.tracking import reporting
 from ..verify.rewards import reward
-from .checkpoint import (RECEIPT_NAME, check_loadable, checkpoint_name, check_run_folder, load_model, read_metadata,
-                         restore_latest, rng_state, save_checkpoint, start_run_folder)
+from ..checkpoints.format import check_loadable, load_model, read_metadata, save_checkpoint
+from ..checkpoints.names import RECEIPT_NAME, checkpoint_name
+from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .policy_gradient import group_advantages, step_advantages
-from .retention import RETENTION_CHANGES, apply_retention
+from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .rl_config import RLConfig
 from .rl_update import set_train_scope, update_policy
 
@@ -199,16 +200,18 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     precision = resolve_precision(cfg.runtime.precision, device)
-    model = load_model(cfg.init, device, trust_unverified=cfg.runtime.trust_unverified)  # checks their recorded hash
+    loaded = load_model(cfg.init, device, trust_unverified=cfg.runtime.trust_unverified)  # checks their recorded hash
+    model = loaded.model
     suite = get_suite(cfg.suite)
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:
         raise ValueError(f"rl: {cfg.init}: {problem}")
-    init_sha = model.weights_sha256
+    init_sha = loaded.weights_sha256
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)
-    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.0)
+    opt = cfg.optimization  # AdamW's own betas (0.9, 0.999), no decay
+    optimizer = torch.optim.AdamW(trainable, lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay)
     if tasks is None:  # a sweep's job names its task file in the config alone
         tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
     if not tasks:

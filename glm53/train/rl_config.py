@@ -12,7 +12,8 @@ from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
 from ..verify.rewards import REWARD_MODES
-from .retention import Retention
+from ..checkpoints.retention import Retention
+from .optimization import MUON_SETTINGS, Optimization
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head")
 # The objective's choices (policy_gradient.py and completion_batch.py take them from here)
@@ -53,7 +54,11 @@ class RLConfig:
     tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)", at_least=1)
     sampling: RolloutSampling = setting(ROLLOUTS, flatten=True, skip=NOT_FOR_ROLLOUTS,
                                         helps={"temperature": "sampling temperature of the rollouts (> 0)"})
-    lr: float = setting(5e-5, "learning rate (AdamW, no weight decay)", above=0)
+    optimization: Optimization = setting(default_factory=lambda: Optimization(lr=5e-5, betas=(0.9, 0.999),
+                                                                              weight_decay=0.0), flatten=True,
+                                         skip=("betas", "weight_decay", "lr_schedule", "warmup_steps", "min_lr_ratio",
+                                               *MUON_SETTINGS),
+                                         helps={"lr": "learning rate (AdamW, no weight decay)"})
     train_scope: str = setting("last-block-head", "which parameters train", choices=TRAIN_SCOPES)
     reward: str = setting("binary", "reward from the verdict", choices=REWARD_MODES)
     invalid_penalty: float = setting(-0.1, "reward of a statically invalid program (<= 0, the reward of "
@@ -87,7 +92,6 @@ class RLConfig:
     kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)", at_least=0)
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)", at_least=0)
     replay_batch: int = setting(16, "replay examples per step", at_least=1)
-    grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
     dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)", at_least=0)
     # its token cap is the rollouts' (max_new_tokens); see dev_eval
     dev: EvalConfig = setting(default_factory=sampled_evaluation, flatten="dev_",
@@ -130,7 +134,7 @@ class RLConfig:
     def dev_eval(self) -> EvalConfig:
         """The dev evaluation as it runs: its samples at the rollouts' token cap."""
         return replace(self.dev, suite=self.suite,
-                       sampling=replace(self.dev.sampling, max_new_tokens=self.sampling.max_new_tokens))
+                       sampling=replace(self.dev.decoding.sampling, max_new_tokens=self.sampling.max_new_tokens))
 
     def to_dict(self) -> dict:
         return record(self)

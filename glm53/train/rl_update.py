@@ -140,7 +140,7 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
     if loss.requires_grad:
         loss.backward()
     dp.sum_gradients(trainable)
-    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.optimization.grad_clip)
     optimizer.step()
     model.update_router_biases(dp.sum if dp.active else None)
     names = ["loss", "entropy", "policy_loss", "kl", "replay_loss", "clipped_low", "clipped_high"]

@@ -86,9 +86,9 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on)  # the stream's tables
     counts = model.parameter_counts()
     log(f"glm53 speedrun: recipe {cfg.recipe} ({' -> '.join(recipe_chain(cfg.recipe))}), seed {cfg.seed}, "
-        f"{counts['total']:,} parameters, {p.steps} steps of {p.batch_size} rows, {p.optimizer}, {precision}"
-        f"{', compiled' if p.compile else ''}, {torch.get_num_threads()} threads; target body loss <= {cfg.target} "
-        f"on {len(items)} dev tasks, budget {cfg.budget_minutes:g} min")
+        f"{counts['total']:,} parameters, {p.steps} steps of {p.batch_size} rows, {p.optimization.optimizer}, "
+        f"{precision}{', compiled' if p.compile else ''}, {torch.get_num_threads()} threads; "
+        f"target body loss <= {cfg.target} on {len(items)} dev tasks, budget {cfg.budget_minutes:g} min")
 
     checks, best, reached, step, tokens = [], float("inf"), False, 0, 0
     budget = cfg.budget_minutes * 60

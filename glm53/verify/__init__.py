@@ -8,6 +8,8 @@
     sandbox_worker.py  stage 2: a clean template process forks one isolated child per program; cases one by one
     verifier.py        verify / verify_many / SandboxPool / Verdict, and what is guaranteed
     rewards.py         rewards from verdicts
+    program.py         what enters the verifier: Program(source, entry_point, cases, language)
+    sandbox_policy.py  the sandbox's isolation level as a policy (--accept-partial-isolation) and its record
     verify_file.py     `glm53 verify`: a completions file judged in constant memory
 """
 

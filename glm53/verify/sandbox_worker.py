@@ -42,12 +42,12 @@ import unicodedata  # noqa: F401 - loaded before any fork: the parser imports it
 
 if __package__:
     from . import isolation
-    from .channels import MAX_LINE_BYTES, LineReader, LineTooLong, write_all
+    from .channels import MAX_LINE_BYTES, LineReader, write_all
     from .values import decode, encode, same_value
 else:  # run as a script under -I, which leaves the script's folder off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import isolation  # noqa: E402
-    from channels import MAX_LINE_BYTES, LineReader, LineTooLong, write_all  # noqa: E402
+    from channels import MAX_LINE_BYTES, LineReader, write_all  # noqa: E402
     from values import decode, encode, same_value  # noqa: E402
 
 # The harness's own cost per case (one round trip: ~20 us measured on a quiet 2-core VM, ~125 us on the same VM

@@ -57,6 +57,7 @@ from collections import deque
 from .isolation import LAYERS, isolation_level
 from .languages import DEFAULT_LANGUAGE, get_language
 from .channels import LineReader
+from .program import Program, as_program
 from .sandbox_worker import CASE_OVERHEAD_S
 from .values import encode, encode_cases, same_value  # noqa: F401 - same_value and encode_cases are part of this API
 from .static_check import StaticCheckError, check_source, normalized_name
@@ -297,23 +298,24 @@ def isolation_report(pool: SandboxPool | None = None) -> dict:
     return (pool or default_pool()).isolation()
 
 
-def _prepare(n: int, item: Sequence, timeout_s: float, pool: SandboxPool, language: str,
+def _prepare(n: int, item: Program | Sequence, timeout_s: float, pool: SandboxPool, language: str,
              cpu_s: float = DEFAULT_CPU_S) -> tuple:
-    """(verdict, None) for a statically refused program, or (None, job). An item is (source, entry_point, cases)
-    or (source, entry_point, cases, language), the fourth overriding `language` for that item."""
-    source, entry_point, cases = item[0], item[1], [(list(args), expected) for args, expected in item[2]]
+    """(verdict, None) for a statically refused program, or (None, job). A program's own language level, when it
+    names one, overrides `language` for that program."""
+    program = as_program(item)
+    cases, level = [(list(args), expected) for args, expected in program.cases], program.language or language
+    entry_point = program.entry_point
     if isinstance(entry_point, str):
         entry_point = normalized_name(entry_point)  # `def ﬁx` defines `fix`, as Python reads it
-    level = item[3] if len(item) > 3 and item[3] else language
     get_language(level)
     if not cases:
         raise ValueError(f"item {n}: no test cases; a program can only be judged against at least one case")
     encoded = encode_cases(cases, f"item {n}")
     try:
-        check_source(source, entry_point, language=level)
+        check_source(program.source, entry_point, language=level)
     except StaticCheckError as err:
         return Verdict("invalid", 0, len(cases), str(err), err.rule), None
-    return None, _job(pool.next_id(), source, entry_point, encoded, timeout_s, pool.memory_mb, level, cpu_s)
+    return None, _job(pool.next_id(), program.source, entry_point, encoded, timeout_s, pool.memory_mb, level, cpu_s)
 
 
 def _verdict(reply: dict) -> Verdict:
@@ -326,9 +328,9 @@ def _check_cpu(cpu_s: float) -> None:
         raise ValueError(f"cpu_s must be a number of seconds > 0 and at most {MAX_TIMEOUT_S:.0f}, got {cpu_s!r}")
 
 
-def verify_many(items: Sequence[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+def verify_many(items: Sequence[Program], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
                 language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S) -> list[Verdict]:
-    """items: (source, entry_point, cases[, language]) with cases [(args, expected), ...]. One Verdict each.
+    """items: Programs (program.py), cases [(args, expected), ...]. One Verdict each.
     `cpu_s`: each program's own CPU time (plus 0.5 ms a case); `timeout_s`: its wall-clock backstop."""
     _check_cpu(cpu_s)
     pool = pool or default_pool()
@@ -347,10 +349,10 @@ def verify_many(items: Sequence[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, po
 
 def verify(source: str, entry_point: str, cases: Sequence, timeout_s: float = DEFAULT_TIMEOUT_S,
            pool: SandboxPool | None = None, language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S) -> Verdict:
-    return verify_many([(source, entry_point, cases)], timeout_s, pool, language, cpu_s)[0]
+    return verify_many([Program(source, entry_point, cases)], timeout_s, pool, language, cpu_s)[0]
 
 
-def verify_stream(items: Iterable[tuple], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
+def verify_stream(items: Iterable[Program], timeout_s: float = DEFAULT_TIMEOUT_S, pool: SandboxPool | None = None,
                   window: int = 256, language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S
                   ) -> Iterator[Verdict]:
     """Verdicts in order for an iterable of any length, holding at most `window` items at a time. Jobs run as

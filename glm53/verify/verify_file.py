@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 from ..runtime.files import atomic_writer, json_text
 from .languages import DEFAULT_LANGUAGE, LANGUAGES
+from .program import Program
 from .verifier import DEFAULT_CPU_S, DEFAULT_TIMEOUT_S, SandboxPool, encode_cases, verify_stream
 
 FIELDS = {"prompt": str, "completion": str, "entry_point": str, "cases": list}
@@ -110,8 +111,8 @@ def _verify_path(path, name: str, out_path, timeout_s: float, pool, language: st
             for where, row, problem in read_rows(path, language, name):
                 pending.append((where, row, problem))
                 if problem is None:
-                    yield (row["prompt"] + row["completion"], row["entry_point"],
-                           [(tuple(a), e) for a, e in row["cases"]], row.get("language") or default)
+                    yield Program.completed(row["prompt"], row["completion"], row["entry_point"], row["cases"],
+                                            row.get("language") or default)
 
         def write_refused():  # bad rows at the head of the queue, in the file's order
             while pending and pending[0][2] is not None:

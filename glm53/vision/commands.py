@@ -71,7 +71,7 @@ def cmd_vision(args) -> int:
 
     from ..runtime.device import resolve_device
     from ..runtime.files import sha256_file
-    from ..train.checkpoint import WEIGHTS_NAME
+    from ..checkpoints.names import WEIGHTS_NAME
     from .train import full_model_pilot, run_architectures
     from .training_config import PILOT_TRAINING, DigitTraining
 

@@ -29,7 +29,7 @@ def test_kept_targets_are_the_body_and_eos(suite):
         assert torch.equal(inputs, inputs_all)
         texts = (bucketed_texts(stream, step, 8, 7) if stream.bucket_steps else
                  [stream.pretraining_text(step * 8 + r, 7) for r in range(8)])
-        tasks = {stream.pretraining_text(i, 7): stream.pretraining_task(i, 7) for i in range(0, 8 * 8 * (step + 1))}
+        tasks = {stream.pretraining_text(i, 7): stream.pretraining_task(i, 7) for i in range(8 * 8 * (step + 1))}
         for row, text in enumerate(texts):
             kept = labels[row][labels[row] != IGNORE_INDEX].tolist()
             assert kept == plain_body_targets(tasks[text])

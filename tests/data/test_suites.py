@@ -11,7 +11,7 @@ from glm53.data import tasks as reference
 from glm53.data.broad import broad_pretraining_text, frozen_broad_tasks
 from glm53.data.suites import SUITE_NAMES, get_suite, suite_settings
 from glm53.data.tasks import Task, read_tasks, task_from_json
-from glm53.train.checkpoint import started
+from glm53.train.run_folder import started
 from glm53.train.pretrain_config import PretrainConfig
 
 
@@ -134,7 +134,7 @@ def test_bad_suite_input_is_one_line_and_writes_nothing(tmp_path, capsys, name, 
 
 
 def test_a_run_started_before_suites_resumes_as_the_reference_suite(tmp_path):
-    from glm53.train.checkpoint import check_resume_settings
+    from glm53.train.run_folder import check_resume_settings
     from glm53.runtime.config import RESUMABLE_CHANGES
 
     now = PretrainConfig(out=str(tmp_path)).to_dict()
@@ -142,3 +142,13 @@ def test_a_run_started_before_suites_resumes_as_the_reference_suite(tmp_path):
     check_resume_settings(tmp_path, now, RESUMABLE_CHANGES)
     with pytest.raises(ValueError, match="settings differ .*: suite"):
         check_resume_settings(tmp_path, {**now, "suite": "broad"}, RESUMABLE_CHANGES)
+
+
+def test_a_suite_says_which_splits_it_scores_whole():
+    """`Suite.eval_tasks` is the one place the rule is written: the broad suite's human split is scored whole
+    (88 tasks) whatever count is asked; every other split gives its first `count` tasks (reference: per family)."""
+    broad, reference = get_suite("broad"), get_suite("reference")
+    assert broad.scored_whole == ("human",) and reference.scored_whole == ()
+    assert len(broad.eval_tasks("human", 3)) == 88
+    assert [t.task_id for t in broad.eval_tasks("compose", 3)] == [t.task_id for t in broad.tasks("compose", 3)]
+    assert [t.task_id for t in reference.eval_tasks("confirm", 2)] == [t.task_id for t in reference.tasks("confirm", 2)]

@@ -16,7 +16,7 @@ from glm53.decode.engine import generate_groups
 from glm53.decode.generate import STOP_RULES, cut_to_function
 from glm53.decode.interactive import stream_completion
 from glm53.decode.sampling import Sampling
-from glm53.train.checkpoint import load_model, save_checkpoint
+from glm53.checkpoints.format import load_model, save_checkpoint
 
 from ..tiny import TINY
 
@@ -85,6 +85,7 @@ def test_k_samples_give_k_rows_per_task_and_a_seed_reproduces_them(files, tmp_pa
      "--top-k", "5", "--max-new-tokens", "9"],
 ], ids=["broad-defaults", "sampled-defaults", "all-given"])
 def test_the_same_flags_give_generate_and_eval_the_same_settings(files, tmp_path, monkeypatch, flags):
+    import glm53.decode.task_completions as completions_module
     import glm53.evaluate.evaluate as evaluate_module
 
     seen = []
@@ -94,7 +95,8 @@ def test_the_same_flags_give_generate_and_eval_the_same_settings(files, tmp_path
         return [[{"completion": "\n    return 0\n", "token_ids": [], "hit_token_cap": False}] * cfg.samples
                 for _ in tasks], "fp32"
 
-    monkeypatch.setattr(evaluate_module, "evaluation_completions", completions)
+    monkeypatch.setattr(completions_module, "evaluation_completions", completions)  # what generate calls
+    monkeypatch.setattr(evaluate_module, "evaluation_completions", completions)  # what eval calls
     flags = [f.format(tasks=files / "tasks.jsonl") for f in flags]
     common = ["--checkpoint", str(files / "ckpt"), "--device", "cpu", *flags]
     assert main(["generate", *common, "--out", str(tmp_path / "c.jsonl")]) == 0
@@ -137,7 +139,7 @@ def test_bad_input_is_one_line_before_the_model_loads_and_writes_nothing(files, 
 
 
 def test_the_stream_is_the_engines_completion_piece_by_piece(files):
-    model = load_model(files / "ckpt")
+    model = load_model(files / "ckpt").model
     prompt = frozen_tasks("confirm", 1, "double")[0].prompt
     sampling = Sampling(temperature=1.0, max_new_tokens=24)
     for stop in ("statement", "function", None):
@@ -191,7 +193,7 @@ def test_interactive_reads_prompts_from_stdin_and_prints_their_completions(files
     assert main(["generate", "--checkpoint", checkpoint, "--interactive", "--max-new-tokens", "12",
                  "--device", "cpu"]) == 0
     out, err = capsys.readouterr()
-    model = load_model(checkpoint)
+    model = load_model(checkpoint).model
     expected = [generate_groups(model, [p], 1, Sampling(max_new_tokens=12), stop=STOP_RULES["statement"])[0][0]
                 for p in prompts]
     assert out == "".join(e["completion"] + "\n" for e in expected)

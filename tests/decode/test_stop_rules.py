@@ -13,8 +13,9 @@ from glm53.data.tasks import frozen_tasks
 from glm53.data.tokenizer import ByteTokenizer
 from glm53.decode.engine import generate_groups
 from glm53.decode.generate import Sampling, cut_to_function, function_end, function_ended, generate_uncached
-from glm53.evaluate import evaluate as evaluate_module
-from glm53.evaluate.evaluate import sample_and_verify, task_stop_rule
+from glm53.decode import task_completions as completions_module
+from glm53.decode.task_completions import task_stop_rule
+from glm53.evaluate.evaluate import sample_and_verify
 
 BODY = "\n    total = 0\n    for v in values:\n        if v > 0:\n            total += v\n\n    return total\n"
 
@@ -103,7 +104,7 @@ def test_a_broad_body_is_decoded_to_the_function_end_and_verified_at_the_python_
             out.append([{"completion": tok.decode(ids), "token_ids": ids, "hit_token_cap": False}] * group_size)
         return out
 
-    monkeypatch.setattr(evaluate_module, "generate_groups", engine)
+    monkeypatch.setattr(completions_module, "generate_groups", engine)
     judged = sample_and_verify(None, tasks, 1, Sampling(max_new_tokens=192), None, suite="broad")
     for task, [(sample, verdict)] in zip(tasks, judged):
         assert sample["completion"] == task.body and sample["token_ids"] == tok.encode(task.body)

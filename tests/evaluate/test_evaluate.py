@@ -6,7 +6,8 @@ from glm53 import GLM53
 from glm53.data.tasks import frozen_tasks
 from glm53.decode.generate import Sampling
 from glm53.evaluate.compare import compare, holm, mcnemar_exact
-from glm53.evaluate.evaluate import EvalConfig, evaluate, pass_at_k, task_stop_rule
+from glm53.decode.task_completions import task_stop_rule
+from glm53.evaluate.evaluate import EvalConfig, evaluate, pass_at_k
 
 
 @pytest.mark.parametrize("n,c", [(1, 0), (1, 1), (5, 2), (8, 3), (8, 8), (6, 0)])

@@ -9,8 +9,8 @@ import torch
 from glm53 import GLM53, ModelConfig
 from glm53.cli import main
 from glm53.data.tasks import frozen_tasks, write_tasks
-from glm53.evaluate.sandbox_policy import missing_layers
-from glm53.train.checkpoint import save_checkpoint
+from glm53.verify.sandbox_policy import missing_layers
+from glm53.checkpoints.format import save_checkpoint
 from glm53.verify.verifier import SandboxPool
 
 from ..tiny import TINY
@@ -94,7 +94,7 @@ def test_a_sweep_job_records_the_sweeps_policy(partial, checkpoint, tmp_path):
 
 
 def test_a_full_sandbox_needs_no_flag_and_records_that_nothing_was_accepted(monkeypatch):
-    from glm53.evaluate.sandbox_policy import require_isolation
+    from glm53.verify.sandbox_policy import require_isolation
 
     monkeypatch.setattr(SandboxPool, "isolation", lambda self: {**PARTIAL, "drop-user": "on (uid 5)", "level": "full"})
     assert require_isolation(False, "rl")["accepted_partial"] is False

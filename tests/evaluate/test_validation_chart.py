@@ -3,7 +3,7 @@ beside the training loss."""
 
 import json
 
-import glm53.evaluate.report as report
+import glm53.run_report as report
 
 
 def test_the_loss_chart_draws_the_validation_loss(tmp_path, monkeypatch):

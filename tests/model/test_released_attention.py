@@ -259,11 +259,11 @@ def test_bad_switch_values_name_the_field(field, value, message):
 
 
 def test_a_checkpoint_with_other_switches_is_refused(tmp_path):
-    from glm53.train.checkpoint import load_model, save_checkpoint
+    from glm53.checkpoints.format import load_model, save_checkpoint
 
     cfg = ModelConfig(**TINY, position="none")
     save_checkpoint(tmp_path / "ckpt", GLM53(cfg), {"step": 0})
-    assert load_model(tmp_path / "ckpt", expect=dataclasses.replace(cfg, linear_attention_impl="plain")) is not None
+    assert load_model(tmp_path / "ckpt", expect=dataclasses.replace(cfg, linear_attention_impl="plain")).verified
     with pytest.raises(ValueError, match="position: 'none' != 'rope'"):
         load_model(tmp_path / "ckpt", expect=ModelConfig(**TINY))
     assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["position"] == "none"

@@ -142,7 +142,7 @@ def test_released_preset_counts_and_the_info_line(capsys):
 
 
 def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
-    from glm53.train.checkpoint import read_metadata
+    from glm53.checkpoints.format import read_metadata
     from glm53.train.pretrain import pretrain
     from glm53.train.pretrain_config import PretrainConfig
 
@@ -158,10 +158,10 @@ def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
     (part / "training-receipt.json").unlink()
     pretrain(run(part, 4, (2, 4), resume=True), dev_tasks=[], log=lambda *_: None)
     assert read_metadata(part / "checkpoint-0004")["weights_sha256"] == read_metadata(whole / "checkpoint-0004")["weights_sha256"]
-    from glm53.train.checkpoint import load_model
+    from glm53.checkpoints.format import load_model
 
     biases = [layer.layer.moe.selection_bias for step in ("0002", "0004")
-              for layer in load_model(whole / f"checkpoint-{step}").layers]
+              for layer in load_model(whole / f"checkpoint-{step}").model.layers]
     assert max(float(b.abs().max()) for b in biases) > 0  # the biases moved, and were saved
 
 

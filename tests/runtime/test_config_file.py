@@ -210,7 +210,7 @@ def test_recorded_runs_replay_their_settings_with_a_new_out(tmp_path, capsys):
 
 def test_a_pretraining_run_replays_from_its_run_json_to_the_same_weights(tmp_path, capsys):
     from glm53.data.tasks import frozen_tasks, write_tasks
-    from glm53.train.checkpoint import RUN_CONFIG_NAME
+    from glm53.checkpoints.names import RUN_CONFIG_NAME
 
     assert RUN_SETTINGS_FILE == RUN_CONFIG_NAME
     tasks = tmp_path / "dev.jsonl"

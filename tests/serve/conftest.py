@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from glm53 import GLM53, ModelConfig
-from glm53.train.checkpoint import save_checkpoint
+from glm53.checkpoints.format import save_checkpoint
 
 from ..tiny import TINY
 

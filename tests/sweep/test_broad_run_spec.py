@@ -10,7 +10,7 @@ from glm53.sweep.analysis import analyze
 from glm53.sweep.jobs import job_kind
 from glm53.sweep.runner import SPEC_FILE, job_dir, plan_jobs, setup_job
 from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
-from glm53.train.checkpoint import save_checkpoint
+from glm53.checkpoints.format import save_checkpoint
 
 from ..tiny import TINY
 
@@ -26,9 +26,10 @@ def test_broad_run_parses_and_plans(tmp_path):
     pretraining = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
     assert (pretraining.suite, pretraining.sequence_length, pretraining.model.max_sequence_length) == ("broad", 324, 384)
     preset = RunConfig.from_preset(str(tmp_path / "run"), "broad").pretrain  # the spec's setup is the preset's
+    got, wanted = pretraining.to_dict(), preset.to_dict()  # by the recorded names (lr: the optimization block's)
     for name in ("steps", "checkpoints", "batch_size", "sequence_length", "lr", "warmup_steps", "lr_schedule",
                  "loss_on", "dev_max_new_tokens", "model", "seed"):
-        assert getattr(pretraining, name) == getattr(preset, name), name
+        assert got[name] == wanted[name], name
     jobs = plan_jobs(spec, tmp_path)
     assert len(jobs) == len(spec.seeds) and {j.seed for j in jobs} == set(spec.seeds)
     for job in jobs:

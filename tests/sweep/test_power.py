@@ -443,6 +443,7 @@ def fake_rl_timing(monkeypatch) -> FakeClock:
     task. The start (the setup shortened to 2 updates) still runs for real."""
     import glm53.evaluate.evaluate as evaluate_module
     import glm53.sweep.jobs as jobs_module
+    from glm53.checkpoints.format import LoadedModel
     import glm53.sweep.timing as timing_module
     import glm53.train.rl as rl_module
 
@@ -455,6 +456,7 @@ def fake_rl_timing(monkeypatch) -> FakeClock:
 
     def load_final(cfg, receipt):
         clock.now += 1.0
+        return LoadedModel(None, "", True)  # what load_model returns; the fake evaluation reads no model
 
     def evaluate(model, tasks, config, accepted_partial=False):
         clock.now += 0.5 * len(tasks)

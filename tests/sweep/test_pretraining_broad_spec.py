@@ -1,7 +1,6 @@
 """The pretraining-broad study: its spec plans four arms that differ only in the data's order or diversity, and
 its pretrain-splits job runs on a tiny model, scoring body loss (against a plain recomputation) and pass@1."""
 
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,7 @@ from glm53.sweep.jobs import job_kind
 from glm53.sweep.runner import plan_jobs
 from glm53.sweep.spec import load_spec
 from glm53.sweep.timing import time_jobs
-from glm53.train.checkpoint import load_model
+from glm53.checkpoints.format import load_model
 
 from ..tiny import TINY
 
@@ -56,7 +55,7 @@ def test_pretrain_splits_job_on_a_tiny_model(tmp_path):
     receipt = kind.run(job, tmp_path / "job", lambda *_: None)
     assert set(receipt["metrics"]) == {"2", "4"}
     row = receipt["metrics"]["4"]
-    model = load_model(tmp_path / "job" / "run" / "checkpoint-0004")
+    model = load_model(tmp_path / "job" / "run" / "checkpoint-0004").model
     assert row["compose_body_loss"] == pytest.approx(body_loss(model, reference_bodies("broad", "compose", 2)))
     assert row["human_body_loss"] == pytest.approx(body_loss(model, reference_bodies("broad", "human", None)))
     assert 0 <= row["human_pass_at_1"] <= 1 and len(receipt["task_outcomes"]["human_pass_at_1"]) == len(human_rows())

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from glm53 import ModelConfig
-from glm53.train.checkpoint import load_model, read_metadata
+from glm53.checkpoints.format import load_model, read_metadata
 from glm53.train.pretrain import pretrain
 from glm53.train.pretrain_config import PretrainConfig
-from glm53.train.retention import prune_checkpoints
+from glm53.checkpoints.retention import prune_checkpoints
 
 from ..tiny import TINY
 

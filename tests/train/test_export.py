@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from glm53 import GLM53
-from glm53.train.checkpoint import load_model, read_metadata
-from glm53.train.export import export_model
+from glm53.checkpoints.format import load_model, read_metadata
+from glm53.checkpoints.export import export_model
 from glm53.train.pretrain import pretrain
 
 from .test_pretrain import tiny_run
@@ -32,8 +32,8 @@ def test_export_writes_a_loadable_weights_only_folder_with_a_card(checkpoint, tm
     assert "stage: coding_pretraining, step 2" in card and "Intended use and limits" in card
     assert f"{GLM53.from_pretrained(out).parameter_counts()['total']:,} parameters" in card
     ids = torch.tensor([[1, 70, 71, 72]])
-    torch.testing.assert_close(GLM53.from_pretrained(out)(ids), load_model(checkpoint)(ids))
-    torch.testing.assert_close(load_model(out)(ids), load_model(checkpoint)(ids))  # checked by its own hashes
+    torch.testing.assert_close(GLM53.from_pretrained(out)(ids), load_model(checkpoint).model(ids))
+    torch.testing.assert_close(load_model(out).model(ids), load_model(checkpoint).model(ids))  # checked by its own hashes
 
 
 def test_an_edited_config_or_missing_metadata_does_not_load_silently(checkpoint, tmp_path, capsys):

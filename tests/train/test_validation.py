@@ -7,7 +7,7 @@ import pytest
 
 from glm53.data.corpus import load_corpus
 from glm53.train.pretrain import pretrain
-from glm53.train.checkpoint import read_metadata
+from glm53.checkpoints.format import read_metadata
 
 from .test_pretrain import tiny_run
 

@@ -207,7 +207,10 @@ def test_the_os_wall_holds_with_the_static_stage_off(tmp_path, skip_seccomp):
     with SandboxPool(workers=1) as pool:
         if pool.isolation()["level"] != "full":
             pytest.skip(f"OS isolation is not fully available here: {pool.isolation()}")
-        run = lambda what, arg=0: probe(RAW_ATTACKS, "act", [(what, arg)], pool, skip_seccomp=skip_seccomp)[0]
+
+        def run(what, arg=0):
+            return probe(RAW_ATTACKS, "act", [(what, arg)], pool, skip_seccomp=skip_seccomp)[0]
+
         assert run("write", str(target)) in ("EPERM", "ENOENT")
         assert run("write", "/tmp/glm53-pwned") in ("EPERM", "ENOENT")
         assert run("connect", port) in ("EPERM", "ENETUNREACH")

@@ -159,7 +159,7 @@ def test_the_pool_is_safe_under_threads():
                 order = programs[t * 25:] + programs[:t * 25]  # each thread in its own order
                 got = [v.status for v in verify_many(order, pool=shared)]
                 results[t] = got[len(programs) - t * 25:] + got[:len(programs) - t * 25]
-            except Exception as err:  # noqa: BLE001 - reported by the assertion below, with the thread
+            except Exception:  # noqa: BLE001 - reported by the assertion below, with the thread
                 import traceback
 
                 errors[t] = traceback.format_exc()

@@ -4,22 +4,22 @@ depth 1-3 and described by a grammar from the same tree, with hidden cases and h
 Reading order:
 
     types.py            the five value types (int, str, bool, list[int], list[str]) and the type variable T
-    values.py           edge and random input values per type; literals and how a description says them
+    input_values.py     edge and random input values per type; literals and how a description says them
     primitive.py        one primitive: templates, phrasings, examples, the compiled expression
     registry.py         the registry as data: TOML files (primitives/*.toml), checked on load
     primitives/         the built-in primitives: numbers, logic, strings, lists, comprehensions
     trees.py            program trees drawn to an exact depth, with 1-3 function arguments
     render.py           a tree as a reference body (a return line or a few lines), and its value on inputs
     cases.py            hidden cases, and the rejection of degenerate programs
-    names.py            argument names, function names with reservable suffixes
+    identifiers.py      argument names, function names with reservable suffixes
     describe.py         the description grammar: phrasings, frames, composition styles, comment lines
     heldout.py          the pairs held out for `compose`, the phrasings held out for `phrase`
     task.py             BroadTask: a glm53.data.tasks.Task with language "python", split, root, depth, phrasings
-    generate.py         one task from a seeded draw, redrawn until usable
+    task_draw.py        one task from a seeded draw, redrawn until usable
     splits.py           frozen splits (dev, rl, confirm, compose, phrase) and the pretraining stream
     check.py            reference bodies through the verifier's python level (or exec until it exists)
     extension.py        a user's own primitive file, checked and merged (examples/extra_primitives.toml)
-    export.py           export_tasks, for the CLI
+    task_file.py        export_tasks, for the CLI
 
 Usage:
 
@@ -30,7 +30,7 @@ Usage:
 """
 
 from .check import reference_failures, verifier_has_python_level
-from .export import export_tasks
+from .task_file import export_tasks
 from .extension import EXAMPLE, load_registry
 from .heldout import held_out_pairs, held_out_phrasings, is_held_out_pair
 from .registry import Registry, RegistryError, builtin_registry

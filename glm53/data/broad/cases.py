@@ -1,6 +1,6 @@
 """Hidden cases for a program, and the rejection of degenerate programs (DeepCoder-style checks).
 
-From a pool of candidate inputs (values.py: edge values, random ones, ones with related arguments) keep those
+From a pool of candidate inputs (input_values.py: edge values, random ones, ones with related arguments) keep those
 on which the program runs, meets every `requires`, returns its declared type and stays small. Reject the
 program when fewer than MIN_CASES inputs fit, when its output is constant, when it ignores an argument
 (replacing that argument by another case's value never changes the output), or when it equals a shallower
@@ -20,7 +20,7 @@ from functools import lru_cache
 from .render import run
 from .trees import Node, Program, replaced
 from .types import has_type
-from .values import input_pool
+from .input_values import input_pool
 
 MIN_CASES = 8
 CASES = 10

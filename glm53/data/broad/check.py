@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 
-from .generate import check_by_exec
+from .task_draw import check_by_exec
 
 LANGUAGE = "python"
 
@@ -38,8 +38,9 @@ def static_problem(source: str, entry_point: str) -> str | None:
 def verify_references(tasks, pool=None, timeout_s: float = 5.0) -> list[tuple[str, str]]:
     """[(task_id, "status: message")] for every task whose body the verifier does not pass."""
     from glm53.verify import verify_many
+    from glm53.verify.program import Program
 
-    items = [(t.prompt + t.body, t.entry_point, t.cases) for t in tasks]
+    items = [Program.completed(t.prompt, t.body, t.entry_point, t.cases) for t in tasks]
     verdicts = verify_many(items, timeout_s=timeout_s, pool=pool, language=LANGUAGE)
     return [(t.task_id, f"{v.status}: {v.message}") for t, v in zip(tasks, verdicts) if not v.passed]
 

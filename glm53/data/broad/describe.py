@@ -14,7 +14,7 @@ a call whose phrasing ends with a slot gets a comma when its parent's words foll
 plus z"), unless they begin with a verb ("is", "contains"...), and parentheses when they begin with a comma
 ("half of (x plus y), rounded down"); an inner call with no phrasing fit for its place, or whose phrasing
 holds a comma and is followed by words, is put in parentheses ("whether (x if c, otherwise y) exceeds z").
-What remains ambiguous is caught by generate.py's description map.
+What remains ambiguous is caught by task_draw.py's description map.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import re
 import string
 import textwrap
 
-from .names import TYPE_NOUNS
-from .values import describe_literal
+from .identifiers import TYPE_NOUNS
+from .input_values import describe_literal
 
 FRAMES = {
     "value": (("Return {np}.", "Compute and return {np}.", "Give back {np}.", "The function returns {np}.",

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from .cases import Degenerate, select_cases
 from .check import static_problem
-from .generate import check_by_exec
-from .names import draw_arg_names
+from .task_draw import check_by_exec
+from .identifiers import draw_arg_names
 from .registry import Registry, RegistryError, builtin_registry, check_phrasings, parse_primitive, read_toml
 from .render import write_body
 from .trees import Redraw, draw_program

@@ -18,8 +18,8 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
-from .generate import make_task
-from .names import suffix
+from .task_draw import make_task
+from .identifiers import suffix
 from .registry import Registry, resolve_registry
 from .task import BroadTask
 

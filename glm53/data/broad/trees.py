@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from .values import DEFAULT_LITERALS
+from .input_values import DEFAULT_LITERALS
 
 MAX_ARGS = 3
 P_LITERAL = 0.2  # an int/str leaf without `consts` is a literal this often

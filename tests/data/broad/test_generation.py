@@ -7,7 +7,7 @@ import pytest
 from glm53.data.broad import (FROZEN_SPLITS, BroadTask, broad_pretraining_task, broad_pretraining_text,
                          frozen_broad_tasks)
 from glm53.data.broad.check import exec_failures, verify_references
-from glm53.data.broad.generate import MAX_BYTES
+from glm53.data.broad.task_draw import MAX_BYTES
 from glm53.data.broad.task import HEADER
 from glm53.data.tasks import read_tasks, write_tasks
 
@@ -66,7 +66,7 @@ def test_task_rows_round_trip_through_task_files(tmp_path):
 
 
 def test_a_description_that_means_another_function_is_redrawn():
-    from glm53.data.broad.generate import make_task
+    from glm53.data.broad.task_draw import make_task
     from glm53.data.broad.registry import builtin_registry
 
     conflicts = {}

@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..data.suites import ALL_SPLITS
 from ..runtime.settings import Checks, config_from_settings, setting, setting_names
-
-SPLITS = ("dev", "rl", "final", "confirm", "compose", "phrase", "human")  # every split of every suite
 
 
 @dataclass
@@ -90,7 +89,7 @@ def sweep_folder_of(job_dir: Path) -> Path | None:
     return None
 
 
-def start_scores(model, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log) -> tuple[dict, str]:
+def start_scores(loaded, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log) -> tuple[dict, str]:
     """The start checkpoint's greedy evaluation on `tasks`, shared by the jobs of one sweep (module docstring).
     The file is read only when its identity equals this job's: the weights' hash and the model's config, every
     task's id, prompt, entry point, language and cases, the evaluation settings, the thread count and glm53's
@@ -103,11 +102,12 @@ def start_scores(model, tasks: list, eval_cfg, accepted: bool, job_dir: Path, lo
     from ..runtime.files import atomic_write_json
 
     folder = sweep_folder_of(job_dir)
-    if folder is None or not model.weights_sha256:
+    model = loaded.model
+    if folder is None or not loaded.weights_sha256:
         return evaluate(model, tasks, eval_cfg, accepted_partial=accepted), "computed (not in a sweep folder)"
     task_text = json.dumps([[t.task_id, t.prompt, t.entry_point, getattr(t, "language", ""), repr(t.cases)]
                             for t in tasks])
-    identity = {"weights_sha256": model.weights_sha256, "model": asdict(model.config),
+    identity = {"weights_sha256": loaded.weights_sha256, "model": asdict(model.config),
                 "tasks_sha256": hashlib.sha256(task_text.encode()).hexdigest(), "tasks": [t.task_id for t in tasks],
                 "eval": asdict(eval_cfg), "threads": torch.get_num_threads(), "accepted_partial": accepted,
                 "glm53": __version__}
@@ -138,16 +138,16 @@ def split_evaluation(job: RLSplitsJob) -> tuple[dict, Any]:
 
     cfg, final = job.rl, job.final
     suite = get_suite(cfg.suite)
-    tasks = {s: suite.tasks(s, None if s == "human" else final.eval_count) for s in job.splits()}
+    tasks = {s: suite.eval_tasks(s, final.eval_count) for s in job.splits()}
     return tasks, EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=final.eval_max_new_tokens or
                                                                  cfg.sampling.max_new_tokens))
 
 
 def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     from ..data.suites import get_suite
-    from ..evaluate.evaluate import evaluate, subset
-    from ..train.checkpoint import load_model
-    from ..train.retention import prune_checkpoints
+    from ..checkpoints.format import load_model
+    from ..checkpoints.retention import prune_checkpoints
+    from ..evaluate.split_scores import evaluate_splits, per_split
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
@@ -159,23 +159,22 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
     every = [t for split in tasks.values() for t in split]
     accepted = cfg.runtime.accept_partial_isolation
     before, start_source = start_scores(models["before"], every, eval_cfg, accepted, job_dir, log)
-    scored = {"before": before, "after": evaluate(models["after"], every, eval_cfg, accepted_partial=accepted)}
+    after, parts = evaluate_splits(models["after"].model, tasks, eval_cfg, accepted)
+    scored = {"before": per_split(before, tasks), "after": parts}
     metrics, outcomes = {}, {}
-    for split, split_tasks in tasks.items():
-        ids = [t.task_id for t in split_tasks]
-        rate = {name: subset(result, ids)["summary"]["pass_at_k"]["1"] for name, result in scored.items()}
+    for split in tasks:
+        rate = {name: results[split]["summary"]["pass_at_k"]["1"] for name, results in scored.items()}
         metrics.update({f"{split}_pass_at_1_before": rate["before"], f"{split}_pass_at_1": rate["after"],
                         f"{split}_lift": rate["after"] - rate["before"]})
-        outcomes[f"{split}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0)
-                                          for r in subset(scored["after"], ids)["tasks"]}
+        outcomes[f"{split}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0) for r in parts[split]["tasks"]}
     if not final.keep_weights:
         prune_checkpoints(cfg.out, whole=0)  # every checkpoint's weights and state go; the hashes stay
     log(", ".join(f"{s} {metrics[f'{s}_pass_at_1_before']:.3f} -> {metrics[f'{s}_pass_at_1']:.3f}" for s in tasks))
     return {"job": "rl-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
             "metrics": {"eval": metrics}, "task_outcomes": outcomes,
             "final_weights_sha256": models["after"].weights_sha256, "initial_sha256": receipt["initial_sha256"],
-            "eval_settings": scored["after"]["settings"], "rl_seconds": receipt["elapsed_seconds_this_invocation"],
-            "eval_seconds": scored["after"]["elapsed_seconds"] + (before["elapsed_seconds"] if
+            "eval_settings": after["settings"], "rl_seconds": receipt["elapsed_seconds_this_invocation"],
+            "eval_seconds": after["elapsed_seconds"] + (before["elapsed_seconds"] if
                                                                   start_source.startswith("computed") else 0.0),
             "start_scores": start_source,
             "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json")}
@@ -185,7 +184,7 @@ RL_SPLITS = dict(
     name="rl-splits",
     description="post-training from init (glm53 rl), then greedy pass@1 on every evaluation split of its suite "
                 "before and after RL, and each split's lift; the seed is the RL seed",
-    metrics=tuple(f"{s}_{m}" for s in SPLITS for m in ("lift", "pass_at_1", "pass_at_1_before")),
+    metrics=tuple(f"{s}_{m}" for s in ALL_SPLITS for m in ("lift", "pass_at_1", "pass_at_1_before")),
     make=make_rl_splits, run=run_rl_splits, uses_checkpoints=False)
 
 
@@ -255,35 +254,32 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
     from ..data.suites import get_suite
     from ..decode.sampling import Sampling
     from ..evaluate.body_loss import body_loss, reference_bodies
+    from ..checkpoints.format import load_model
+    from ..checkpoints.retention import prune_checkpoints
     from ..evaluate.eval_config import EvalConfig
-    from ..evaluate.evaluate import evaluate, subset
-    from ..train.checkpoint import load_model
+    from ..evaluate.split_scores import evaluate_splits
     from ..train.pretrain import pretrain
-    from ..train.retention import prune_checkpoints
 
     cfg, extra = job.pretrain, job.extra
     suite = get_suite(cfg.suite)
     receipt = pretrain(cfg, log=log)
     splits = extra.splits()
-    counts = {s: None if s == "human" else extra.eval_count for s in splits}
-    bodies = {s: reference_bodies(cfg.suite, s, counts[s]) for s in splits}
-    tasks = {s: suite.tasks(s, counts[s]) for s in splits}
-    every = [t for split_tasks in tasks.values() for t in split_tasks]
+    tasks = {s: suite.eval_tasks(s, extra.eval_count) for s in splits}
+    bodies = {s: reference_bodies(cfg.suite, s, len(tasks[s])) for s in splits}
     eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=extra.eval_max_new_tokens or
                                                               suite.max_new_tokens))
     metrics, outcomes = {}, {}
     for c in receipt["checkpoints"]:
         if c["step"] == 0:
             continue
-        model = load_model(Path(cfg.out) / c["path"], expect=cfg.model)
+        model = load_model(Path(cfg.out) / c["path"], expect=cfg.model).model
         row = {"weights_sha256": c["weights_sha256"]}
         row.update({f"{s}_body_loss": body_loss(model, bodies[s]) for s in splits})
         if extra.pass_at_1:
-            scored = evaluate(model, every, eval_cfg, accepted_partial=cfg.runtime.accept_partial_isolation)
+            _, parts = evaluate_splits(model, tasks, eval_cfg, cfg.runtime.accept_partial_isolation)
             for s in splits:
-                ids = [t.task_id for t in tasks[s]]
-                row[f"{s}_pass_at_1"] = subset(scored, ids)["summary"]["pass_at_k"]["1"]
-                outcomes[f"{s}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0) for r in subset(scored, ids)["tasks"]}
+                row[f"{s}_pass_at_1"] = parts[s]["summary"]["pass_at_k"]["1"]
+                outcomes[f"{s}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0) for r in parts[s]["tasks"]}
         metrics[str(c["step"])] = row
         log(f"step {c['step']}: " + ", ".join(f"{s} loss {row[f'{s}_body_loss']:.3f}" +
                                              (f" pass {row[f'{s}_pass_at_1']:.3f}" if extra.pass_at_1 else "")
@@ -301,5 +297,5 @@ PRETRAIN_SPLITS = dict(
     name="pretrain-splits",
     description="coding pretraining (glm53 pretrain, e.g. with data_order or distinct_documents), scored at each "
                 "checkpoint on the broad suite's splits: body loss and greedy pass@1",
-    metrics=tuple(f"{s}_{m}" for s in SPLITS for m in ("body_loss", "pass_at_1")),
+    metrics=tuple(f"{s}_{m}" for s in ALL_SPLITS for m in ("body_loss", "pass_at_1")),
     make=make_pretrain_splits, run=run_pretrain_splits)

@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 
 from ..runtime.composition import record
 from ..runtime.settings import Checks, setting
+from .names import TRAINER_STATE_NAME, WEIGHTS_NAME
 
 # Settings a resumed run may change: they decide what stays on disk, never what is computed.
 RETENTION_CHANGES = frozenset({"keep_last", "keep_checkpoints"})
@@ -58,7 +59,7 @@ class Retention:
 def prune_checkpoints(out: str | Path, whole: int, keep_weights: Iterable[str] = ()) -> list[str]:
     """Every checkpoint in `out` but the newest `whole` (0: none) loses its trainer state, and its weights unless
     its folder name is in `keep_weights`. Returns the names of the folders that lost a file now."""
-    from .checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME, checkpoint_folders
+    from .format import checkpoint_folders
 
     keep_weights = set(keep_weights)
     folders = checkpoint_folders(out)
@@ -76,7 +77,7 @@ def prune_checkpoints(out: str | Path, whole: int, keep_weights: Iterable[str] =
 def retention_record(out: str | Path) -> dict:
     """What the checkpoints in `out` hold now, for a receipt: those pruned to their metadata, and those that kept
     their weights but no trainer state; every other one is whole."""
-    from .checkpoint import TRAINER_STATE_NAME, WEIGHTS_NAME, checkpoint_folders
+    from .format import checkpoint_folders
 
     folders = checkpoint_folders(out)
     return {"pruned": [f.name for f in folders if not (f / WEIGHTS_NAME).is_file()],

@@ -17,7 +17,7 @@ import random
 from .cases import Degenerate, probe_signature, select_cases
 from .describe import comment_lines, describe
 from .heldout import held_out_pairs, is_held_out_pair, stream_pair_ok
-from .names import draw_arg_names, function_stem
+from .identifiers import draw_arg_names, function_stem
 from .render import write_body
 from .task import BroadTask, make_prompt
 from .trees import Redraw, draw_program

@@ -1,11 +1,5 @@
-"""Checkpoints: a directory written atomically and never overwritten.
-
-    checkpoint-0100/
-        model.safetensors   weights (the tied head is the embedding; stored once)
-        config.json         ModelConfig
-        metadata.json       step, tokens seen, seed, stage, sha256 of model.safetensors, ...
-        trainer_state.pt    optimizer state and RNG states, for exact resume (absent in exported models, and
-                            after --no-save-optimizer; retention.py prunes old checkpoints to their metadata)
+"""A training run's folder over its life: started, refused or resumed, and restored exactly from its newest
+checkpoint (model, optimizer and RNG states). The checkpoint format itself is checkpoints/format.py's.
 """
 
 from __future__ import annotations
@@ -13,26 +7,16 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 from pathlib import Path
 
 import torch
 
+from ..checkpoints.format import check_switches, checkpoint_folders, verify_checkpoint
+from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME, WEIGHTS_NAME
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from ..model.saved import read_metadata, unchecked_problem, verify_saved
-from ..runtime.config_file import run_kind  # noqa: F401 - also imported from here
-from ..runtime.files import AtomicDirectory, atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
-from .names import (METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME,  # noqa: F401 (re-exported)
-                    WEIGHTS_NAME, checkpoint_name)
-
-
-def checkpoint_folders(out: str | os.PathLike, complete: bool = True) -> list[Path]:
-    """A run folder's checkpoint folders, oldest first by step (checkpoint-10000 after checkpoint-9999); with
-    `complete`, only those with metadata.json."""
-    found = [p for p in Path(out).glob("checkpoint-*") if p.is_dir() and p.name[len("checkpoint-"):].isdigit()]
-    return sorted((p for p in found if not complete or (p / METADATA_NAME).is_file()),
-                  key=lambda p: int(p.name[len("checkpoint-"):]))
+from ..runtime.config_file import run_kind
+from ..runtime.files import atomic_write_json, is_housekeeping, refuse_nonempty_dir
 
 
 def rng_state() -> dict:
@@ -49,89 +33,6 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, trainer_state: dict | None = None) -> str:
-    """Write a checkpoint directory atomically; returns the sha256 of its weights."""
-    with AtomicDirectory(path) as tmp:
-        model.save_pretrained(tmp)
-        (tmp / "README.md").unlink(missing_ok=True)  # the hub mixin's model card; our metadata says more
-        sha = sha256_file(tmp / WEIGHTS_NAME)
-        # config.json's hash too: some switches (position, hc_double_residual) leave every weight's shape alone,
-        # so an edited config would load the same weights as another model
-        atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,  # replaces save_pretrained's
-                                                "config_sha256": sha256_file(tmp / "config.json"),
-                                                "parameter_counts": model.parameter_counts()}, overwrite=True)
-        if trainer_state is not None:
-            torch.save(trainer_state, tmp / TRAINER_STATE_NAME)
-    return sha
-
-
-def check_switches(path: Path, saved: ModelConfig, asked: ModelConfig) -> None:
-    """Refuse a checkpoint whose architecture (switches and sizes) differs from the config that asks for it; some
-    switches (position) leave every weight's shape alone, so loading would silently compute another model."""
-    differences = saved.architecture_differences(asked)
-    if differences:
-        raise ValueError(f"{path} was saved with other model settings than asked (saved != asked): "
-                         + "; ".join(differences) + ". Ask for the checkpoint's settings, or start a new run")
-
-
-def check_loadable(path: Path, trust_unverified: bool = False) -> None:
-    """Refuse, in one line, a folder `load_model` cannot load: missing, without weights or config, or without
-    metadata.json (unless `trust_unverified`). Cheap: commands call it before they write anything."""
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
-    if not (path / WEIGHTS_NAME).is_file() and (path / METADATA_NAME).is_file():
-        raise FileNotFoundError(f"{path} holds only the metadata of a checkpoint: {WEIGHTS_NAME} is missing (pruned by "
-                                "--keep-last, or by `glm53 run`, which keeps the weights of the RL start and the chosen "
-                                "RL checkpoint only); load a checkpoint that kept its weights")
-    for name in (WEIGHTS_NAME, "config.json"):
-        if not (path / name).is_file():
-            raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")
-    if unchecked_problem(path) and not trust_unverified:
-        raise ValueError(unchecked_problem(path))
-
-
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", expect: ModelConfig | None = None,
-               trust_unverified: bool = False) -> GLM53:
-    """Load a checkpoint's model: the weights' and the config's sha256 checked against metadata.json, the config
-    checked (against `expect` too, when given: see `check_switches`), every weight present and of the right shape.
-    Any problem is a ValueError that names the file. A folder without metadata.json cannot be checked and is
-    refused unless `trust_unverified` (--trust-unverified). The sha256 is kept on the model as `weights_sha256`,
-    and whether it was checked as `verified`, for receipts."""
-    path = Path(path)
-    check_loadable(path, trust_unverified)
-    checked = (path / METADATA_NAME).is_file()
-    sha = verify_checkpoint(path) if checked else sha256_file(path / WEIGHTS_NAME)
-    try:
-        config = ModelConfig.from_dict(json.loads((path / "config.json").read_text()))
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"{path / 'config.json'} is not a valid model config: {err}") from None
-    if expect is not None:
-        check_switches(path, config, expect)
-    try:
-        from safetensors.torch import load_file
-
-        weights = load_file(str(path / WEIGHTS_NAME), device=str(device))
-    except Exception as err:  # noqa: BLE001 - safetensors raises several types for a damaged file
-        raise ValueError(f"{path / WEIGHTS_NAME} cannot be read ({type(err).__name__}: {err}); "
-                         "the file is damaged or not a safetensors file") from None
-    model = GLM53(config)
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(weights))
-    unexpected = sorted(set(weights) - set(expected))
-    misshapen = sorted(k for k in set(expected) & set(weights) if expected[k].shape != weights[k].shape)
-    if missing or unexpected or misshapen:
-        parts = [f"{len(keys)} {what} (e.g. {keys[0]})" for what, keys in
-                 (("missing", missing), ("unexpected", unexpected), ("of another shape", misshapen)) if keys]
-        raise ValueError(f"{path / 'config.json'} does not match the weights in {path / WEIGHTS_NAME}: "
-                         + ", ".join(parts) + " tensors")
-    model.load_state_dict(weights, strict=True)
-    model.weights_sha256, model.verified = sha, checked
-    if not checked:  # said once the load succeeded, so that a failing load stays one line
-        print(f"glm53: {path}: its weights and config were loaded unchecked, as --trust-unverified asked",
-              file=sys.stderr)
-    return model.to(device)
-
-
 def load_trainer_state(path: str | os.PathLike) -> dict:
     file = Path(path) / TRAINER_STATE_NAME
     if not file.is_file():
@@ -144,9 +45,6 @@ def load_trainer_state(path: str | os.PathLike) -> dict:
     if not isinstance(state, dict) or "optimizer" not in state or "rng" not in state:
         raise ValueError(f"{file} is not a glm53 trainer state; delete this checkpoint folder to resume from the one before it")
     return state
-
-
-verify_checkpoint = verify_saved  # the name train/ and the tests use
 
 
 def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "") -> list[str]:

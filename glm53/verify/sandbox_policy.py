@@ -22,7 +22,7 @@ def missing_layers(report: dict) -> list[str]:
 
 def sandbox_record(accepted_partial: bool, pool=None) -> dict:
     """The verifier's isolation report (starting a sandbox worker if none ran yet) with `accepted_partial`."""
-    from ..verify.verifier import isolation_report
+    from .verifier import isolation_report
 
     return {**isolation_report(pool), "accepted_partial": bool(accepted_partial)}
 

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 from ..runtime.files import AtomicDirectory, atomic_write_json, atomic_write_text, refuse_unwritable, sha256_file
-from .checkpoint import METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, WEIGHTS_NAME, load_model
+from .format import load_model
+from .names import METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, WEIGHTS_NAME
 
 CARD_NAME = "README.md"
 MAIN_JOB_RECEIPT = "run-receipt.json"
@@ -101,7 +102,7 @@ def export_model(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Path:
     if out.exists():
         raise FileExistsError(f"{out} already exists; glm53 never overwrites results. Choose another --out")
     refuse_unwritable(out)  # one line naming the folder that refuses, before the checkpoint is read
-    model = load_model(checkpoint)  # checks the weights against metadata.json
+    model = load_model(checkpoint).model  # checks the weights against metadata.json
     facts = gather_card_facts(checkpoint)
     with AtomicDirectory(out) as tmp:
         model.save_pretrained(tmp)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ..runtime.files import atomic_write_text
-from .report import COLORS, _save, _style, plt
+from .runtime.files import atomic_write_text
+from .run_report import COLORS, _save, _style, plt
 
 SPLIT_NOTES = {"dev": "chose the RL start and the RL checkpoint", "rl": "RL trained on its first tasks",
                "confirm": "in distribution, unseen", "compose": "held-out primitive pairs",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib
 
-from ..runtime.files import atomic_write_text, read_jsonl
+from .runtime.files import atomic_write_text, read_jsonl
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -1,0 +1,85 @@
+"""Behaviour unchanged by the house's third step (issue 45): the same seed gives the same weights, byte for byte,
+for a tiny pretraining, a tiny RL run and a tiny sweep, driven through the command line (whose flags the moves
+keep). The hashes were recorded by running this file's `run_tiny_jobs` on commit 8b0004b, before any of the moves,
+on torch 2.13.0+cpu with the AVX512 kernels; another torch or another CPU kernel family may round differently, so
+there the test skips and says how to record them again. The RL run has an entropy bonus and a replay term so its
+update moves the weights even though no completion of the untrained model earns a reward.
+
+Record again: `git worktree add /tmp/old 8b0004b`, copy this file there, and run
+`PYTHONPATH=/tmp/old python tests/test_same_weights.py /tmp/out`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from glm53.cli import main
+
+RECORDED_ON = {"torch": "2.13.0+cpu", "cpu": "AVX512"}
+RECORDED = {
+    "pretrain": "d60c2e88eae87586f63c91567d0361a09e994efabc03c3f1c222c1d1461a0032",
+    "rl": "be73ed8169525955ec56c1e9b032a86719a6db6b71fdb3752970b505b47cdfbf",
+    "sweep": "e1df604bc8d50ecd0d37b575d983b14aaddaf3dd8b4d13cb72decb74ba5c4186",
+}
+MODEL = ["--dim", "32", "--layers", "4", "--heads", "4", "--expert-hidden", "48", "--experts", "4", "--top-k", "2",
+         "--streams", "4", "--sparse-window", "8", "--sparse-stride", "8", "--max-sequence-length", "160"]
+SPEC = """name = "tiny"
+job = "expression-pretrain"
+seeds = [1]
+checkpoints = [2, 4]
+metrics = ["target_byte_accuracy", "target_loss"]
+baseline = "diverse-88"
+[base]
+steps = 4
+batch_size = 4
+dim = 16
+heads = 2
+expert_hidden = 16
+[arms.diverse-88]
+data_order = "diverse-88"
+"""
+
+
+def run_tiny_jobs(out: Path) -> dict[str, str]:
+    """The three runs, one thread each; returns the weights sha256 each ends with."""
+    assert main(["pretrain", "--out", str(out / "pre"), "--steps", "3", "--checkpoints", "3", "--batch-size", "2",
+                 "--no-progress", "--device", "cpu", "--threads", "1", "--seed", "7", "--dev-max-new-tokens", "4",
+                 *MODEL]) == 0
+    assert main(["rl", "--init", str(out / "pre" / "checkpoint-0003"), "--out", str(out / "rl"), "--groups", "4",
+                 "--group-size", "4", "--families", "increment,even", "--tasks-per-family", "2", "--temperature", "1.0",
+                 "--max-new-tokens", "8", "--checkpoints", "2,4", "--groups-per-step", "2", "--dev-per-family", "1",
+                 "--dev-samples", "2", "--device", "cpu", "--threads", "1", "--no-progress", "--lr", "1e-3",
+                 "--entropy-coef", "0.05", "--replay-coef", "0.5", "--replay-batch", "2"]) == 0
+    (out / "tiny.toml").write_text(SPEC)
+    assert main(["sweep", str(out / "tiny.toml"), "--out", str(out / "sweep"), "--workers", "1", "--no-progress"]) == 0
+
+    def recorded(folder: Path) -> str:
+        return json.loads((folder / "metadata.json").read_text())["weights_sha256"]
+
+    job = json.loads((out / "sweep" / "runs" / "diverse-88" / "seed-1" / "receipt.json").read_text())
+    return {"pretrain": recorded(out / "pre" / "checkpoint-0003"), "rl": recorded(out / "rl" / "checkpoint-0004"),
+            "sweep": job["metrics"]["4"]["weights_sha256"]}
+
+
+@pytest.mark.slow
+def test_the_same_seed_gives_the_weights_it_gave_before_the_moves(tmp_path):
+    here = {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability()}
+    if here != RECORDED_ON:
+        pytest.skip(f"hashes recorded on {RECORDED_ON}, this is {here}: record them again (see the docstring)")
+    threads = torch.get_num_threads()
+    try:
+        hashes = run_tiny_jobs(tmp_path)
+    finally:
+        torch.set_num_threads(threads)  # --threads 1 set it for this process
+    assert hashes == RECORDED
+    # and the RL update did move the weights (else its hash would check nothing of the update)
+    start = json.loads((tmp_path / "rl" / "checkpoint-0000" / "metadata.json").read_text())["weights_sha256"]
+    assert start == RECORDED["pretrain"] != RECORDED["rl"]
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_tiny_jobs(Path(sys.argv[1])), indent=1))
