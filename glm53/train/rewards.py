@@ -176,7 +176,10 @@ def probe_verdicts(total: int) -> list[tuple[str, Verdict]]:
 
 
 def ordering_problem(terms: list[WeightedReward], task) -> str | None:
-    """The first pair of probe verdicts whose rewards break the ordering rule, as one line; None when none does."""
+    """The first pair of probe verdicts whose rewards break the ordering rule, as one line; None when none does
+    (or when there is no task to probe: the run then refuses its empty task list itself)."""
+    if task is None:
+        return None
     for completion in dict.fromkeys((task.canonical_completion or "", "")):
         probes = probe_verdicts(len(task.cases))
         scores = {label: total_reward(terms, task, completion, v) for label, v in probes}

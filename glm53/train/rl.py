@@ -109,12 +109,25 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     if reward_funcs is not None:
         cfg = copy.copy(cfg)
         cfg.reward = spec_of(terms)
+    problem = ordering_problem(terms, probe_task(cfg, tasks))
+    if problem and not cfg.allow_unordered_reward:
+        raise ValueError(problem)
+    if problem:
+        log(f"glm53 rl: --allow-unordered-reward: training on a reward that breaks the ordering rule: "
+            f"{problem.partition(' rule: ')[2].partition('; ')[0]}")
     check_loadable(Path(cfg.init), cfg.runtime.trust_unverified)  # before the run folder is made
     if not dp.is_main:
         return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep, terms)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
         return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep, terms)
+
+
+def probe_task(cfg: RLConfig, tasks: list[Task] | None) -> Task | None:
+    """The task the reward's ordering is probed on: the run's first (of the task file, or of the rl split)."""
+    tasks = tasks or (read_tasks(cfg.tasks_file) if cfg.tasks_file else
+                      get_suite(cfg.suite).tasks("rl", 1, cfg.families))
+    return tasks[0] if tasks else None
 
 
 def sample_groups(dp: DataParallel, model, tasks: list[Task], group_size: int, sampling: Sampling, seed: int,
@@ -232,11 +245,6 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
                                       model.config.max_sequence_length, "--max-new-tokens", suite.fit_context, None)
     if problem:  # before the folder exists: the first rollout would fail there
         raise ValueError(f"rl: {cfg.init}: {problem}")
-    problem = ordering_problem(terms, tasks[0])
-    if problem and not cfg.allow_unordered_reward:
-        raise ValueError(problem)
-    if problem:
-        log(f"glm53 rl: --allow-unordered-reward: training on it although {problem.partition(': ')[2]}")
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
