@@ -60,7 +60,7 @@ LOG_NAME = "train_log.jsonl"
 VALIDATION_SETTINGS = frozenset({"eval_every", "validation_rows"})
 # settings this file's runs did not record before --corpus existed: at these values, an older run resumes
 NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None, "loss_on": "all",
-                "data_order": "stream", "distinct_documents": 0}
+                "data_order": "stream", "distinct_documents": 0, "grad_accumulation": 1}
 
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
@@ -113,10 +113,14 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     timings), the same on every rank.
 
     Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
-    are scaled by the world size before backward (a no-op in one process)."""
-    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
+    are scaled by the world size before backward (a no-op in one process). --grad-accumulation K: the step's batch
+    is the K x --batch-size rows one step of that batch would read, run as K micro-batches whose gradients add up
+    before the one optimizer step (token sums over the whole step's token count; simplification: the balance and
+    indexer terms, means per forward, are averaged over the micro-batches, as over ranks)."""
+    k = cfg.grad_accumulation
+    inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg))
-    rows = dp.share(cfg.batch_size)
+    rows = dp.share(cfg.batch_size * k)
     inputs, labels = inputs[rows].to(device), labels[rows].to(device)
     lr = learning_rate(cfg, step)
     for group in optimizer.param_groups:
@@ -125,25 +129,29 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     mtp = cfg.model.mtp_depth > 0
     local_tokens = torch.stack([(labels != IGNORE_INDEX).sum(), (labels[:, 1:] != IGNORE_INDEX).sum()]).double()
     tokens, mtp_tokens = dp.sum(local_tokens).tolist()
-    with autocast(device, precision):
-        logits, aux = forward(inputs, return_aux=True)
-        lm_share = language_loss_sum(logits, labels) / tokens
-        mtp_share = language_loss_sum(aux.mtp_logits, labels[:, 1:]) / mtp_tokens if mtp else lm_share.new_zeros(())
-        shares = torch.stack([lm_share, mtp_share, aux.balance_loss.float() / dp.world_size,
-                              aux.indexer_loss.float() / dp.world_size])
-        weights = torch.tensor([1.0, cfg.mtp_coef, cfg.balance_coef, cfg.indexer_coef], device=shares.device)
-        loss_share = (shares * weights).sum()
-    lm_loss, mtp_loss, balance_loss, indexer_loss = dp.sum(shares.detach()).tolist()
+    optimizer.zero_grad(set_to_none=True)
+    weights = torch.tensor([1.0, cfg.mtp_coef, cfg.balance_coef, cfg.indexer_coef], device=device)
+    step_shares, usage = 0.0, 0.0
+    for part_inputs, part_labels in zip(inputs.chunk(k), labels.chunk(k)):
+        with autocast(device, precision):
+            logits, aux = forward(part_inputs, return_aux=True)
+            lm_share = language_loss_sum(logits, part_labels) / tokens
+            mtp_share = (language_loss_sum(aux.mtp_logits, part_labels[:, 1:]) / mtp_tokens if mtp
+                         else lm_share.new_zeros(()))
+            shares = torch.stack([lm_share, mtp_share, aux.balance_loss.float() / (dp.world_size * k),
+                                  aux.indexer_loss.float() / (dp.world_size * k)])
+            loss_share = (shares * weights).sum()
+        (loss_share * dp.world_size).backward()
+        step_shares, usage = step_shares + shares.detach(), usage + aux.expert_usage / k
+    lm_loss, mtp_loss, balance_loss, indexer_loss = dp.sum(step_shares).tolist()
     total = lm_loss + cfg.mtp_coef * mtp_loss + cfg.balance_coef * balance_loss + cfg.indexer_coef * indexer_loss
     if not math.isfinite(total):  # the global figure, so every rank stops alike
         raise FloatingPointError(f"step {step + 1}: loss is {total}; lower --lr or check the data")
-    optimizer.zero_grad(set_to_none=True)
-    (loss_share * dp.world_size).backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optimization.grad_clip)
     optimizer.step()
     model.update_router_biases(dp.sum if dp.active else None)
     return {"step": step + 1, "loss": lm_loss, "balance_loss": balance_loss, "indexer_loss": indexer_loss,
-            **({"mtp_loss": mtp_loss} if mtp else {}), "expert_load_cv": expert_load_cv(aux.expert_usage),
+            **({"mtp_loss": mtp_loss} if mtp else {}), "expert_load_cv": expert_load_cv(usage),
             "grad_norm": float(grad_norm), "lr": lr, "tokens": int(tokens)}
 
 
@@ -215,7 +223,8 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
         f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
         f"{', calibrated kernels ' + str(run.kernels) if run.kernels else ''}), "
-        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}"
+        + (f" x {cfg.grad_accumulation} accumulated" if cfg.grad_accumulation > 1 else ""))
     for line in ([corpus.describe(cfg.corpus_mix)] if corpus else []) + [Validation.describe(run.validation)]:
         log(line)
     forward = data_parallel_forward(model, dp, device)
@@ -241,7 +250,7 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
             run.tokens_seen += row["tokens"]
             row["tokens_seen"] = run.tokens_seen
             row["seconds"] = time.perf_counter() - t0
-            row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
+            row["tokens_per_second"] = cfg.batch_size * cfg.grad_accumulation * cfg.sequence_length / row["seconds"]
             run.curve.append(row)
             if not dp.is_main:
                 continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
@@ -364,7 +373,7 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.runtime.resume else None,
         "resumed_from": run.resumed_from,
         # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)
-        "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
+        "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.grad_accumulation * cfg.sequence_length
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(run.device), "checkpoints": run.checkpoints,
         # what --keep-last pruned (again here: a prune cut short by an interruption is finished)

@@ -30,7 +30,10 @@ class PretrainConfig:
     steps: int = setting(400, "optimizer steps", at_least=1)
     checkpoints: tuple[int, ...] | None = setting(None, "steps to save a checkpoint at (the last step always is)",
                                                   shown="100,200,400, those within --steps")
-    batch_size: int = setting(32, "rows per step", at_least=1)
+    batch_size: int = setting(32, "rows per step (per micro-batch with --grad-accumulation)", at_least=1)
+    grad_accumulation: int = setting(1, "micro-batches of --batch-size rows whose gradients add up to one optimizer "
+                                        "step: a step of K x --batch-size rows (equal to rounding), in the memory of "
+                                        "one micro-batch", at_least=1)
     sequence_length: int = setting(128, "tokens per row", at_least=2)
     optimization: Optimization = setting(default_factory=Optimization, flatten=True)
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)

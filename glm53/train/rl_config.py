@@ -97,6 +97,10 @@ class RLConfig:
                                                   shown="24,48,72,96, those within --groups")
     seed: int = setting(31415, "seed of the task schedule and the sampling", at_least=0, at_most=MAX_SEED)
     groups_per_step: int = setting(16, "prompt groups per optimizer step", at_least=1)
+    grad_accumulation: int = setting(1, "micro-batches each update runs its rows (and replay rows) in, their "
+                                        "gradients added up before the one optimizer step: the step of "
+                                        "--groups-per-step groups in the memory of a K-th of it (equal to rounding)",
+                                     at_least=1)
     normalization: str = setting("sequence-mean", "loss aggregation: each completion's mean or summed token "
                                  "log-prob (then the mean over completions), token-mean over the batch (DAPO) or the "
                                  "batch sum over completions x max-new-tokens (Dr. GRPO)", choices=NORMALIZATIONS)
