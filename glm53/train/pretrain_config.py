@@ -115,10 +115,10 @@ class PretrainConfig:
         check.require(not (reordered and self.corpus), "--data-order and --distinct-documents order the generated "
                                                        "stream; with --corpus leave them at stream and 0")
         if self.distinct_documents and self.suite in SUITE_NAMES:
-            documents = run_documents(self.steps, self.batch_size, get_suite(self.suite).bucket_steps)
+            documents = run_documents(self.steps, self.batch_size * self.grad_accumulation, get_suite(self.suite).bucket_steps)
             check.require(self.distinct_documents < documents,
                           f"--distinct-documents {self.distinct_documents} must be fewer than the {documents} documents "
-                          f"the run reads (--steps x --batch-size), or no document is seen twice; use 0 for a stream "
+                          f"the run reads (--steps x --batch-size x --grad-accumulation), or no document is seen twice; use 0 for a stream "
                           "of new documents")
         check.require(self.data_order != "curriculum" or self.suite == "broad",
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "

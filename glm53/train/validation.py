@@ -60,7 +60,7 @@ def validation_set(cfg, corpus=None) -> Validation | None:
     documents is refused (a ValueError, before anything is written)."""
     if cfg.validation_rows == 0 or (corpus is not None and len(corpus.validation) == 0):
         return None
-    if corpus is None and (cfg.steps + 8) * cfg.batch_size >= VALIDATION_FIRST_INDEX:  # + 8: bucketing's window
+    if corpus is None and (cfg.steps + 8) * cfg.batch_size * cfg.grad_accumulation >= VALIDATION_FIRST_INDEX:  # + 8: bucketing's window
         raise ValueError("pretrain: --steps x --batch-size reaches 2^40 rows, where the generated stream's validation "
                          "documents begin; use fewer steps, or --validation-rows 0")
     inputs, labels = validation_batch(cfg.validation_rows, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
