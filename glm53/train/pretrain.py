@@ -53,7 +53,7 @@ from .optimizers import decay_groups, make_optimizer  # noqa: F401 - part of thi
 from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .pretrain_config import EXTENSIONS, PretrainConfig
 from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
-from .validation import Validation, validation_due, validation_set
+from .validation import Validation, corpus_samples, validation_due, validation_set
 
 LOG_NAME = "train_log.jsonl"
 # what a resumed run may change besides EXTENSIONS: when the validation loss is measured leaves training alone
@@ -286,7 +286,8 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     kernels = resolve_kernels(cfg.kernels, precision, device)
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
-    dev_tasks = get_suite(cfg.suite).checked_dev_tasks(dev_tasks, cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
+    dev_tasks = get_suite(cfg.suite).checked_dev_tasks([] if corpus and dev_tasks is None else dev_tasks,
+                                                       cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     torch.manual_seed(cfg.seed)
@@ -340,19 +341,23 @@ def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> Non
     if val_loss is not None:
         log(f"  [step {step}] validation loss {val_loss:.4f}")
     samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens, cfg.suite) if run.dev_tasks else []
+    held = corpus_samples(run.model, run.corpus, cfg.dev_max_new_tokens) if run.corpus else []  # the dev prompts'
+    for h in held:  # place in a corpus run, its validation loss beside them
+        log(f"  [step {step}] held-out {h['prompt']!r} -> {h['completion']!r}")
     for s in samples:
         log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
     dev_pass = sum(s["status"] == "passed" for s in samples)
     if samples:
         log(f"  [step {step}] dev greedy pass@1: {dev_pass}/{len(samples)}")
     record = {"step": step, "path": checkpoint_name(step), "dev_completions": samples, "dev_passed": dev_pass,
-              "dev_tasks": len(samples), **({"val_loss": val_loss} if val_loss is not None else {})}
+              "dev_tasks": len(samples), **({"val_loss": val_loss} if val_loss is not None else {}),
+              **({"corpus_samples": held} if run.corpus else {})}
     trainer_state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "step": step,
                      "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record],
                      "corpus_sha256": run.corpus.summary["sha256"] if run.corpus else None}
     meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
             "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
-            "dev_pass_at_1": dev_pass / len(samples) if samples else None}
+            "dev_pass_at_1": dev_pass / len(samples) if samples else None, **({"corpus_samples": held} if held else {})}
     sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta,
                           trainer_state if cfg.retention.save_optimizer else None)
     run.checkpoints.append({**record, "weights_sha256": sha})

@@ -53,10 +53,13 @@ class PretrainConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
                                         "also a context of 384, rows of 324 and a token cap of 192, unless given)",
                          choices=SUITE_NAMES)
-    corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive) or a JSON Lines file "
-                              "with a \"text\" field per row (empty: the suite's generated stream only)")
+    corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive), a JSON Lines file "
+                              "with a \"text\" field per row, or one .py/.txt file, a single document stream whose "
+                              "tail is held out (empty: the suite's generated stream only); the checkpoints then "
+                              "complete held-out corpus text instead of the suite's dev prompts")
     corpus_validation_share: float = setting(0.05, "--corpus: share of its documents held out for the validation "
-                                                   "loss (chosen by a hash of each file's path or row's text)",
+                                                   "loss (chosen by a hash of each file's path or row's text; a "
+                                                   "single file: the share of its bytes at its end)",
                                              above=0, below=1)
     corpus_mix: float | None = setting(None, "--corpus: share of each step's rows from the corpus, the rest from "
                                              "the generated stream", shown="1.0 with --corpus",
@@ -105,7 +108,7 @@ class PretrainConfig:
         """The corpus and validation settings (the corpus's content is read, and checked, when the run starts)."""
         if self.corpus:
             check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
-                                                      ".py/.txt files or a JSON Lines file")
+                                                      ".py/.txt files, a JSON Lines file or one .py/.txt file")
             self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
             check.require(self.loss_on == "all", "--loss-on completion needs task-shaped documents, and a corpus's "
                                                  "files have no prompt to leave out; use --loss-on all with --corpus")

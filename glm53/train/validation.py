@@ -72,6 +72,27 @@ def validation_set(cfg, corpus=None) -> Validation | None:
     return Validation(inputs, labels, max(cfg.batch_size, 32), source)
 
 
+CORPUS_SAMPLES = 4  # held-out corpus prompts each checkpoint of a corpus run completes
+
+
+def corpus_samples(model, corpus, max_new_tokens: int) -> list[dict]:
+    """A corpus run's checkpoint samples: greedy completions (stopped at EOS or the token cap) of the first bytes of
+    up to CORPUS_SAMPLES held-out rows (data/corpus.py `sample_prompts`), which training never read; as many
+    bytes as leave room for the completion in the context, 48 at most. Simplification: no verdict, since corpus
+    text has no cases; the validation loss is its measure."""
+    from ..decode.sampling import Sampling
+
+    room = min(48, model.config.max_sequence_length - max_new_tokens - 1)
+    prompts = corpus.sample_prompts(CORPUS_SAMPLES, room) if room > 0 else []
+    if not prompts:
+        return []
+    was_training = model.training
+    model.eval()
+    generations = model.generate(prompts, Sampling(max_new_tokens=max_new_tokens), stop="eos")
+    model.train(was_training)
+    return [{"prompt": g.prompt, "completion": g.completion, "hit_token_cap": g.hit_token_cap} for g in generations]
+
+
 def validation_due(cfg, step: int) -> bool:
     """Whether the model after `step` updates is validated: at every checkpoint, and every --eval-every steps."""
     return step in cfg.checkpoints or (cfg.eval_every > 0 and step % cfg.eval_every == 0)
