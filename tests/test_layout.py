@@ -109,7 +109,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("checkpoints", "data"),
     ("decode",),
     ("evaluate", "serve"),  # serve decodes and judges as eval does, and imports nothing of evaluate/
-    ("train",),
+    ("train", "report"),  # report/ reads run folders' files and imports runtime/ alone
     ("speed", "vision", "glm53.run_config", "glm53.run_report"),
     ("glm53.run_suite_report",),
     ("glm53.run",),
