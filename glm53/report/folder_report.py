@@ -117,10 +117,16 @@ def _sweep_section(run: Path, charts: Path) -> list[str]:
                                                        float(r.get("seconds", r.get("wall_seconds", 0.0)))]
                                                       for r in log]) if log else []
     series = []
-    for path in sorted(run.glob("runs/*/*/train_log.jsonl")):
-        curve = read_jsonl(path)
-        series.append((f"{path.parent.parent.name}/{path.parent.name}", [r["step"] for r in curve],
-                       [r["loss"] for r in curve]))
+    for job in sorted(p for p in run.glob("runs/*/*") if p.is_dir()):
+        name = f"{job.parent.name}/{job.name}"
+        logs = [log for log in (job / "train_log.jsonl", job / "run" / "train_log.jsonl") if log.is_file()]
+        if logs:  # a pretraining job's own log
+            curve = read_jsonl(logs[0])
+            series.append((name, [r["step"] for r in curve], [r["loss"] for r in curve]))
+        elif (job / "receipt.json").is_file():  # an expression-data job keeps its curve in its receipt
+            losses = json.loads((job / "receipt.json").read_text()).get("loss_curve") or []
+            if losses:
+                series.append((name, list(range(1, len(losses) + 1)), losses))
     if series:
         image = draw.line_chart(charts, "sweep_loss.png", "Training loss per job", "step", "loss", series, log=True)
         lines = [f"![sweep_loss]({image})", ""] + lines

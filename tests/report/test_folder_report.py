@@ -45,6 +45,23 @@ def test_an_rl_and_a_sweep_folder(tmp_path):
     assert main(["report", str(sweep)]) == 0
     text = (sweep / "report" / "REPORT.md").read_text()
     assert "charts/sweep_loss.png" in text and "| a/seed-1 | done | 2.5 |" in text
+    # the sweeps as they are written: a pretraining job's log under run/, an expression-data job's curve in its receipt
+    real = tmp_path / "real-sweep"
+    jsonl(real / "sweep-log.jsonl", [{"job": "a/seed-1", "status": "done", "seconds": 1.0}])
+    jsonl(real / "runs" / "a" / "seed-1" / "run" / "train_log.jsonl", [{"step": s, "loss": 3.0 / s} for s in (1, 2)])
+    (real / "runs" / "b" / "seed-1").mkdir(parents=True)
+    (real / "runs" / "b" / "seed-1" / "receipt.json").write_text('{"loss_curve": [5.5, 5.4, 5.2]}')
+    from glm53.report import folder_report
+
+    drawn = []
+    draw_chart = folder_report.draw.line_chart
+    folder_report.draw.line_chart = lambda *args, **kw: drawn.append(args[5]) or draw_chart(*args, **kw)
+    try:
+        (tmp_path / "charts").mkdir()
+        folder_report._sweep_section(real, tmp_path / "charts")
+    finally:
+        folder_report.draw.line_chart = draw_chart
+    assert [(name, steps) for name, steps, _ in drawn[0]] == [("a/seed-1", [1, 2]), ("b/seed-1", [1, 2, 3])]
 
 
 def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys):
