@@ -83,7 +83,7 @@ def cmd_vision(args) -> int:
     device = resolve_device(args.device)
     receipt: dict = {"device": str(device)}
     if args.pilot:
-        training = config_from_args(DigitTraining, args, prefix="pilot.", base=vars(PILOT_TRAINING))
+        training = config_from_args(DigitTraining, args, prefix="pilot.", base=PILOT_TRAINING.to_dict())
         if getattr(args, "pilot.steps") is not None and getattr(args, "pilot.tower_warmup_steps") is None:
             training = replace(training, tower_warmup_steps=training.steps // 2)  # the ramp spans half the updates
         seeds, examples = args.seeds or [73], args.eval_examples or 100

@@ -16,7 +16,7 @@ from ..data.tokenizer import ByteTokenizer
 from ..evaluate.stats import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from ..train.schedule import linear_ramp, scheduled_lr
+from ..train.schedule import linear_ramp
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
 from .training_config import PILOT_TRAINING, DigitTraining  # noqa: F401 - PILOT_TRAINING: also imported from here
@@ -72,8 +72,8 @@ def evaluate_digits(model: VisionLanguageModel, images: torch.Tensor, labels: to
 def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int, eval_images: torch.Tensor,
                  eval_labels: torch.Tensor, parameters=None) -> dict:
     """Train on the digit stream of `seed` as `training` says; held-out accuracy before and after."""
-    t = training
-    steps, batch_size, lr = t.steps, t.batch_size, t.lr
+    t, opt = training, training.optimization
+    steps, batch_size = t.steps, t.batch_size
     device = next(model.parameters()).device
     params = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
     tower = {id(p) for p in model.tower.parameters()}
@@ -83,15 +83,15 @@ def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int,
                "eps": t.embedding_eps},
               {"params": [p for p in params if id(p) in tower], "scale": t.tower_lr_scale,
                "warmup": t.tower_warmup_steps}]
-    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, weight_decay=t.weight_decay)
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=opt.lr, betas=opt.betas,
+                                  weight_decay=opt.weight_decay)
     before = evaluate_digits(model, eval_images, eval_labels)
     started = time.perf_counter()
     curve = []
     model.train()
     for step in range(steps):
         for group in optimizer.param_groups:
-            group["lr"] = linear_ramp(step, group["warmup"]) * group["scale"] * scheduled_lr(lr, step, steps,
-                                                                                          t.warmup_steps, t.schedule)
+            group["lr"] = linear_ramp(step, group["warmup"]) * group["scale"] * opt.lr_at(step, steps)
         images, labels = training_batch(step * t.label_step, batch_size, seed)
         images, labels = images.to(device), labels.to(device)
         logits, aux = model(images, prompt_ids(batch_size, device), return_aux=True)
@@ -99,7 +99,7 @@ def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int,
         total = loss + t.balance_coef * aux.balance_loss
         optimizer.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(params, t.grad_clip)
+        torch.nn.utils.clip_grad_norm_(params, opt.grad_clip)
         optimizer.step()
         curve.append(float(loss.detach()))
     seconds = time.perf_counter() - started
