@@ -32,7 +32,7 @@ from glm53.data.pretrain_batches import pretraining_batch
 from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast
 from glm53.model.linear_attention import LinearAttention, feature_map, linear_attention_fast
 from glm53.runtime.device import autocast
-from glm53.train.pretrain import language_loss
+from glm53.train.loss import language_loss, training_loss
 
 VARIANTS = {
     "reference": {}, "kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer"),
@@ -69,9 +69,8 @@ def step_seconds(model: GLM53, steps: int, batch: int, length: int, precision: s
         started = time.perf_counter()
         with autocast(torch.device("cpu"), precision):
             logits, aux = model(inputs, return_aux=True)
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss + aux.indexer_loss
-            if aux.mtp_logits is not None:
-                loss = loss + 0.3 * language_loss(aux.mtp_logits, labels[:, 1:])
+            mtp = language_loss(aux.mtp_logits, labels[:, 1:]) if aux.mtp_logits is not None else None
+            loss, _ = training_loss(language_loss(logits, labels), aux, 0.01, mtp=mtp, mtp_coef=0.3, indexer_coef=1.0)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

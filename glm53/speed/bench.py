@@ -5,6 +5,11 @@ plain = cumulative linear attention (materialized prefix states), gathered spars
 fast  = chunked linear attention, cached-mask SDPA sparse attention, grouped experts, the default precision
         (bf16 autocast where the CPU has native bf16), and the cached engine.
 
+The training phases time pretraining's own step (train/pretrain.py's `training_update`, on a batch made before
+the clock starts): the learning rate, forward, the loss (train/loss.py), backward, gradient clipping, the optimizer,
+the router biases and the log row's figures. Until issue 45 they timed a copy of it without the learning rate, the
+router biases and the log's figures, so seconds per step recorded before then may be slightly lower.
+
 Each phase runs in a fresh process so that its peak memory (peak resident set size on the CPU) is its own;
 every phase builds the model from the same seed, so both paths start from identical weights (checked by hash).
 Figures are medians over timed steps after warm-up steps (bf16 matmuls on CPU build a kernel for every new
@@ -23,10 +28,13 @@ import time
 import torch
 
 from ..checkpoints.format import weights_sha256
+from ..data.pretrain_batches import pretraining_batch
 from ..model.config import ModelConfig
 from ..runtime.cpu import cpu_description, cpu_summary
-from ..runtime.device import autocast, peak_memory_bytes, resolve_precision
+from ..runtime.device import peak_memory_bytes, resolve_precision
 from ..runtime.kernel_settings import resolve_kernels
+from ..train.pretrain import make_optimizer, training_update
+from ..train.pretrain_config import PretrainConfig
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
                         max_sequence_length=192),
@@ -46,18 +54,16 @@ def _build(model_kwargs: dict, plain: bool, seed: int):
 
 def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: bool, batch_size: int,
                 sequence_length: int, warmup: int, timed: int, seed: int, ceiling_size: int = 2048) -> dict:
-    """Seconds per training step (median of the timed steps), and the matmul ceiling in `precision` measured in the
+    """Seconds per training step (median of the timed steps) of pretraining's own step on a batch made beforehand
+    (train/pretrain.py's `training_update`), and the matmul ceiling in `precision` measured in the
     same process right before each timed step and right after the last (`matmul_gflops_per_step`; the highest is
     `matmul_gflops_beside`): a shared host's speed drifts by 10-30% within minutes, and the ceiling measured at the
     end of `glm53 bench` may fall in another phase of it. Each timed step is then also set against the higher of the
     two ceilings measured on either side of it (`run_bench`'s step-by-step fraction)."""
-    from ..data.pretrain_batches import pretraining_batch
-    from ..train.pretrain import language_loss, make_optimizer
-    from ..train.pretrain_config import PretrainConfig
-
     model = _build(model_kwargs, plain, seed)
     sha = weights_sha256(model)
-    optimizer = make_optimizer(model, PretrainConfig(out="-", sequence_length=sequence_length, model=model.config))
+    cfg = PretrainConfig(out="-", batch_size=batch_size, sequence_length=sequence_length, model=model.config)
+    optimizer = make_optimizer(model, cfg)
     forward = torch.compile(model) if compile_model else model
     device = torch.device("cpu")
     times, losses, ceilings = [], [], []
@@ -66,15 +72,9 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
             ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size, repeats=3))
         inputs, labels = pretraining_batch(step, batch_size, sequence_length)
         t0 = time.perf_counter()
-        with autocast(device, precision):
-            logits, aux = forward(inputs, return_aux=True)
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        row = training_update(cfg, step, model, forward, optimizer, inputs, labels, device, precision)
         times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
+        losses.append(row["loss"])
     ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size, repeats=3))
     seconds = statistics.median(times[warmup:])
     return {"seconds_per_step": seconds, "tokens_per_second": batch_size * sequence_length / seconds,

@@ -57,28 +57,31 @@ def _turn_order(candidates: int, round_index: int) -> list[int]:
 
 
 def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float]:
-    """Seconds per training step of each (model kwargs, precision) candidate at CALIBRATION_BATCH: a model each,
+    """Seconds per training step (pretraining's own, train/pretrain.py's `training_update`; until issue 45 a copy
+    without clipping, the schedule and the log's figures) of each (model kwargs, precision) candidate at
+    CALIBRATION_BATCH: a model each,
     two warm-up steps each (bf16 kernels are built for each new shape), then `steps` rounds in which every
     candidate takes one timed step in turn; compared to the first candidate round by round (`_paired`)."""
     from ..data.pretrain_batches import pretraining_batch
     from ..model.config import ModelConfig
     from ..model.model import GLM53
-    from ..train.pretrain import bare_training_step, make_optimizer
+    from ..train.pretrain import make_optimizer, training_update
     from ..train.pretrain_config import PretrainConfig
 
     runs = []
     for model_kwargs, precision in candidates:
         torch.manual_seed(0)
         model = GLM53(ModelConfig(**model_kwargs))
-        runs.append((model, make_optimizer(model, PretrainConfig(out="-", model=model.config)), precision))
+        cfg = PretrainConfig(out="-", model=model.config)
+        runs.append((cfg, model, make_optimizer(model, cfg), precision))
     batch, length = CALIBRATION_BATCH
     times = [[] for _ in runs]
     for step in range(steps + 2):
         inputs, labels = pretraining_batch(step, batch, length)
         for i in _turn_order(len(runs), step):
-            (model, optimizer, precision), seconds = runs[i], times[i]
+            (cfg, model, optimizer, precision), seconds = runs[i], times[i]
             t0 = time.perf_counter()
-            bare_training_step(model, optimizer, inputs, labels, precision)
+            training_update(cfg, step, model, model, optimizer, inputs, labels, torch.device("cpu"), precision)
             seconds.append(time.perf_counter() - t0)
     return _paired([t[2:] for t in times])
 

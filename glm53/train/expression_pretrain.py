@@ -32,7 +32,8 @@ from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, setting
 from ..runtime.tracking import reporting
 from .optimization import MUON_SETTINGS, Optimization
-from .pretrain import decay_groups, language_loss
+from .loss import language_loss, training_loss
+from .optimizers import decay_groups
 
 
 def miniature() -> ModelConfig:
@@ -118,7 +119,7 @@ def _train(cfg: ExpressionPretrainConfig, log, tracker) -> dict:
             inputs, labels = trim_padding(inputs, labels)
         logits, aux = model(inputs, return_aux=True)
         lm_loss = language_loss(logits, labels)
-        loss = lm_loss + cfg.balance_coef * aux.balance_loss
+        loss, _ = training_loss(lm_loss, aux, cfg.balance_coef)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"update {step + 1}: loss is {loss.item()}; lower --lr")
         optimizer.zero_grad(set_to_none=True)

@@ -16,6 +16,7 @@ from ..data.tokenizer import ByteTokenizer
 from ..evaluate.stats import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
+from ..train.loss import training_loss
 from ..train.schedule import linear_ramp
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
@@ -96,7 +97,7 @@ def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int,
         images, labels = images.to(device), labels.to(device)
         logits, aux = model(images, prompt_ids(batch_size, device), return_aux=True)
         loss = F.cross_entropy(logits[:, -1].float(), answer_ids(labels))
-        total = loss + t.balance_coef * aux.balance_loss
+        total, _ = training_loss(loss, aux, t.balance_coef)
         optimizer.zero_grad(set_to_none=True)
         total.backward()
         torch.nn.utils.clip_grad_norm_(params, opt.grad_clip)
