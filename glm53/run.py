@@ -30,10 +30,14 @@ from pathlib import Path
 
 from .data.suites import get_suite
 from .data.tasks import completion_room_problem, frozen_tasks, parse_families, read_tasks, write_tasks
+from .decode.sampling import Sampling
 from .evaluate.compare import compare
+from .evaluate.eval_config import EvalConfig
 from .evaluate.evaluate import evaluate
-from .run_report import REFERENCE_RL_FAMILIES, make_charts, write_report
+from .evaluate.split_scores import evaluate_splits
+from .run_report import REFERENCE_RL_FAMILIES, make_charts, training_charts, write_report
 from .run_config import RUN_RECEIPT_NAME, RunConfig
+from .run_suite_report import split_chart, split_rows, write_suite_report
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
@@ -81,8 +85,6 @@ def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
 
 
 def _eval_config():
-    from .evaluate.eval_config import EvalConfig
-
     return EvalConfig()
 
 
@@ -243,12 +245,6 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     """A suite with several evaluation splits (broad): each split (its first confirm_per_family tasks; the human
     split whole) scored greedily before and after RL with RL's token cap, paired per split; charts, REPORT.md and
     the receipt."""
-    from .decode.sampling import Sampling
-    from .evaluate.eval_config import EvalConfig
-    from .evaluate.split_scores import evaluate_splits
-    from .run_report import training_charts
-    from .run_suite_report import split_chart, split_rows, write_suite_report
-
     suite, t0, device = get_suite(cfg.suite), time.perf_counter(), resolve_device(cfg.runtime.device)
     splits = {s: suite.eval_tasks(s, cfg.confirm_per_family) for s in suite.eval_splits}
     if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back

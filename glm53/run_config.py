@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from .checkpoints.names import checkpoint_name
 from .data.suites import BROAD_MAX_NEW_TOKENS, BROAD_SEQUENCE_LENGTH, DEFAULT_SUITE, SUITE_NAMES, get_suite
 from .model.config import MODEL_PRESETS
 from .runtime.config import RuntimeConfig, threads_problem
@@ -79,8 +80,6 @@ class RunConfig:
     rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file", "suite") + RUN_RUNTIME)
 
     def __post_init__(self) -> None:
-        from .checkpoints.names import checkpoint_name
-
         check = Checks("run")
         check.require(self.rl_start == 0 or self.rl_start in self.pretrain.checkpoints,
                       f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
+from ..runtime.files import atomic_write_json
 from .cache import InferenceCache
 from .config import ModelConfig
 from .hyper_connections import HyperConnection
@@ -34,6 +35,7 @@ from .linear_attention import LinearAttention
 from .moe import MixtureOfExperts
 from .norm import RMSNorm
 from .rope import RotaryEmbedding
+from .saved import METADATA_NAME, saved_hashes, unchecked_problem, verify_saved
 from .sparse_attention import SparseAttention
 
 
@@ -103,9 +105,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         the mixin's own temporary folder, through this method, so the pushed folder has its metadata too."""
         from pathlib import Path
 
-        from ..runtime.files import atomic_write_json
-        from .saved import METADATA_NAME, saved_hashes
-
         push = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("config", "model_card_kwargs")}
         super().save_pretrained(save_directory, **kwargs)
         atomic_write_json(Path(save_directory) / METADATA_NAME,
@@ -124,8 +123,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         edited on purpose). Then the hub mixin loads it, strictly unless `strict=False`."""
         import sys
         from pathlib import Path
-
-        from .saved import unchecked_problem, verify_saved
 
         folder = Path(pretrained_model_name_or_path)
         if not folder.is_dir():

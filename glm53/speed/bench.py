@@ -29,12 +29,19 @@ import torch
 
 from ..checkpoints.format import weights_sha256
 from ..data.pretrain_batches import pretraining_batch
-from ..model.config import ModelConfig
+from ..data.tasks import frozen_tasks
+from ..decode.engine import generate_groups
+from ..decode.generate import generate_uncached
+from ..decode.sampling import Sampling
+from ..model.config import MODEL_PRESETS, ModelConfig
+from ..model.model import GLM53
+from ..model.sparse_attention import sparse_attention_mask
 from ..runtime.cpu import cpu_description, cpu_summary
 from ..runtime.device import peak_memory_bytes, resolve_precision
 from ..runtime.kernel_settings import resolve_kernels
 from ..train.pretrain import make_optimizer, training_update
 from ..train.pretrain_config import PretrainConfig
+from .profile import format_profile, profile_phase
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
                         max_sequence_length=192),
@@ -45,8 +52,6 @@ FULL = dict(model={}, batch_size=32, sequence_length=128, warmup_steps=8, timed_
 
 
 def _build(model_kwargs: dict, plain: bool, seed: int):
-    from ..model.model import GLM53
-
     cfg = ModelConfig(**model_kwargs)
     torch.manual_seed(seed)
     return GLM53(cfg.plain() if plain else cfg)
@@ -85,10 +90,6 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
 
 def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: list[str], group_size: int,
                      new_tokens: int, seed: int, repeats: int = 1) -> dict:
-    from ..decode.engine import generate_groups
-    from ..decode.generate import generate_uncached
-    from ..decode.sampling import Sampling
-
     sampling = Sampling(temperature=0.8, max_new_tokens=new_tokens, ignore_eos=True)
 
     model = _build(model_kwargs, plain, seed)
@@ -135,8 +136,6 @@ def _timed(fn) -> float:
 
 def flops_per_token(cfg: ModelConfig, sequence_length: int) -> dict:
     """Training FLOPs per token: 6 x active matmul parameters + 3 x attention's forward FLOPs."""
-    from ..model.sparse_attention import sparse_attention_mask
-
     D, H, d, h = cfg.dim, cfg.heads, cfg.head_dim, cfg.expert_hidden
     expert = D * 2 * h + h * D
     per_layer = 3 * D * D + D * D + D * cfg.experts + (cfg.top_k + cfg.shared_experts) * expert
@@ -157,9 +156,6 @@ def _prompt_of(tokens: int) -> str:
 def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "reference") -> dict:
     """Per-component seconds per training step, fast (default precision) and plain (fp32), each in a fresh process,
     for the named architecture `model` (see MODEL_PRESETS; "released" has the released model's attention)."""
-    from ..model.config import MODEL_PRESETS
-    from .profile import format_profile, profile_phase
-
     s = QUICK if quick else FULL
     s = {**s, "model": {**MODEL_PRESETS[model], **s["model"]}, "architecture": model}
     fast_precision = resolve_precision("auto", torch.device("cpu"))
@@ -182,8 +178,6 @@ def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "ref
 
 def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = False, seed: int = 0,
               log=print) -> dict:
-    from ..data.tasks import frozen_tasks
-
     s = QUICK if quick else FULL
     model_kwargs = s["model"]
     cfg = ModelConfig(**model_kwargs)

@@ -27,9 +27,16 @@ import time
 
 import torch
 
+from ..data.pretrain_batches import pretraining_batch
+from ..decode.engine import generate_groups
+from ..decode.sampling import Sampling
+from ..model.config import KERNEL_FIELDS, ModelConfig
+from ..model.model import GLM53
 from ..runtime.cpu import cpu_has_native_bf16
 from ..runtime.files import atomic_write_text
 from ..runtime.kernel_settings import cache_file, machine_key, read_cache
+from ..train.pretrain import make_optimizer, training_update
+from ..train.pretrain_config import PretrainConfig
 
 TIE_MARGIN = 0.9  # bf16 is chosen for training or decoding only at most 90% of fp32's time
 KERNEL_TIE_MARGIN = 0.97  # a non-default kernel setting only at most 97% of the default's (timed interleaved)
@@ -62,12 +69,6 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
     CALIBRATION_BATCH: a model each,
     two warm-up steps each (bf16 kernels are built for each new shape), then `steps` rounds in which every
     candidate takes one timed step in turn; compared to the first candidate round by round (`_paired`)."""
-    from ..data.pretrain_batches import pretraining_batch
-    from ..model.config import ModelConfig
-    from ..model.model import GLM53
-    from ..train.pretrain import make_optimizer, training_update
-    from ..train.pretrain_config import PretrainConfig
-
     runs = []
     for model_kwargs, precision in candidates:
         torch.manual_seed(0)
@@ -89,11 +90,6 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
 def _time_decoding(model_kwargs: dict, precisions: list[str], rounds: int = 3) -> list[float]:
     """Seconds to sample 4 groups of 8 x 24 tokens in each precision: one warm-up call each (it builds kernels),
     then `rounds` rounds in which the precisions take turns (`_paired`)."""
-    from ..decode.engine import generate_groups
-    from ..decode.sampling import Sampling
-    from ..model.config import ModelConfig
-    from ..model.model import GLM53
-
     torch.manual_seed(0)
     model = GLM53(ModelConfig(**model_kwargs))
     sampling = Sampling(temperature=0.8, max_new_tokens=24, ignore_eos=True)
@@ -111,8 +107,6 @@ def _time_decoding(model_kwargs: dict, precisions: list[str], rounds: int = 3) -
 
 def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> dict:
     """Time each kernel setting's candidates in `precision`, one setting at a time."""
-    from ..model.config import KERNEL_FIELDS, ModelConfig
-
     default = {k: getattr(ModelConfig(**model_kwargs), k) for k in KERNEL_FIELDS}
     choice, seconds = dict(default), {}
     for field, values in KERNEL_CANDIDATES.items():

@@ -26,6 +26,7 @@ import json
 import time
 from pathlib import Path
 
+from ..data.suites import get_suite
 from ..runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, run_lock
 from .speedrun_config import PASS_TASKS, TARGET_TASKS, SpeedrunConfig, recipe_chain
 
@@ -67,7 +68,6 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     from ..runtime.device import resolve_device, resolve_precision
     from ..runtime.kernel_settings import resolve_kernels
     from dataclasses import replace
-    from ..data.suites import get_suite
     from .pretrain import make_optimizer, train_step
 
     p = cfg.pretrain
