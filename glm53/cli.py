@@ -120,8 +120,8 @@ def cmd_run(args) -> int:
 
 def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="run completions against their test cases in the sandbox",
-                       description="Input: JSON Lines, one {prompt, completion, entry_point, cases} a line (for example "
-                                   "the rows `glm53 generate --tasks FILE --out completions.jsonl` writes). "
+                       description="Input: JSON Lines, one {prompt, completion, entry_point, cases} a line (for "
+                                   "example the rows `glm53 generate --tasks FILE --out completions.jsonl` writes). "
                                    "Output: each row plus its verdict. Streams: constant memory for any size.")
     p.add_argument("--in", dest="input", required=True,
                    help="JSON Lines with prompt, completion, entry_point, cases; - reads standard input")

@@ -75,7 +75,8 @@ class RunConfig:
                                      helps={"progress": "show progress bars (--no-progress: plain log lines)",
                                             "resume": "continue a stopped run in --out where it stopped",
                                             "report_to": "also log both stages' per-step figures to a tracker "
-                                                         "(offline unless you configure it), grouped by the run folder"})
+                                                         "(offline unless you configure it), grouped by the run "
+                                                         "folder"})
     pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=("out", "suite") + RUN_RUNTIME)
     rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file", "suite") + RUN_RUNTIME)
 

@@ -3,13 +3,13 @@
     python scripts/bench_switches.py [--steps 3] [--batch 32] [--length 128] [--only reference,kda] [--precision bf16]
                                      [--processes 6]
 
-Each architecture is built from the same seed and trained (forward, backward, AdamW step; fp32, or under bf16 autocast as
-the fast path runs on CPUs with native bf16) on the same
-pretraining batches for one untimed and `--steps` timed steps; the median is printed with its ratio to the
-reference, and the decoding speed: greedy, every row to the token cap (EOS banned, so every architecture
-decodes the same number of tokens), 16 prompts in one batch through the cached engine. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's
-shapes, split into the attention core and the rest of the layer. Figures vary by ~10% between runs on a shared
-machine: compare the ratios of one run. The CPU (lscpu) is printed first.
+Each architecture is built from the same seed and trained (forward, backward, AdamW step; fp32, or under bf16 autocast
+as the fast path runs on CPUs with native bf16) on the same pretraining batches for one untimed and `--steps` timed
+steps; the median is printed with its ratio to the reference, and the decoding speed: greedy, every row to the token
+cap (EOS banned, so every architecture decodes the same number of tokens), 16 prompts in one batch through the cached
+engine. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's shapes,
+split into the attention core and the rest of the layer. Figures vary by ~10% between runs on a shared machine:
+compare the ratios of one run. The CPU (lscpu) is printed first.
 
 `--processes N` times the training step instead in N fresh processes per architecture, interleaved (each round runs
 every architecture once, so a drift of the machine's speed touches all alike), each the median of `--steps` steps
@@ -153,7 +153,8 @@ def main() -> None:
     print("\n".join(line for line in lscpu.splitlines()
                     if line.split(":")[0].strip() in ("Model name", "CPU family", "Model", "CPU(s)", "L2 cache",
                                                       "L3 cache", "Flags")))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.precision}, {args.batch} x {args.length}, "
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.precision}, "
+          f"{args.batch} x {args.length}, "
           f"median of {args.steps} steps after {4 if args.processes else 1}")
     names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
     unknown = set(args.only.split(",")) - set(VARIANTS) if args.only else set()

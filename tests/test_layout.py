@@ -220,7 +220,8 @@ def test_dotted_paths_written_in_strings_name_what_exists():
                 module, rest = text, []
                 while module not in known and "." in module:
                     module, rest = module.rsplit(".", 1)[0], [module.rsplit(".", 1)[1]] + rest
-                defined = module in known and (not rest or (len(rest) == 1 and rest[0] in top_level_names(known[module])))
+                defined = module in known and (not rest or (len(rest) == 1
+                                                            and rest[0] in top_level_names(known[module])))
                 if not defined:
                     stale.append(f"{path.relative_to(PACKAGE.parent)}: {text}")
     assert stale == []

@@ -37,7 +37,8 @@ def split_tasks(args) -> list:
     """The tasks --suite, --split, --per-family / --count and --families choose (each checked, one line)."""
     suite = get_suite(args.suite)
     if args.split not in suite.splits:
-        raise ValueError(f"the {suite.name} suite has no split {args.split!r}; its splits are {', '.join(suite.splits)}")
+        raise ValueError(f"the {suite.name} suite has no split {args.split!r}; its splits are "
+                         f"{', '.join(suite.splits)}")
     if suite.count_unit == "per family":
         if args.count is not None:
             raise ValueError(f"--count is for the broad suite; the {suite.name} suite counts --per-family")

@@ -54,7 +54,8 @@ def cmd_eval(args) -> int:
     refuse_unusable_output(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)
-    loaded = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device), trust_unverified=cfg.runtime.trust_unverified)
+    loaded = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device),
+                        trust_unverified=cfg.runtime.trust_unverified)
     model = loaded.model
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:

@@ -65,7 +65,8 @@ class HybridBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None):
         a = self.attention(self.attention_norm(x), cos, sin, cache, positions)
-        indexer_loss = self.attention.take_indexer_loss() if isinstance(self.attention, IndexerSparseAttention) else None
+        indexer_loss = (self.attention.take_indexer_loss() if isinstance(self.attention, IndexerSparseAttention)
+                        else None)
         m, balance_loss, usage = self.moe(self.moe_norm(x + a))
         return a + m, balance_loss, usage, indexer_loss
 
@@ -268,6 +269,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         """total: unique parameters (the tied head counted once); active: parameters one token uses,
         total - routed + routed * top_k // experts."""
         total = sum(p.numel() for p in self.parameters())
-        routed = sum(m.expert_up.numel() + m.expert_down.numel() for m in self.modules() if isinstance(m, MixtureOfExperts))
+        routed = sum(m.expert_up.numel() + m.expert_down.numel() for m in self.modules()
+                     if isinstance(m, MixtureOfExperts))
         active = total - routed + routed * self.config.top_k // self.config.experts
         return {"total": total, "active": active}

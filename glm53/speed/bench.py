@@ -237,12 +237,14 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
         "flops": flops, "matmul_gflops": ceiling,
         "ratios": {
             "train_tokens_per_second_fast_over_plain": f["tokens_per_second"] / p["tokens_per_second"],
-            "train_tokens_per_second_fast_fp32_over_plain": train["fast_fp32"]["tokens_per_second"] / p["tokens_per_second"],
+            "train_tokens_per_second_fast_fp32_over_plain": train["fast_fp32"]["tokens_per_second"]
+            / p["tokens_per_second"],
             "train_peak_memory_fast_over_plain": f["peak_memory_bytes"] / p["peak_memory_bytes"],
             "generation_one_group_cached_over_plain": gen["fast_cached_one_group"]["tokens_per_second"]
             / gen["plain_uncached_one_group"]["tokens_per_second"],
-            "generation_per_completion_many_groups_over_one_group": gen["fast_cached_one_group"]["seconds_per_completion"]
-            / gen["fast_cached_many_groups"]["seconds_per_completion"],
+            "generation_per_completion_many_groups_over_one_group":
+                gen["fast_cached_one_group"]["seconds_per_completion"]
+                / gen["fast_cached_many_groups"]["seconds_per_completion"],
         },
         "fraction_of_matmul_ceiling": {
             name: r["tokens_per_second"] * flops["train_flops_per_token"] / 1e9 / ceiling[r["precision"]]
@@ -285,11 +287,13 @@ def format_report(r: dict) -> str:
         lines.append(f"{name + ' (' + row['precision'] + ')':28s} {row['seconds_per_step']:8.2f} "
                      f"{row['tokens_per_second']:10.0f} {row['peak_memory_bytes'] / gib:9.2f} "
                      f"{r['fraction_of_matmul_ceiling'][name]:11.1%} "
-                     f"{r['fraction_of_matmul_ceiling_beside'][name]:15.1%} of {row['matmul_gflops_beside']:4.0f} GFLOP/s"
+                     f"{r['fraction_of_matmul_ceiling_beside'][name]:15.1%} "
+                     f"of {row['matmul_gflops_beside']:4.0f} GFLOP/s"
                      f"{r['fraction_of_matmul_ceiling_step_by_step'][name]:14.1%}")
     lines += ["", f"{'generation':28s} {'seconds':>8s} {'tokens/s':>10s} {'s/completion':>13s}"]
     for name, row in g.items():
-        lines.append(f"{name:28s} {row['seconds']:8.2f} {row['tokens_per_second']:10.0f} {row['seconds_per_completion']:13.4f}")
+        lines.append(f"{name:28s} {row['seconds']:8.2f} {row['tokens_per_second']:10.0f} "
+                     f"{row['seconds_per_completion']:13.4f}")
     lines += ["", "ratios (fast / plain, measured in this run)"]
     lines += [f"  {k:55s} {v:6.2f}" for k, v in q.items()]
     return "\n".join(lines)

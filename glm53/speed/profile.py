@@ -98,7 +98,8 @@ class ComponentTimer:
         """Seconds of one direction with nesting taken out: a hyper-connection holds a whole block (its norms,
         attention and MoE), the MoE's time holds its routing."""
         s = {n: v for (n, k), v in self.seconds.items() if k == kind}
-        inside_blocks = sum(s.get(n, 0.0) for n in ("block norms", "linear attention", "sparse attention", "moe experts"))
+        inside_blocks = sum(s.get(n, 0.0)
+                            for n in ("block norms", "linear attention", "sparse attention", "moe experts"))
         if "hyper-connections" in s:
             s["hyper-connections"] = max(0.0, s["hyper-connections"] - inside_blocks)
         if "moe experts" in s and "moe routing" in s:
@@ -151,7 +152,8 @@ def profile_training(model: nn.Module, batches, precision: str, warmup: int = 1)
             continue
         timer.remove()
         timed += 1
-        for name, seconds in zip(("forward", "loss", "backward", "optimizer"), (b - a for a, b in zip(marks, marks[1:]))):
+        spans = (b - a for a, b in zip(marks, marks[1:]))
+        for name, seconds in zip(("forward", "loss", "backward", "optimizer"), spans):
             whole[name] += seconds
         for kind in ("forward", "backward"):
             for name, seconds in timer.exclusive(kind).items():
@@ -201,8 +203,8 @@ def operator_split(model: nn.Module, batches, precision: str) -> dict:
     n = len(batches)
     return {"matrix_product_seconds": matrix / n,
             "matrix_product_gflops_per_second": flops / (matrix / n) / 1e9 if matrix else 0.0,
-            "attention_kernel_seconds": attention / n, "other_operator_seconds": other / n, "operator_calls": calls // n,
-            "steps": n}
+            "attention_kernel_seconds": attention / n, "other_operator_seconds": other / n,
+            "operator_calls": calls // n, "steps": n}
 
 
 def profile_phase(model_kwargs: dict, plain: bool, precision: str, batch_size: int, sequence_length: int,

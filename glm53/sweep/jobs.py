@@ -106,7 +106,8 @@ class PretrainEvalSettings:
     eval_split: str = setting("confirm", "frozen split scored")
     eval_per_family: int = setting(8, "tasks per family", at_least=1)
     eval_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the greedy completions", at_least=1)
-    loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N", at_least=1)
+    loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N",
+                               at_least=1)
     speculative: bool = setting(True, "with an MTP block: also decode the split one prompt at a time, plainly and "
                                       "with self-speculation, for the acceptance rate and the speed-up")
 
@@ -128,8 +129,8 @@ class PretrainEvalJob:
 
 def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainEvalJob:
     own = set(setting_names(PretrainEvalSettings))
-    extra = config_from_settings(PretrainEvalSettings, {k: v for k, v in settings.items() if k.replace("-", "_") in own},
-                                 "pretrain-eval")
+    extra = config_from_settings(PretrainEvalSettings,
+                                 {k: v for k, v in settings.items() if k.replace("-", "_") in own}, "pretrain-eval")
     pretrain = _make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
                               tuple(sorted(set(checkpoints) | set(extra.eval_at))), job_dir)
     missing = sorted(set(extra.eval_at) - set(pretrain.checkpoints))
@@ -192,8 +193,8 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- rl (post-training from a given checkpoint)
 
 def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    cfg = config_from_settings(RLConfig, suite_settings(settings, "rl"), "rl", seed=seed, checkpoints=tuple(checkpoints),
-                               out=str(job_dir / "run"), progress=False, resume=False)
+    cfg = config_from_settings(RLConfig, suite_settings(settings, "rl"), "rl", seed=seed,
+                               checkpoints=tuple(checkpoints), out=str(job_dir / "run"), progress=False, resume=False)
     if not cfg.init:
         raise ValueError('rl: the spec\'s settings must name the start checkpoint (init = "runs/p/checkpoint-0100")')
     return cfg
@@ -344,7 +345,8 @@ class EvalJobConfig:
 def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
     cfg = config_from_settings(EvalJobConfig, settings, "eval", seed=seed)
     if not cfg.checkpoint:
-        raise ValueError("eval: the spec's settings must name a checkpoint folder (checkpoint = \"runs/p/checkpoint-0100\")")
+        raise ValueError("eval: the spec's settings must name a checkpoint folder "
+                         "(checkpoint = \"runs/p/checkpoint-0100\")")
     return cfg
 
 
@@ -374,7 +376,8 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
              "mtp_loss", "expert_load_cv", "mtp_acceptance_rate", "speculative_speedup"),
             _make_pretrain_eval, _run_pretrain_eval),
     JobKind("rl", "post-training from the checkpoint named by init (glm53 rl), dev scores at each checkpoint; the "
-                  "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"), _make_rl, _run_rl),
+                  "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"),
+            _make_rl, _run_rl),
     JobKind("rl-eval", "post-training from init (glm53 rl), then greedy pass@1 and sampled pass@k on a frozen split "
                        "over the trained families; the seed is the RL seed, the evaluation's seed is fixed",
             ("greedy_pass_at_1", "sampled_pass_at_1", "sampled_pass_at_k", "train_exact_rate", "reward_mean",

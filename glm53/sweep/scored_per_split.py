@@ -37,7 +37,8 @@ class SplitEvalConfig:
     """The evaluation that ends an rl-splits job, the same for every seed."""
 
     eval_splits: str = setting("all", "comma-separated splits to score, or all (the suite's evaluation splits)")
-    eval_count: int = setting(64, "tasks of each split (reference suite: per family); the human split is scored whole", at_least=1)
+    eval_count: int = setting(64, "tasks of each split (reference suite: per family); the human split is scored "
+                                  "whole", at_least=1)
     eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)", at_least=0)
     keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (their hashes stay in the receipts)")
 
@@ -234,7 +235,8 @@ def make_pretrain_splits(settings: dict, seed: int, checkpoints: tuple[int, ...]
     pretrain = make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
                              checkpoints, job_dir)
     if pretrain.suite != "broad":
-        raise ValueError(f"pretrain-splits: scores the broad suite's splits; set suite = \"broad\" (got {pretrain.suite})")
+        raise ValueError(f"pretrain-splits: scores the broad suite's splits; set suite = \"broad\" "
+                         f"(got {pretrain.suite})")
     extra.splits()  # unknown splits are refused before anything runs
     return PretrainSplitsJob(pretrain, extra)
 

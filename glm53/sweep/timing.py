@@ -6,24 +6,24 @@ removed, whatever happens.
   scored once, 2k scored once, 2k scored twice) in a temporary folder; the differences give the seconds per
   update and per held-out scoring, the rest is the fixed cost; each job's estimate is fixed + updates x
   per-update + scorings x per-scoring, and the jobs are packed longest first onto the workers.
-- `--time`, pretrain, pretrain-eval and pretrain-splits jobs: the baseline arm's own job (its model and
-  batch) runs once at PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one
-  task per family scored at it, or (pretrain-splits) its whole scoring, in a temporary folder. The seconds per update come from the training receipt's tokens per second
-  (optimizer steps only); the rest of the pretraining, over its two dev scorings (step 0 and the last), is the
-  seconds per checkpoint scoring (the fixed cost included: an overestimate); the evaluation after it is the
-  seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x per-scoring + eval_per_family
-  x evaluated checkpoints x per-evaluation. Untrained weights decode to the token cap, so the scoring figures
-  are upper bounds; a trained model that stops early scores faster.
-- `--time`, rl-eval and rl-splits jobs: they start from a trained checkpoint. The start is the finished setup
-  of `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup]
-  shortened as above, whose figures also estimate the setup's own time; its untrained weights sample
-  completions of other lengths than trained ones (measured: rl-screen's rollouts 35 ms on untrained weights, 79 ms
-  on its real start), so those figures are rough; else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES
-  updates of its own size: the steps' own seconds over their rollouts give the seconds per rollout, the rest of
-  the run (loading, saves, the sandbox's start) the fixed cost. Each final evaluation (rl-eval: greedy and
-  sampled; rl-splits: each split) is timed on up to RL_TIMING_TASKS tasks spread over it and scaled to the
-  whole. Each job: fixed + rollouts (groups x group size) x per-rollout + the evaluation; an rl-splits sweep
-  scores its start once more (its jobs share it). Plain rl jobs are not timed.
+- `--time`, pretrain, pretrain-eval and pretrain-splits jobs: the baseline arm's own job (its model and batch) runs
+  once at PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one task per family
+  scored at it, or (pretrain-splits) its whole scoring, in a temporary folder. The seconds per update come from the
+  training receipt's tokens per second (optimizer steps only); the rest of the pretraining, over its two dev scorings
+  (step 0 and the last), is the seconds per checkpoint scoring (the fixed cost included: an overestimate); the
+  evaluation after it is the seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x
+  per-scoring + eval_per_family x evaluated checkpoints x per-evaluation. Untrained weights decode to the token cap,
+  so the scoring figures are upper bounds; a trained model that stops early scores faster.
+- `--time`, rl-eval and rl-splits jobs: they start from a trained checkpoint. The start is the finished setup of
+  `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup] shortened as
+  above, whose figures also estimate the setup's own time; its untrained weights sample completions of other lengths
+  than trained ones (measured: rl-screen's rollouts 35 ms on untrained weights, 79 ms on its real start), so those
+  figures are rough; else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES updates of its
+  own size: the steps' own seconds over their rollouts give the seconds per rollout, the rest of the run (loading,
+  saves, the sandbox's start) the fixed cost. Each final evaluation (rl-eval: greedy and sampled; rl-splits: each
+  split) is timed on up to RL_TIMING_TASKS tasks spread over it and scaled to the whole. Each job: fixed + rollouts
+  (groups x group size) x per-rollout + the evaluation; an rl-splits sweep scores its start once more (its jobs share
+  it). Plain rl jobs are not timed.
 - Simplifications: every arm evaluates as the baseline does, and (pretraining) trains at its speed; RL arms differ
   by their rollouts only (DAPO's redraws and extra passes are not counted); workers do not slow each other (true
   while workers x threads <= cores). The eval kind is not timed (it points to `--pilot`).

@@ -50,7 +50,8 @@ def run_as_rank(train, cfg, **kwargs) -> int:
 
 
 def add_speedrun_parser(sub) -> None:
-    p = sub.add_parser("speedrun", help="time to a fixed body loss on the broad stream, on the clock (docs/speedrun.md)",
+    p = sub.add_parser("speedrun",
+                       help="time to a fixed body loss on the broad stream, on the clock (docs/speedrun.md)",
                        description="Pretrain a recipe on the broad suite's stream until the body loss of the first 64 "
                                    "dev tasks reaches the target; every pretraining setting is a --pretrain.NAME flag "
                                    "(defaults: the dataclass, then the recipe, then the flags given). Exits 1 when the "

@@ -69,7 +69,9 @@ class ExpressionPretrainConfig:
         check.declared(self)
         check.require(bool(self.eval_at) and all(1 <= s <= self.steps for s in self.eval_at),
                       f"--eval-at {','.join(map(str, self.eval_at))} must name updates in [1, --steps {self.steps}]")
-        check.require(self.sequence_length <= self.model.max_sequence_length, f"--sequence-length {self.sequence_length} must be <= --max-sequence-length {self.model.max_sequence_length}")
+        check.require(self.sequence_length <= self.model.max_sequence_length,
+                      f"--sequence-length {self.sequence_length} must be <= --max-sequence-length "
+                      f"{self.model.max_sequence_length}")
         check.done()
 
     def to_dict(self) -> dict:

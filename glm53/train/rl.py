@@ -181,7 +181,8 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
             exact, zero_variance = row["exact_rollouts"], row["zero_variance_groups"]
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rollouts)}", skipped=zero_variance)
             if not rt.progress:
-                log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rollouts)} "
+                log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} "
+                    f"exact {exact}/{len(rollouts)} "
                     f"zero-var {zero_variance}/{groups} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
             if end in cfg.checkpoints:
                 _save_checkpoint(run, end)
@@ -215,7 +216,8 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if tasks is None:  # a sweep's job names its task file in the config alone
         tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
     if not tasks:
-        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl split")
+        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl "
+                         "split")
     if dev_tasks is None:
         dev_tasks = suite.dev_tasks_for(tasks, cfg.dev_per_family, cfg.families)
     problem = completion_room_problem([*tasks, *dev_tasks], cfg.sampling.max_new_tokens,

@@ -1,6 +1,7 @@
 """Pretraining's validation loss: the mean next-byte cross-entropy over a held-out slice of the stream the run
 trains on (the corpus's held-out documents, or generated documents that training never reads: see
-data/pretrain_batches.py `validation_batch`; with --loss-on completion, their bodies' targets alone, as in training), every --eval-every steps and at every checkpoint, by rank 0.
+data/pretrain_batches.py `validation_batch`; with --loss-on completion, their bodies' targets alone, as in
+training), every --eval-every steps and at every checkpoint, by rank 0.
 
 It leaves training exactly as it was: the rows are built once before the first step, the forward runs without
 gradients (so the sigmoid-bias routers count no load) and draws from no RNG, and nothing of the model changes;

@@ -44,13 +44,15 @@ def answer_ids(labels: torch.Tensor) -> torch.Tensor:
     return labels + 4 + ord("0")  # the byte of the digit character
 
 
-def build(architecture: str, seed: int, vision: VisionConfig | None = None, lm: GLM53 | None = None) -> VisionLanguageModel:
+def build(architecture: str, seed: int, vision: VisionConfig | None = None,
+          lm: GLM53 | None = None) -> VisionLanguageModel:
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {architecture!r}; choose faithful, baseline or both")
     torch.manual_seed(seed)
     lm = lm or GLM53(ModelConfig(**MINI_LM))
     vision = vision or VisionConfig()
-    tower = FaithfulVisionTower(vision, lm.config.dim) if architecture == "faithful" else DirectPatchTower(vision, lm.config.dim)
+    tower_class = FaithfulVisionTower if architecture == "faithful" else DirectPatchTower
+    tower = tower_class(vision, lm.config.dim)
     return VisionLanguageModel(lm, tower)
 
 
@@ -154,9 +156,10 @@ def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = 
     """Attach the faithful tower to a pretrained 25.7M checkpoint; train the tower, the last block, the final
     norm and the embedding (extended with rows for the three image ids).
 
-    The tower's learning rate ramps up over the first half of the updates (PILOT_TRAINING.tower_warmup_steps). Why: the pretrained model starts ~8.6 nats away from answering with any digit, and for the
-    first ~15 updates the loss is mostly about that prior, which the image cannot explain; at full rate the
-    fresh tower is pushed around by that signal. With the tower at full rate from step 0, higher tower rates
+    The tower's learning rate ramps up over the first half of the updates (PILOT_TRAINING.tower_warmup_steps).
+    Why: the pretrained model starts ~8.6 nats away from answering with any digit, and for the first ~15 updates
+    the loss is mostly about that prior, which the image cannot explain; at full rate the fresh tower is pushed
+    around by that signal. With the tower at full rate from step 0, higher tower rates
     were worse (x2: 40/100 mean over seeds 73-77), and lower rates learned too little.
 
     The embedding trains at 10x the rate with Adam epsilon 1e-3 (`embedding_lr_scale`, `embedding_eps`). Plain
