@@ -28,6 +28,7 @@ from .runtime.config import add_device_flag, under_torchrun
 from .runtime.config_file import add_config_file_flags, config_from_command
 from .runtime.files import disk_full_message, refuse_unusable_output
 from .runtime.settings import add_config_arguments, config_from_args
+from .report.commands import add_report_parser
 from .serve.commands import add_serve_parser
 from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
@@ -160,7 +161,7 @@ def cmd_verify(args) -> int:
 COMMANDS = (add_info_parser, add_pretrain_parser, add_generate_parser, add_bench_parser, add_calibrate_parser,
             add_run_parser, add_sweep_parser, add_analyze_parser,
             add_rl_parser, add_eval_parser, add_compare_parser, add_verify_parser, add_vision_parser,
-            add_tasks_parser, add_export_parser, add_speedrun_parser, add_serve_parser)
+            add_tasks_parser, add_export_parser, add_speedrun_parser, add_serve_parser, add_report_parser)
 
 
 def package_version() -> str:

@@ -1,4 +1,5 @@
-"""Charts (matplotlib PNG) and REPORT.md for a `glm53 run` folder."""
+"""Charts (matplotlib PNG) and REPORT.md for a `glm53 run` folder, drawn with report/charts.py, as `glm53 report`'s
+are."""
 
 from __future__ import annotations
 
@@ -6,29 +7,14 @@ from pathlib import Path
 
 import matplotlib
 
+from .report.charts import COLORS, loss_chart, pyplot
+from .report.charts import save as _save, style as _style
 from .runtime.files import atomic_write_text, read_jsonl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = pyplot()
 import matplotlib.ticker  # noqa: E402
 
 REFERENCE_RL_FAMILIES = ("increment", "double", "even")
-COLORS = {"before": "#9aa5b1", "after": "#2f6fdf", "line": "#2f6fdf", "accent": "#e8743b"}
-
-
-def _style(ax, title: str, xlabel: str, ylabel: str) -> None:
-    ax.set_title(title, loc="left", fontsize=12, fontweight="bold")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.spines[["top", "right"]].set_visible(False)
-    ax.grid(alpha=0.25)
-
-
-def _save(fig, charts: Path, name: str) -> str:
-    fig.tight_layout()
-    fig.savefig(charts / name, dpi=140)
-    plt.close(fig)
-    return f"charts/{name}"
 
 
 def make_charts(run: Path, before: dict, after: dict, pretrain_receipt: dict, rl_receipt: dict) -> list[str]:
@@ -45,19 +31,8 @@ def training_charts(run: Path, pretrain_receipt: dict, rl_receipt: dict,
     written = []
 
     curve = read_jsonl(run / "pretrain" / "train_log.jsonl")
-    if curve:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        ax.plot([r["step"] for r in curve], [r["loss"] for r in curve], color=COLORS["line"], lw=1.5, label="training")
-        # the validation loss: the log's rows that carry one, and step 0's, which only its checkpoint record holds
-        val = sorted({**{c["step"]: c["val_loss"] for c in pretrain_receipt["checkpoints"] if "val_loss" in c},
-                      **{r["step"]: r["val_loss"] for r in curve if "val_loss" in r}}.items())
-        if val:
-            ax.plot([s for s, _ in val], [v for _, v in val], marker="o", ms=4, color=COLORS["accent"], lw=1.5,
-                    label="validation (held out)")
-            ax.legend(frameon=False)
-        ax.set_yscale("log")
-        _style(ax, "Pretraining loss", "step", "next-byte cross-entropy (log scale)")
-        written.append(_save(fig, charts, "training_loss.png"))
+    if curve:  # the same chart `glm53 report` draws of a pretraining folder (report/charts.py)
+        written.append(loss_chart(charts, curve, pretrain_receipt["checkpoints"]))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     pts = [(c["step"], c["dev_passed"] / max(1, c["dev_tasks"])) for c in pretrain_receipt["checkpoints"]]

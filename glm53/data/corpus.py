@@ -1,10 +1,14 @@
 """A pretraining corpus of one's own (`glm53 pretrain --corpus PATH`): read, tokenized, cut into rows, split.
 
-PATH is a folder of `.py` and `.txt` files (found recursively, read in the order of their sorted relative paths)
-or a JSON Lines file (`.jsonl`, `.ndjson`, `.json`) whose every non-blank line is an object with a "text" string.
-Each file or row is one document, byte-tokenized as the generated stream is (tokenizer.py: BOS + UTF-8 bytes +
-EOS). A file with a NUL byte (binary), one that is not UTF-8 and an empty one are skipped and counted, as are such
-rows; a JSON Lines line that is not JSON or has no "text" string is refused with its line number.
+PATH is a folder of `.py` and `.txt` files (found recursively, read in the order of their sorted relative paths; a
+symbolic link to a folder is read as its target), a JSON Lines file (`.jsonl`, `.ndjson`, `.json`) whose every
+non-blank line is an object with a "text" string, or a single `.py` or `.txt` file (nanoGPT's `input.txt`): one
+document stream, whose last share of bytes (from a line's start) is held out, the training part ending without EOS
+and the held-out part starting without BOS, one byte before the cut (read, not predicted), so every byte is a target
+once, as the stream runs on. Each other file or row is one document, byte-tokenized as the generated stream is
+(tokenizer.py: BOS + UTF-8 bytes + EOS). A file with a NUL byte (binary), one that is not UTF-8 and an empty one are
+skipped and counted, as are such rows; a JSON Lines line that is not JSON or has no "text" string is refused with
+its line number.
 
 Rows follow the generated stream's conventions (pretrain_batches.py) exactly: a row holds one document's ids
 and nothing else, right-padded, PAD never a target, so no token attends to or predicts across a document
@@ -48,6 +52,8 @@ class Document:
     name: str  # what the sha256 names it by: its relative path, or "line N" of a JSON Lines file
     key: str  # what decides held-out: the relative path, or a row's text
     data: bytes  # UTF-8
+    bos: bool = True  # False: a single file's held-out part, which continues the stream
+    eos: bool = True  # False: a single file's training part, which the stream continues
 
 
 def _unit_hash(text: str, salt: str) -> float:
@@ -165,9 +171,9 @@ def _rows(documents: list[Document], sequence_length: int) -> RowSet:
     """Every document's ids, cut into overlapping pieces of at most sequence_length + 1 ids (module docstring)."""
     pieces, offset = [], 0
     for doc in documents:
-        pieces.append(torch.cat([torch.tensor([BOS_ID], dtype=torch.int16),
+        pieces.append(torch.cat([torch.tensor([BOS_ID] if doc.bos else [], dtype=torch.int16),
                                  torch.frombuffer(bytearray(doc.data), dtype=torch.uint8).to(torch.int16) + BYTE_OFFSET,
-                                 torch.tensor([EOS_ID], dtype=torch.int16)]))
+                                 torch.tensor([EOS_ID] if doc.eos else [], dtype=torch.int16)]))
     rows = RowSet(torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int16))
     for doc, ids in zip(documents, pieces):
         starts = range(0, len(ids) - 1, sequence_length)
@@ -208,6 +214,23 @@ class Corpus:
                 f"skipped), {c['validation_documents']} held out; {c['train_rows']} training rows, "
                 f"{c['padding_fraction']:.1%} padding; {mix:g} of each step's rows")
 
+    def sample_prompts(self, count: int, prompt_bytes: int = 48) -> list[str]:
+        """The first bytes (at most `prompt_bytes`, whole UTF-8 characters; in a row that continues a document, from
+        its first line's start when it has one) of up to `count` held-out rows, those that start a document first,
+        each group in the fixed hash order: the prompts a corpus run's checkpoints complete."""
+        rows = self.validation
+        order = sorted(range(len(rows)), key=lambda i: (int(rows.tokens[rows.starts[i]]) != BOS_ID, rows.order_keys[i]))
+        prompts = []
+        for i in order[:count]:
+            ids = rows.tokens[rows.starts[i]:rows.starts[i] + rows.lengths[i]].tolist()
+            data = bytes(t - BYTE_OFFSET for t in ids if t >= BYTE_OFFSET)
+            line = data.find(b"\n") + 1
+            if ids[0] != BOS_ID and 0 < line < len(data):
+                data = data[line:]
+            data = data[:prompt_bytes]
+            prompts.append(data.decode("utf-8", errors="ignore"))
+        return [p for p in prompts if p]
+
     def validation_batch(self, limit: int) -> tuple[torch.Tensor, torch.Tensor]:
         """At most `limit` held-out rows: all of them, or those first in a fixed hash order (the same every run)."""
         picks = sorted(range(len(self.validation)), key=lambda i: self.validation.order_keys[i])[:limit]
@@ -215,18 +238,42 @@ class Corpus:
 
 
 def read_documents(path: str) -> tuple[list[Document], dict, str]:
-    """(usable documents, skipped counts by reason, "folder" or "jsonl"); a path that is neither a folder nor a
-    JSON Lines file, and a bad JSON Lines line, are one-line ValueErrors."""
+    """(usable documents, skipped counts by reason, "folder", "jsonl" or "file"); a path that is none of them, and a
+    bad JSON Lines line, are one-line ValueErrors."""
     where, source = f"--corpus {path}", Path(path)
     skipped = dict.fromkeys(SKIP_REASONS, 0)
     if source.is_dir():
         return _folder_documents(source, skipped), skipped, "folder"
     if not source.exists():
-        raise ValueError(f"{where} does not exist; give a folder of .py/.txt files or a JSON Lines file")
+        raise ValueError(f"{where} does not exist; give a folder of .py/.txt files, a JSON Lines file or one "
+                         ".py/.txt file")
+    if source.suffix in TEXT_SUFFIXES:
+        data = source.read_bytes()
+        reason = _usable(data)
+        if reason:
+            skipped[reason] += 1
+        return ([] if reason else [Document(source.name, source.name, data)]), skipped, "file"
     if source.suffix not in JSONL_SUFFIXES:
-        raise ValueError(f"{where} is a file but not JSON Lines ({', '.join(JSONL_SUFFIXES)}); give a folder of "
-                         f".py/.txt files (a single file: put it in a folder) or a JSON Lines file")
+        raise ValueError(f"{where} is neither JSON Lines ({', '.join(JSONL_SUFFIXES)}) nor a .py/.txt file; give "
+                         "a folder of .py/.txt files, a JSON Lines file or one .py/.txt file")
     return _jsonl_documents(source, where, skipped), skipped, "jsonl"
+
+
+def _split_stream(doc: Document, validation_share: float) -> tuple[list[Document], set[str]]:
+    """A single file's stream cut in two at the start of the line nearest the last `validation_share` of its bytes
+    (at that byte when it has one line): the training part and the held-out part (none for a file of one byte)."""
+    if len(doc.data) < 2:
+        return [doc], set()
+    target = max(1, min(len(doc.data) - 1, round(len(doc.data) * (1 - validation_share))))
+    line = doc.data.rfind(b"\n", 0, target) + 1
+    cut = line if line > 0 else target
+    while cut < len(doc.data) and (doc.data[cut] & 0xC0) == 0x80:  # not inside a UTF-8 character
+        cut += 1
+    if cut >= len(doc.data):
+        return [doc], set()
+    head = Document(f"{doc.name} [:{cut}]", f"{doc.key} [:{cut}]", doc.data[:cut], eos=False)
+    tail = Document(f"{doc.name} [{cut}:]", f"{doc.key} [{cut}:]", doc.data[cut - 1:], bos=False)
+    return [head, tail], {tail.name}
 
 
 def load_corpus(path: str, validation_share: float, sequence_length: int) -> Corpus:
@@ -238,10 +285,13 @@ def load_corpus(path: str, validation_share: float, sequence_length: int) -> Cor
         raise ValueError(f"{where} holds no usable document ({sum(skipped.values())} skipped: "
                          f"{', '.join(f'{k} {v}' for k, v in skipped.items())}); it needs .py/.txt files "
                          "(or JSON Lines rows) of non-empty UTF-8 text")
-    position = {d.name: _unit_hash(d.key, "glm53-heldout") for d in documents}
-    heldout = {name for name, u in position.items() if u < validation_share}
-    if not heldout and len(documents) > 1:  # the lowest-hashed key instead (with any rows identical to it)
-        heldout = {name for name, u in position.items() if u == min(position.values())}
+    if kind == "file":
+        documents, heldout = _split_stream(documents[0], validation_share)
+    else:
+        position = {d.name: _unit_hash(d.key, "glm53-heldout") for d in documents}
+        heldout = {name for name, u in position.items() if u < validation_share}
+        if not heldout and len(documents) > 1:  # the lowest-hashed key instead (with any rows identical to it)
+            heldout = {name for name, u in position.items() if u == min(position.values())}
     train = [d for d in documents if d.name not in heldout]
     if not train:
         raise ValueError(f"{where}: all {len(documents)} usable documents fall in the held-out share; lower "

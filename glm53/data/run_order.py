@@ -116,5 +116,6 @@ def run_stream(cfg) -> OrderedStream | None:
     pretraining_batch reads directly."""
     if cfg.corpus or (cfg.data_order == "stream" and cfg.distinct_documents == 0):
         return None
-    documents = run_documents(cfg.steps, cfg.batch_size, get_suite(cfg.suite).bucket_steps)
+    documents = run_documents(cfg.steps, cfg.batch_size * getattr(cfg, "grad_accumulation", 1),
+                              get_suite(cfg.suite).bucket_steps)
     return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents)

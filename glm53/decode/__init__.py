@@ -9,5 +9,7 @@
                     suite's stop rule, the batch cap
     bulk.py         the completions of many tasks as the rows `glm53 verify` reads (`glm53 generate --tasks`)
     interactive.py  `glm53 generate --interactive`: prompts from stdin, completions streamed as they are made
+    text_generation.py  text in, text and token ids out: `GLM53.generate` and `glm53 generate --prompt`, one
+                    function, streaming as an iterator when asked
     commands.py     `glm53 generate`: one prompt, many tasks, or interactive
 """

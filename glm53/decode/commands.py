@@ -18,9 +18,8 @@ from ..runtime.config import DECODE_PRECISION, PRECISIONS, add_device_flag
 from ..runtime.files import json_text, refuse_existing
 from ..runtime.settings import add_config_arguments, config_from_args
 from .bulk import write_completions
-from .sampling import EVAL_SEED, SAMPLED_TEMPERATURE, Sampling, TaskDecoding
+from .sampling import EVAL_SEED, SAMPLED_TEMPERATURE, STOP_NAMES, Sampling, TaskDecoding
 
-STOP_FLAG = {"function": "statement", "end": "function", "eos": None}  # --stop -> decode/generate.py STOP_RULES
 BULK = ("--tasks", "--split")
 # flags that apply to some ways only: given to another, they are refused rather than silently ignored
 ONLY = {"out": ("--out", BULK), "suite": ("--suite", BULK), "precision": ("--precision", BULK),
@@ -47,7 +46,7 @@ def add_generate_parser(sub) -> None:
     p.add_argument("--samples", type=int, default=1, help="completions per prompt or task (default: 1)")
     p.add_argument("--seed", type=int, default=None,
                    help=f"seed of the sampling generator (default: 0; with --tasks or --split {EVAL_SEED}, eval's)")
-    p.add_argument("--stop", choices=list(STOP_FLAG), default=None,
+    p.add_argument("--stop", choices=list(STOP_NAMES), default=None,
                    help="--prompt and --interactive (default: function): function: stop after the first complete "
                         "statement (the reference suite's rule); end: where the function ends, at its first line "
                         "that is not indented (the broad suite's multi-line bodies); eos: only at EOS or the token "
@@ -111,31 +110,22 @@ def cmd_generate(args) -> int:
 
 
 def generate_prompt(args) -> int:
-    import torch
-
+    """One prompt through `GLM53.generate` (text_generation.py), the function Python callers use."""
     from ..runtime.device import resolve_device
     from ..checkpoints.format import load_model
-    from .engine import generate_groups
-    from .generate import STOP_RULES, cut_to_function, generate_uncached
 
     sampling = config_from_args(Sampling, args)
-    device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified).model
-    generator = torch.Generator(device=device).manual_seed(args.seed or 0)
+    model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified).model
     prompt = unescape(args.prompt) if args.escapes else args.prompt
-    rule = STOP_FLAG[args.stop or "function"]
-    stop = STOP_RULES[rule] if rule else None
-    generate = generate_uncached if args.no_cache else generate_groups
-    samples = generate(model, [prompt], args.samples, sampling, generator=generator, stop=stop)[0]
-    if rule == "function":
-        samples = [cut_to_function(s) for s in samples]
-    for i, out in enumerate(samples):
+    generations = model.generate(prompt, sampling, stop=args.stop or "function", samples=args.samples,
+                                 seed=args.seed or 0, cache=not args.no_cache)
+    for i, out in enumerate(generations):
         if args.json:
-            print(json_text({"prompt": prompt, **out}))
+            print(json_text(out.to_json()))
         else:
             if args.samples > 1:
                 print(f"--- sample {i + 1}")
-            print(prompt + out["completion"])
+            print(out.text)
     return 0
 
 
@@ -195,6 +185,6 @@ def generate_interactive(args) -> int:
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified).model
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
-    run_repl(model, sampling, generator, STOP_FLAG[args.stop or "function"], sys.stdin, sys.stdout, sys.stderr,
+    run_repl(model, sampling, generator, STOP_NAMES[args.stop or "function"], sys.stdin, sys.stdout, sys.stderr,
              edit=unescape if args.escapes else str)
     return 0

@@ -14,14 +14,14 @@ the blank lines before the function's end, so do trailing newlines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TextIO
 
 import torch
 
 from ..data.tokenizer import ByteTokenizer
 from ..model.model import GLM53
-from .generate import STOP_RULES, banned_ids, cut_to_function, result_record, row_caps, sample_next
+from .generate import STOP_RULES, StopRule, banned_ids, cut_to_function, result_record, row_caps, sample_next
 from .sampling import Sampling
 
 GUIDE = "type a prompt; an empty line ends it and starts the completion; Ctrl-D quits"
@@ -42,18 +42,31 @@ def read_prompts(stream: TextIO) -> Iterator[str]:
         yield "\n".join(lines)
 
 
-@torch.no_grad()
 def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: torch.Generator | None,
-                      stop: str | None, on_text: Callable[[str], None],
+                      stop: str | StopRule | None, on_text: Callable[[str], None],
                       tokenizer: ByteTokenizer | None = None,
                       on_token: Callable[[int, torch.Tensor], None] | None = None) -> dict:
     """One completion of `prompt`, `on_text(piece)` called with each new piece of its text as tokens arrive; the
     pieces join to the returned record's completion ({"completion", "token_ids", "hit_token_cap"}, as the engine's).
-    `stop`: a name in STOP_RULES ("statement" or "function"), or None for EOS and the token cap only.
+    `stop`: a name in STOP_RULES ("statement" or "function"), a rule of one's own (prompt, completion) -> bool, or
+    None for EOS and the token cap only.
     `on_token(id, logits)`, when given, sees each drawn token with the scores it was drawn from ([vocab], banned ids
     at -inf) before the stop rule does (glm53 serve's per-byte view); an exception it raises ends the completion."""
+    pieces = completion_pieces(model, prompt, sampling, generator, stop, tokenizer, on_token)
+    while True:
+        try:
+            on_text(next(pieces))
+        except StopIteration as end:
+            return end.value
+
+
+def completion_pieces(model: GLM53, prompt: str, sampling: Sampling, generator: torch.Generator | None,
+                      stop: str | StopRule | None, tokenizer: ByteTokenizer | None = None,
+                      on_token: Callable[[int, torch.Tensor], None] | None = None) -> Generator[str, None, dict]:
+    """`stream_completion` as a generator: it yields the pieces of text and returns the record (StopIteration's
+    value). The model decodes only while the generator is advanced, under no_grad."""
     tokenizer = tokenizer or ByteTokenizer()
-    rule = STOP_RULES[stop] if stop else None
+    rule = STOP_RULES[stop] if isinstance(stop, str) else stop
     ids = tokenizer.encode(prompt, bos=True)
     cap = row_caps(model, [ids], sampling.max_new_tokens, fit_context=True)[0]
     banned = torch.tensor(banned_ids(model, tokenizer, sampling.ignore_eos), device=model.device)
@@ -62,8 +75,9 @@ def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: 
     tokens: list[int] = []
     shown, stopped = "", False
     try:
-        cache = model.new_cache(1, len(ids) + cap)
-        logits = model(torch.tensor([ids], device=model.device), cache=cache)[:, -1]
+        with torch.no_grad():
+            cache = model.new_cache(1, len(ids) + cap)
+            logits = model(torch.tensor([ids], device=model.device), cache=cache)[:, -1]
         while len(tokens) < cap:
             logits = logits.float()
             logits[:, banned] = float("-inf")
@@ -79,17 +93,18 @@ def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: 
             if stop == "function":
                 ready = ready.rstrip("\n")
             if len(ready) > len(shown) and ready.startswith(shown):
-                on_text(ready[len(shown):])
+                yield ready[len(shown):]  # the caller's time, outside no_grad and eval's scope is its own
                 shown = ready
             if len(tokens) < cap:
-                logits = model(token[:, None], cache=cache)[:, -1]
+                with torch.no_grad():
+                    logits = model(token[:, None], cache=cache)[:, -1]
     finally:
         model.train(was_training)
     record = result_record(tokenizer, tokens, stopped, cap)
     if stop == "function":
         record = cut_to_function(record)
     if record["completion"].startswith(shown) and len(record["completion"]) > len(shown):
-        on_text(record["completion"][len(shown):])
+        yield record["completion"][len(shown):]
     return record
 
 

@@ -17,6 +17,9 @@ from ..runtime.settings import MAX_SEED, Checks, setting
 MAX_TEMPERATURE = 3.4028234663852886e38
 SAMPLED_TEMPERATURE = 0.35  # the temperature of sampled completions: RL rollouts, dev and sampled evaluations
 MAX_NEW_TOKENS = 48  # token cap of a completion (every task's body fits well within it)
+# the stop rules by the names `glm53 generate --stop` and `GLM53.generate(stop=...)` give them -> generate.py's
+# STOP_RULES: function: the first complete statement; end: the function's end (cut there); eos: EOS or the cap only
+STOP_NAMES = {"function": "statement", "end": "function", "eos": None}
 EVAL_SEED = 8675309  # the seed of sampled evaluations: `glm53 eval`, RL's dev scores, a sweep's eval jobs
 
 

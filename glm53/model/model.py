@@ -265,6 +265,22 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         return InferenceCache.empty(self.config, batch, max_length or self.config.max_sequence_length, self.device,
                                     self.embedding.weight.dtype)
 
+    def generate(self, prompts, sampling=None, max_new_tokens: int | None = None, stop="function",
+                 stream: bool = False, **options):
+        """Complete text: `model.generate("def f(x):")[0].completion`. Returns a list of Generation (prompt,
+        completion, token_ids, hit_token_cap), or with `stream=True` an iterator of text pieces whose
+        `.generations` holds them once it is exhausted. `sampling`: a glm53.decode.sampling.Sampling (default
+        greedy, 48 new tokens); `stop`: "function" (the first complete statement), "end" (the function's end),
+        "eos", or a function (prompt, completion) -> bool; `options`: samples, seed, generator, cache, tokenizer.
+
+        It is glm53.decode.text_generation.generate_text, the function `glm53 generate --prompt` calls. That
+        module lies on a floor above this one (decode/ builds on model/), so it is looked up by name when called
+        rather than imported: the model's module loads without the decoders."""
+        from importlib import import_module
+
+        text_generation = import_module("glm53.decode.text_generation")
+        return text_generation.generate_text(self, prompts, sampling, max_new_tokens, stop, stream, **options)
+
     def parameter_counts(self) -> dict[str, int]:
         """total: unique parameters (the tied head counted once); active: parameters one token uses,
         total - routed + routed * top_k // experts."""

@@ -10,7 +10,8 @@ can tell what was given: values come from the default, then a preset's overrides
 
 Metadata keys: help, choices and bounds (checked by `Checks.declared`: at_least, above, at_most, below; every
 float must be finite), required (the command needs it although the dataclass
-has a default), cli=False (no flag: set by the program), shown (the default as --help describes it), and for a
+has a default), cli=False (no flag: set by the program), repeatable (a text setting whose flag may be given several
+times, the values joined by commas), shown (the default as --help describes it), and for a
 nested config flatten, skip, helps and record (composition.py).
 """
 
@@ -37,7 +38,7 @@ def setting(default: Any = MISSING, help: str = "", *, choices=None, required: b
             cli: bool = True, default_factory: Any = MISSING, flatten: bool | str = False,
             skip: tuple[str, ...] = (), shown: str | None = None, record: bool | str = True,
             helps: dict[str, str] | None = None, at_least=None, above=None, at_most=None, below=None,
-            unbounded: bool = False):
+            unbounded: bool = False, repeatable: bool = False):
     """A dataclass field with its command-line description (`skip`: fields of a nested config given no flag;
     `shown`: the default as --help should describe it, when the value itself is resolved later; `helps`: the help
     of a nested config's settings where this use of it says more).
@@ -47,7 +48,7 @@ def setting(default: Any = MISSING, help: str = "", *, choices=None, required: b
     checks against others). `Checks.declared` enforces them, and tests/runtime/test_checks_by_meaning.py makes a
     table of bad values from them, so a number field cannot be added without saying which values it takes."""
     metadata = {"help": help, "required": required, "cli": cli, "flatten": flatten, "skip": tuple(skip),
-                "shown": shown, "record": record, "helps": dict(helps or {})}
+                "shown": shown, "record": record, "helps": dict(helps or {}), "repeatable": repeatable}
     if choices is not None:
         metadata["choices"] = tuple(choices)
     bounds = {k: v for k, v in (("at_least", at_least), ("above", above), ("at_most", at_most), ("below", below))
@@ -94,6 +95,14 @@ def _flag_type(hint):
     raise TypeError(f"no command-line form for type {hint!r}")
 
 
+class _JoinRepeated(argparse.Action):
+    """A text flag given several times: its values joined by commas (`--reward a --reward b` is `--reward a,b`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        earlier = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if earlier is None else f"{earlier},{values}")
+
+
 def add_argument(group, leaf: Leaf) -> None:
     """The flag of one setting."""
     meta = leaf.field.metadata
@@ -109,6 +118,8 @@ def add_argument(group, leaf: Leaf) -> None:
         kwargs["type"], kwargs["metavar"] = _flag_type(leaf.hint)
         if "choices" in meta:
             kwargs["choices"], kwargs["metavar"] = meta["choices"], None
+        if meta.get("repeatable"):
+            kwargs["action"] = _JoinRepeated
     if required:
         kwargs["required"] = True
     group.add_argument(flag_name(leaf.name), **kwargs)

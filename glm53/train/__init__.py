@@ -9,6 +9,8 @@
     pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume
     expression_pretrain.py the pretraining-data studies' own job: the miniature on expression data
     rl_config.py           `glm53 rl`'s settings (RLConfig) and the objective's choices
+    rewards.py             rewards as code: the reward functions (the built-in modes among them), their ordering
+                           check on a probe set, the rollouts' rewards and advantages
     policy_gradient.py     the policy-gradient objective piece by piece: advantages, aggregations, clipping
     completion_batch.py    the update's log-probabilities: each group's prompt run once, its completions per row
     rl_update.py           the policy update (update_policy): clipped passes, KL and replay terms; the train scope

@@ -53,14 +53,14 @@ from .optimizers import decay_groups, make_optimizer  # noqa: F401 - part of thi
 from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .pretrain_config import EXTENSIONS, PretrainConfig
 from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
-from .validation import Validation, validation_due, validation_set
+from .validation import Validation, corpus_samples, validation_due, validation_set
 
 LOG_NAME = "train_log.jsonl"
 # what a resumed run may change besides EXTENSIONS: when the validation loss is measured leaves training alone
 VALIDATION_SETTINGS = frozenset({"eval_every", "validation_rows"})
 # settings this file's runs did not record before --corpus existed: at these values, an older run resumes
 NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None, "loss_on": "all",
-                "data_order": "stream", "distinct_documents": 0}
+                "data_order": "stream", "distinct_documents": 0, "grad_accumulation": 1}
 
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
@@ -87,9 +87,10 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
                dp: DataParallel = SINGLE, corpus: Corpus | None = None) -> dict:
     """One optimizer step on the batch of 0-based `step` (this rank's rows of it); returns its log row (without
     timings), the same on every rank."""
-    inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
+    k = cfg.grad_accumulation
+    inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg))
-    rows = dp.share(cfg.batch_size)
+    rows = dp.share(cfg.batch_size * k)
     return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
                            device, precision, dp)
 
@@ -101,7 +102,11 @@ def training_update(cfg: PretrainConfig, step: int, model: GLM53, forward, optim
     optimizer step, router biases; returns the log row.
 
     Each term is this rank's share of the global loss; DDP averages gradients over ranks, so the shares are scaled
-    by the world size before backward (a no-op in one process)."""
+    by the world size before backward (a no-op in one process). --grad-accumulation K: the step's batch is the
+    K x --batch-size rows one step of that batch would read, run as K micro-batches whose gradients add up before
+    the one optimizer step (token sums over the whole step's token count; simplification: the balance and indexer
+    terms, means per forward, are averaged over the micro-batches, as over ranks)."""
+    k = cfg.grad_accumulation
     lr = learning_rate(cfg, step)
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
@@ -109,24 +114,27 @@ def training_update(cfg: PretrainConfig, step: int, model: GLM53, forward, optim
     mtp = cfg.model.mtp_depth > 0
     local_tokens = torch.stack([(labels != IGNORE_INDEX).sum(), (labels[:, 1:] != IGNORE_INDEX).sum()]).double()
     tokens, mtp_tokens = dp.sum(local_tokens).tolist()
-    with autocast(device, precision):
-        logits, aux = forward(inputs, return_aux=True)
-        loss_share, shares = training_loss(
-            language_loss_sum(logits, labels) / tokens, aux, cfg.balance_coef,
-            mtp=language_loss_sum(aux.mtp_logits, labels[:, 1:]) / mtp_tokens if mtp else None, mtp_coef=cfg.mtp_coef,
-            indexer_coef=cfg.indexer_coef, world_size=dp.world_size)
+    optimizer.zero_grad(set_to_none=True)
+    step_terms, usage = 0.0, 0.0
+    for part_inputs, part_labels in zip(inputs.chunk(k), labels.chunk(k)):
+        with autocast(device, precision):
+            logits, aux = forward(part_inputs, return_aux=True)
+            lm_share = language_loss_sum(logits, part_labels) / tokens
+            mtp_share = language_loss_sum(aux.mtp_logits, part_labels[:, 1:]) / mtp_tokens if mtp else None
+            loss_share, shares = training_loss(lm_share, aux, cfg.balance_coef, mtp=mtp_share, mtp_coef=cfg.mtp_coef,
+                                               indexer_coef=cfg.indexer_coef, world_size=dp.world_size * k)
+        (loss_share * dp.world_size).backward()
+        step_terms = step_terms + torch.cat([shares, loss_share.detach()[None]])
+        usage = usage + aux.expert_usage / k
     # the terms and the weighted total over every rank, in one sum
-    terms = dp.sum(torch.cat([shares, loss_share.detach()[None]])).tolist()
-    lm_loss, mtp_loss, balance_loss, indexer_loss, total = terms
+    lm_loss, mtp_loss, balance_loss, indexer_loss, total = dp.sum(step_terms).tolist()
     if not math.isfinite(total):  # the global figure, so every rank stops alike
         raise FloatingPointError(f"step {step + 1}: loss is {total}; lower --lr or check the data")
-    optimizer.zero_grad(set_to_none=True)
-    (loss_share * dp.world_size).backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optimization.grad_clip)
     optimizer.step()
     model.update_router_biases(dp.sum if dp.active else None)
     return {"step": step + 1, "loss": lm_loss, "balance_loss": balance_loss, "indexer_loss": indexer_loss,
-            **({"mtp_loss": mtp_loss} if mtp else {}), "expert_load_cv": expert_load_cv(aux.expert_usage),
+            **({"mtp_loss": mtp_loss} if mtp else {}), "expert_load_cv": expert_load_cv(usage),
             "grad_norm": float(grad_norm), "lr": lr, "tokens": int(tokens)}
 
 
@@ -198,7 +206,8 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     log(f"glm53 pretrain: {counts['total']:,} parameters ({counts['active']:,} active), layers "
         f"{cfg.model.layer_pattern}, device {device} ({precision}{', compiled' if cfg.compile else ''}"
         f"{', calibrated kernels ' + str(run.kernels) if run.kernels else ''}), "
-        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}")
+        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length}"
+        + (f" x {cfg.grad_accumulation} accumulated" if cfg.grad_accumulation > 1 else ""))
     for line in ([corpus.describe(cfg.corpus_mix)] if corpus else []) + [Validation.describe(run.validation)]:
         log(line)
     forward = data_parallel_forward(model, dp, device)
@@ -224,7 +233,7 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
             run.tokens_seen += row["tokens"]
             row["tokens_seen"] = run.tokens_seen
             row["seconds"] = time.perf_counter() - t0
-            row["tokens_per_second"] = cfg.batch_size * cfg.sequence_length / row["seconds"]
+            row["tokens_per_second"] = cfg.batch_size * cfg.grad_accumulation * cfg.sequence_length / row["seconds"]
             run.curve.append(row)
             if not dp.is_main:
                 continue  # rank 0 alone logs, evaluates and saves; the others meet it at the next step's collectives
@@ -260,7 +269,8 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
     kernels = resolve_kernels(cfg.kernels, precision, device)
     if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
         cfg = replace(cfg, model=replace(cfg.model, **kernels))
-    dev_tasks = get_suite(cfg.suite).checked_dev_tasks(dev_tasks, cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
+    dev_tasks = get_suite(cfg.suite).checked_dev_tasks([] if corpus and dev_tasks is None else dev_tasks,
+                                                       cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
     if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
         torch.set_num_threads(cfg.runtime.threads)
     torch.manual_seed(cfg.seed)
@@ -314,19 +324,23 @@ def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> Non
     if val_loss is not None:
         log(f"  [step {step}] validation loss {val_loss:.4f}")
     samples = dev_completions(run.model, run.dev_tasks, cfg.dev_max_new_tokens, cfg.suite) if run.dev_tasks else []
+    held = corpus_samples(run.model, run.corpus, cfg.dev_max_new_tokens) if run.corpus else []  # the dev prompts'
+    for h in held:  # place in a corpus run, its validation loss beside them
+        log(f"  [step {step}] held-out {h['prompt']!r} -> {h['completion']!r}")
     for s in samples:
         log(f"  [step {step}] {s['task_id']}: {s['status']:8s} {s['completion']!r}")
     dev_pass = sum(s["status"] == "passed" for s in samples)
     if samples:
         log(f"  [step {step}] dev greedy pass@1: {dev_pass}/{len(samples)}")
     record = {"step": step, "path": checkpoint_name(step), "dev_completions": samples, "dev_passed": dev_pass,
-              "dev_tasks": len(samples), **({"val_loss": val_loss} if val_loss is not None else {})}
+              "dev_tasks": len(samples), **({"val_loss": val_loss} if val_loss is not None else {}),
+              **({"corpus_samples": held} if run.corpus else {})}
     trainer_state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "step": step,
                      "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record],
                      "corpus_sha256": run.corpus.summary["sha256"] if run.corpus else None}
     meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
             "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
-            "dev_pass_at_1": dev_pass / len(samples) if samples else None}
+            "dev_pass_at_1": dev_pass / len(samples) if samples else None, **({"corpus_samples": held} if held else {})}
     sha = save_checkpoint(run.out / checkpoint_name(step), run.model, meta,
                           trainer_state if cfg.retention.save_optimizer else None)
     run.checkpoints.append({**record, "weights_sha256": sha})
@@ -347,7 +361,7 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.runtime.resume else None,
         "resumed_from": run.resumed_from,
         # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)
-        "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.sequence_length
+        "train_tokens_per_second": len(trained) * cfg.batch_size * cfg.grad_accumulation * cfg.sequence_length
         / max(sum(r["seconds"] for r in trained), 1e-9),
         "peak_memory_bytes": peak_memory_bytes(run.device), "checkpoints": run.checkpoints,
         # what --keep-last pruned (again here: a prune cut short by an interruption is finished)

@@ -30,7 +30,10 @@ class PretrainConfig:
     steps: int = setting(400, "optimizer steps", at_least=1)
     checkpoints: tuple[int, ...] | None = setting(None, "steps to save a checkpoint at (the last step always is)",
                                                   shown="100,200,400, those within --steps")
-    batch_size: int = setting(32, "rows per step", at_least=1)
+    batch_size: int = setting(32, "rows per step (per micro-batch with --grad-accumulation)", at_least=1)
+    grad_accumulation: int = setting(1, "micro-batches of --batch-size rows whose gradients add up to one optimizer "
+                                        "step: a step of K x --batch-size rows (equal to rounding), in the memory of "
+                                        "one micro-batch", at_least=1)
     sequence_length: int = setting(128, "tokens per row", at_least=2)
     optimization: Optimization = setting(default_factory=Optimization, flatten=True)
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
@@ -52,10 +55,13 @@ class PretrainConfig:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
                                         "also a context of 384, rows of 324 and a token cap of 192, unless given)",
                          choices=SUITE_NAMES)
-    corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive) or a JSON Lines file "
-                              "with a \"text\" field per row (empty: the suite's generated stream only)")
+    corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive), a JSON Lines file "
+                              "with a \"text\" field per row, or one .py/.txt file, a single document stream whose "
+                              "tail is held out (empty: the suite's generated stream only); the checkpoints then "
+                              "complete held-out corpus text instead of the suite's dev prompts")
     corpus_validation_share: float = setting(0.05, "--corpus: share of its documents held out for the validation "
-                                                   "loss (chosen by a hash of each file's path or row's text)",
+                                                   "loss (chosen by a hash of each file's path or row's text; a "
+                                                   "single file: the share of its bytes at its end)",
                                              above=0, below=1)
     corpus_mix: float | None = setting(None, "--corpus: share of each step's rows from the corpus, the rest from "
                                              "the generated stream", shown="1.0 with --corpus",
@@ -106,7 +112,7 @@ class PretrainConfig:
         """The corpus and validation settings (the corpus's content is read, and checked, when the run starts)."""
         if self.corpus:
             check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
-                                                      ".py/.txt files or a JSON Lines file")
+                                                      ".py/.txt files, a JSON Lines file or one .py/.txt file")
             self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
             check.require(self.loss_on == "all", "--loss-on completion needs task-shaped documents, and a corpus's "
                                                  "files have no prompt to leave out; use --loss-on all with --corpus")
@@ -116,11 +122,12 @@ class PretrainConfig:
         check.require(not (reordered and self.corpus), "--data-order and --distinct-documents order the generated "
                                                        "stream; with --corpus leave them at stream and 0")
         if self.distinct_documents and self.suite in SUITE_NAMES:
-            documents = run_documents(self.steps, self.batch_size, get_suite(self.suite).bucket_steps)
+            documents = run_documents(self.steps, self.batch_size * self.grad_accumulation,
+                                      get_suite(self.suite).bucket_steps)
             check.require(self.distinct_documents < documents,
                           f"--distinct-documents {self.distinct_documents} must be fewer than the {documents} "
-                          "documents the run reads (--steps x --batch-size), or no document is seen twice; use 0 for "
-                          "a stream of new documents")
+                          "documents the run reads (--steps x --batch-size x --grad-accumulation), or no document is "
+                          "seen twice; use 0 for a stream of new documents")
         check.require(self.data_order != "curriculum" or self.suite == "broad",
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
                       "have; use --suite broad or another order")

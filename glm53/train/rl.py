@@ -1,11 +1,12 @@
 """RLOO post-training with an executable reward.
 
 For each task of a step: sample a group of G completions with the cached engine, judge each with the sandboxed
-verifier, reward it (binary or partial), and give it the leave-one-out advantage A_i = r_i - mean of the other
-G - 1 rewards. The loss is -mean_i(A_i * log p(completion_i)), with log p the mean (sequence-mean) or sum
-(token-sum) of the completion tokens' log-probabilities, plus optional terms: a KL penalty to the initial
-policy (k3 estimator on the sampled tokens) and replay cross-entropy on pretraining examples, computed on the
-solution tokens only. Groups whose rewards are all equal carry no signal: they are counted, logged and left out.
+verifier, reward it (the weighted sum of reward functions, rewards.py; binary by default), and give it the
+leave-one-out advantage A_i = r_i - mean of the other G - 1 rewards. The loss is -mean_i(A_i * log p(completion_i)),
+with log p the mean (sequence-mean) or sum (token-sum) of the completion tokens' log-probabilities, plus optional
+terms: a KL penalty to the initial policy (k3 estimator on the sampled tokens) and replay cross-entropy on
+pretraining examples, computed on the solution tokens only. Groups whose rewards are all equal carry no signal: they
+are counted, logged and left out.
 
 Reference settings (the defaults): 96 groups of 16 over increment, double and even (32 rl-split tasks each),
 temperature 0.35, 48 new tokens, lr 5e-5, last-block-head, binary reward with -0.1 for invalid programs,
@@ -51,13 +52,13 @@ from ..runtime.device import peak_memory_bytes, resolve_device, resolve_precisio
 from ..runtime.distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
 from ..runtime.tracking import reporting
-from ..verify.rewards import reward
 from ..checkpoints.format import check_loadable, load_model, read_metadata, save_checkpoint
 from ..checkpoints.names import RECEIPT_NAME, checkpoint_name
 from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
-from .policy_gradient import group_advantages, step_advantages
+from .policy_gradient import group_advantages
 from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .rl_config import RLConfig
+from .rewards import WeightedReward, informative, ordering_problem, reward_terms, score_groups, spec_of
 from .rl_update import set_train_scope, update_policy
 
 REFILL_SEED_OFFSET = 1_000_003  # seeds the fresh-task stream and its sampling apart from the schedule's
@@ -94,19 +95,40 @@ def step_boundaries(groups: int, per_step: int, checkpoints: tuple[int, ...]) ->
 
 def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Task] | None = None, log=print,
              dp: DataParallel = SINGLE, device: torch.device | None = None,
-             keep: Callable[[list[dict]], set[str]] | None = None) -> dict | None:
+             keep: Callable[[list[dict]], set[str]] | None = None, reward_funcs: list | None = None) -> dict | None:
     """Run (or resume) RL; returns the receipt dict that is also written to the run folder (by rank 0 under data
     parallelism; the other ranks return None). One process at a time may write a run folder; what an
     interrupted atomic write left behind is removed first. `keep`: the checkpoints (folder names, from the
-    checkpoint records so far) whose weights --keep-last must spare (the main job's choice on dev)."""
+    checkpoint records so far) whose weights --keep-last must spare (the main job's choice on dev).
+    `reward_funcs`: the reward's terms instead of cfg.reward (rewards.py: functions f(task, completion, verdict)
+    -> float, (function, weight) pairs, or names as --reward takes); the run's settings record their names."""
     if not cfg.out or not cfg.init:
         raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
+    if reward_funcs is not None and cfg.reward != "binary":
+        raise ValueError(f"rl: give the reward either as --reward ({cfg.reward}) or as reward_funcs, not both")
+    terms = reward_terms(cfg, reward_funcs)  # imported and checked before anything is written
+    if reward_funcs is not None:
+        cfg = copy.copy(cfg)
+        cfg.reward = spec_of(terms)
+    problem = ordering_problem(terms, probe_task(cfg, tasks))
+    if problem and not cfg.allow_unordered_reward:
+        raise ValueError(problem)
+    if problem:
+        log(f"glm53 rl: --allow-unordered-reward: training on a reward that breaks the ordering rule: "
+            f"{problem.partition(' rule: ')[2].partition('; ')[0]}")
     check_loadable(Path(cfg.init), cfg.runtime.trust_unverified)  # before the run folder is made
     if not dp.is_main:
-        return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep)
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep, terms)
     with run_lock(cfg.out):
         remove_stale_temporaries(cfg.out)
-        return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep)
+        return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep, terms)
+
+
+def probe_task(cfg: RLConfig, tasks: list[Task] | None) -> Task | None:
+    """The task the reward's ordering is probed on: the run's first (of the task file, or of the rl split)."""
+    tasks = tasks or (read_tasks(cfg.tasks_file) if cfg.tasks_file else
+                      get_suite(cfg.suite).tasks("rl", 1, cfg.families))
+    return tasks[0] if tasks else None
 
 
 def sample_groups(dp: DataParallel, model, tasks: list[Task], group_size: int, sampling: Sampling, seed: int,
@@ -148,11 +170,12 @@ class _Run:
     resumed_from: str | None = None
     refill_used: int = 0
     keep: Callable[[list[dict]], set[str]] | None = None  # checkpoints whose weights --keep-last spares
+    rewards: list[WeightedReward] = field(default_factory=list)  # the reward's terms (rewards.py)
 
 
 def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
-              device: torch.device | None, keep=None) -> dict | None:
-    run = _start(cfg, tasks, dev_tasks, log, dp, device)
+              device: torch.device | None, keep=None, terms: list[WeightedReward] | None = None) -> dict | None:
+    run = _start(cfg, tasks, dev_tasks, log, dp, device, terms or reward_terms(cfg))
     run.keep = keep
     if cfg.runtime.resume:
         _resume(run)
@@ -193,8 +216,9 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
 
 
 def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
-           device: torch.device | None) -> _Run:
-    """Check the run folder, load the policy, build its optimizer, schedule the tasks and start the folder."""
+           device: torch.device | None, terms: list[WeightedReward]) -> _Run:
+    """Check the run folder, load the policy, build its optimizer, schedule the tasks, check the reward's
+    ordering on the probe set (rewards.py) and start the folder."""
     out = Path(cfg.out)
     dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | RETENTION_CHANGES))
     device = device or resolve_device(cfg.runtime.device)
@@ -241,7 +265,7 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     refill_stream = task_schedule(tasks, cfg.groups * (cfg.dynamic_sampling_max_draws - 1),
                                   cfg.seed + REFILL_SEED_OFFSET) if cfg.dynamic_sampling else []
     return _Run(cfg, out, log, dp, device, precision, sample_precision, model, init_sha, reference, trainable,
-                optimizer, tasks, dev_tasks, schedule, schedule_sha, tokenizer, sampling, refill_stream)
+                optimizer, tasks, dev_tasks, schedule, schedule_sha, tokenizer, sampling, refill_stream, rewards=terms)
 
 
 def _resume(run: _Run) -> None:
@@ -294,11 +318,11 @@ def _step(run: _Run, step: int, first: int, end: int) -> tuple[dict, list[dict],
     if cfg.dynamic_sampling:
         step_tasks, judged, dropped, drawn = refill_groups(cfg, model, step_tasks, judged, run.refill_stream,
                                                            run.refill_used, run.sampling, run.sample_precision,
-                                                           device, dp)
+                                                           device, dp, run.rewards)
         run.refill_used += drawn
-    rollouts, batch = score_groups(cfg, step_tasks, judged, first, run.tokenizer)
+    rollouts, batch = score_groups(cfg, step_tasks, judged, first, run.tokenizer, run.rewards)
     for slot, task, pairs in dropped:  # recorded, never used
-        extra, _ = score_groups(cfg, [task], [pairs], first + slot, run.tokenizer)
+        extra, _ = score_groups(cfg, [task], [pairs], first + slot, run.tokenizer, run.rewards)
         rollouts += [{**r, "used": False, "dropped_by_dynamic_sampling": True} for r in extra]
     rewards = [r["reward"] for r in rollouts]
     zero_variance = len(step_tasks) - len({r["group"] for r in rollouts if r["used"]})
@@ -323,6 +347,7 @@ def _finish(run: _Run, elapsed: float) -> dict:
     receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
                **get_suite(cfg.suite).receipt(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "schedule_sha256": run.schedule_sha,
+               "rewards": [term.record() for term in run.rewards],
                "initial_checkpoint_verified": (Path(cfg.init) / "metadata.json").is_file(),  # else --trust-unverified
                "trainable_parameters": sum(p.numel() for p in run.trainable), "precision": run.precision,
                "device": str(run.device), "data_parallel": run.dp.to_dict(),
@@ -339,19 +364,15 @@ def _finish(run: _Run, elapsed: float) -> dict:
     return receipt
 
 
-def informative(cfg: RLConfig, pairs: list) -> bool:
-    """A group carries signal when its rewards are not all equal."""
-    rewards = [reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs]
-    return max(rewards) - min(rewards) > 1e-8
-
-
 def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, stream: list[Task], position: int,
-                  sampling: Sampling, sample_precision: str, device, dp: DataParallel = SINGLE):
+                  sampling: Sampling, sample_precision: str, device, dp: DataParallel = SINGLE,
+                  terms: list[WeightedReward] | None = None):
     """Dynamic sampling: each group without signal is replaced, in order, by the next group of fresh tasks from
     `stream` (from `position` on) that has signal, sampling at most (max_draws - 1) x the step's groups more.
     Returns (tasks, judged, dropped [(slot, task, pairs)], fresh groups drawn)."""
     tasks, judged = list(step_tasks), list(judged)
-    missing = [i for i, pairs in enumerate(judged) if not informative(cfg, pairs)]
+    terms = terms or reward_terms(cfg)
+    missing = [i for i, pairs in enumerate(judged) if not informative(cfg, tasks[i], pairs, terms)]
     limit = (cfg.dynamic_sampling_max_draws - 1) * len(tasks)
     dropped, drawn = [], 0
     while missing and drawn < limit:
@@ -361,7 +382,7 @@ def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, st
         seed = cfg.seed + REFILL_SEED_OFFSET * (position + drawn + 1)
         for task, pairs in zip(fresh, sample_groups(dp, model, fresh, cfg.group_size, sampling, seed,
                                                     sample_precision, device, cfg.suite)):
-            if missing and informative(cfg, pairs):
+            if missing and informative(cfg, task, pairs, terms):
                 slot = missing.pop(0)
                 dropped.append((slot, tasks[slot], judged[slot]))
                 tasks[slot], judged[slot] = task, pairs
@@ -369,27 +390,3 @@ def refill_groups(cfg: RLConfig, model, step_tasks: list[Task], judged: list, st
                 dropped.append((missing[0] if missing else len(tasks) - 1, task, pairs))
         drawn += len(fresh)
     return tasks, judged, dropped, drawn
-
-
-def score_groups(cfg: RLConfig, tasks: list[Task], judged: list, first: int, tokenizer: ByteTokenizer):
-    """Rewards and advantages (cfg.advantage_baseline, cfg.reward_scaling) for each group of (sample, verdict)
-    pairs. Returns the rollout records and the update's batch (prompt ids, completion ids, advantages) of the
-    groups with signal (less any capped completions when cfg.mask_truncated)."""
-    rollouts, prompt_ids, completion_ids, advantages = [], [], [], []
-    rewards_of = [[reward(v, cfg.reward, cfg.invalid_penalty, cfg.exact_bonus) for _, v in pairs] for pairs in judged]
-    advantages_of = step_advantages(rewards_of, cfg.advantage_baseline, cfg.reward_scaling)
-    for g, (task, pairs) in enumerate(zip(tasks, judged)):
-        rewards = rewards_of[g]
-        used = max(rewards) - min(rewards) > 1e-8  # all-equal rewards carry no signal
-        task_prompt_ids = tokenizer.encode(task.prompt, bos=True)
-        for (s, v), r, a in zip(pairs, rewards, advantages_of[g]):
-            masked = cfg.mask_truncated and s["hit_token_cap"]
-            rollouts.append({"group": first + g + 1, "task_id": task.task_id, "completion": s["completion"],
-                             "token_ids": s["token_ids"], "hit_token_cap": s["hit_token_cap"],
-                             "verdict": v.to_json(), "reward": r, "advantage": a if used else 0.0,
-                             "used": used and not masked})
-            if used and not masked:
-                prompt_ids.append(task_prompt_ids)
-                completion_ids.append(s["token_ids"])
-                advantages.append(a)
-    return rollouts, (prompt_ids, completion_ids, advantages)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, replace
 
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
@@ -11,7 +13,6 @@ from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
-from ..verify.rewards import REWARD_MODES
 from ..checkpoints.retention import Retention
 from .optimization import MUON_SETTINGS, Optimization
 
@@ -24,6 +25,32 @@ NORMALIZATIONS = AGGREGATIONS  # the --normalization flag names the loss aggrega
 UPDATE_IMPLS = ("fast", "plain")  # completion_batch.py's forms
 DEFAULT_CHECKPOINTS = (24, 48, 72, 96)
 NOT_FOR_ROLLOUTS = ("top_k", "top_p", "ignore_eos")
+BUILTIN_REWARDS = ("binary", "partial")  # verify/rewards.py's modes, as reward functions in rewards.py
+_IMPORTED = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_<][\w.<>]*")  # module:function (a qualname, <locals> included)
+REWARD_HELP = ("reward, the weighted sum of functions f(task, completion, verdict) -> float: NAME[=WEIGHT] "
+               "(weight 1 when left out), comma-separated or the flag repeated, NAME a built-in (binary, partial) or "
+               "package.module:function; e.g. --reward binary --reward mypkg.rewards:length_penalty=0.1 (docs/rl.md)")
+
+
+def parse_reward_spec(text: str) -> list[tuple[str, float]]:
+    """`NAME[=WEIGHT],...` -> [(name, weight)]; a ValueError of one line naming the entry that is wrong."""
+    entries = [e.strip() for e in str(text).split(",")]
+    parsed = []
+    for entry in entries:
+        name, _, weight_text = entry.partition("=")
+        name = name.strip()
+        if name not in BUILTIN_REWARDS and not _IMPORTED.fullmatch(name):
+            raise ValueError(f"--reward {entry!r}: name a built-in ({', '.join(BUILTIN_REWARDS)}) or a function as "
+                             f"package.module:function, optionally =WEIGHT (e.g. mypkg.rewards:length_penalty=0.1)")
+        try:
+            weight = float(weight_text) if weight_text.strip() else 1.0
+        except ValueError:
+            weight = math.nan
+        if not math.isfinite(weight) or weight == 0:
+            raise ValueError(f"--reward {entry!r}: the weight after = must be a finite number other than 0, "
+                             f"got {weight_text!r}")
+        parsed.append((name, weight))
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -61,7 +88,9 @@ class RLConfig:
                                                *MUON_SETTINGS),
                                          helps={"lr": "learning rate (AdamW, no weight decay)"})
     train_scope: str = setting("last-block-head", "which parameters train", choices=TRAIN_SCOPES)
-    reward: str = setting("binary", "reward from the verdict", choices=REWARD_MODES)
+    reward: str = setting("binary", REWARD_HELP, repeatable=True)
+    allow_unordered_reward: bool = setting(False, "train on a reward that breaks the ordering rule (passed > failed "
+                                                  ">= invalid), which the run checks on a probe set when it starts")
     invalid_penalty: float = setting(-0.1, "reward of a statically invalid program (<= 0, the reward of "
                                                   "a valid program that fails every case: never paid for)", at_most=0)
     exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes", at_least=0)
@@ -69,6 +98,10 @@ class RLConfig:
                                                   shown="24,48,72,96, those within --groups")
     seed: int = setting(31415, "seed of the task schedule and the sampling", at_least=0, at_most=MAX_SEED)
     groups_per_step: int = setting(16, "prompt groups per optimizer step", at_least=1)
+    grad_accumulation: int = setting(1, "micro-batches each update runs its rows (and replay rows) in, their "
+                                        "gradients added up before the one optimizer step: the step of "
+                                        "--groups-per-step groups in the memory of a K-th of it (equal to rounding)",
+                                     at_least=1)
     normalization: str = setting("sequence-mean", "loss aggregation: each completion's mean or summed token "
                                  "log-prob (then the mean over completions), token-mean over the batch (DAPO) or the "
                                  "batch sum over completions x max-new-tokens (Dr. GRPO)", choices=NORMALIZATIONS)
@@ -118,6 +151,10 @@ class RLConfig:
         check.require(all(1 <= c <= self.groups for c in self.checkpoints),
                       f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --groups {self.groups}]")
         check.declared(self)
+        try:
+            parse_reward_spec(self.reward)
+        except ValueError as err:
+            check.require(False, str(err))
         check.require(not self.dynamic_sampling or self.dynamic_sampling_max_draws >= 2,
                       f"--dynamic-sampling needs --dynamic-sampling-max-draws >= 2 (1 draws no fresh group), got "
                       f"{self.dynamic_sampling_max_draws}")

@@ -54,24 +54,27 @@ def update_policy(model, reference, optimizer, trainable, cfg: RLConfig, precisi
     """cfg.iterations optimizer steps on the groups with signal (plus replay/KL terms); after the first, each token's
     term is the clipped PPO objective against the log-probs the rollouts were scored with before any of them.
     Returns the step's figures (those of the last pass, with clip fractions averaged over the passes). Under data
-    parallelism this rank computes on its share of the rows, and the figures are the step's."""
+    parallelism this rank computes on its share of the rows, and the figures are the step's. --grad-accumulation K:
+    this rank's rows (and the replay rows) run as K micro-batches whose gradients add up before each optimizer step;
+    every term is already a share of the step's totals, so the step equals the unsplit one to rounding."""
     if not advantages and cfg.replay_coef <= 0:
         return {"updated": False, "loss": 0.0, "grad_norm": 0.0, "entropy": None, "kl": None}
     rows = dp.share(len(advantages))
     mine = (prompt_ids[rows], completion_ids[rows], advantages[rows])
-    batch = (make_completion_batch(cfg.update_impl, mine[0], mine[1], device, model.config.max_sequence_length)
-             if mine[2] else None)
+    parts = [range(len(mine[2]))[p] for p in _micro_slices(len(mine[2]), cfg.grad_accumulation)]
+    chunks = [(make_completion_batch(cfg.update_impl, [mine[0][i] for i in part], [mine[1][i] for i in part], device,
+                                     model.config.max_sequence_length), [mine[2][i] for i in part]) for part in parts]
     # the step's totals, by which every rank divides its sums
-    totals = {"rows": len(advantages),
-              "tokens": int(dp.sum(batch.mask.sum() if batch is not None else torch.zeros((), dtype=torch.long)))}
-    old_logp, clipped = None, []
-    if cfg.iterations > 1 and batch is not None:
+    local = sum((b.mask.sum() for b, _ in chunks), torch.zeros((), dtype=torch.long, device=device))
+    totals = {"rows": len(advantages), "tokens": int(dp.sum(local))}
+    old_logp, clipped = [None] * len(chunks), []
+    if cfg.iterations > 1:
         with torch.no_grad(), autocast(device, precision):
             model.train()
-            old_logp = _token_logp(batch.logits(model), batch.targets, batch.mask).detach()
+            old_logp = [_token_logp(b.logits(model), b.targets, b.mask).detach() for b, _ in chunks]
     for _ in range(cfg.iterations):
-        figures = _update_pass(model, reference, optimizer, trainable, cfg, precision, device, batch, mine[2],
-                               bool(advantages), step, old_logp, dp, totals)
+        figures = _update_pass(model, reference, optimizer, trainable, cfg, precision, device, chunks, old_logp,
+                               bool(advantages), step, dp, totals)
         clipped.append((figures.pop("clipped_low", 0.0), figures.pop("clipped_high", 0.0)))
     if cfg.iterations > 1:
         figures["clipped_low"] = sum(c[0] for c in clipped) / len(clipped)
@@ -79,72 +82,49 @@ def update_policy(model, reference, optimizer, trainable, cfg: RLConfig, precisi
     return figures
 
 
+def _micro_slices(rows: int, k: int) -> list[slice]:
+    """The non-empty contiguous slices that split `rows` rows into at most k micro-batches, as even as can be."""
+    edges = [round(i * rows / k) for i in range(k + 1)]
+    return [slice(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+
+
 def _token_logp(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return logits.float().log_softmax(dim=-1).gather(-1, targets[..., None]).squeeze(-1) * mask
 
 
-def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, batch, advantages,
-                 policy: bool, step: int, old_logp, dp: DataParallel, totals: dict) -> dict:
-    """One optimizer step. `batch`/`advantages`: this rank's rows (batch None when it holds none); `policy`: whether
-    the step has any row at all. Every term is this rank's share of the step's value, and so is each figure in
-    `shares`; their sums over ranks are the step's loss and figures."""
+def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precision: str, device, chunks, old_logp,
+                 policy: bool, step: int, dp: DataParallel, totals: dict) -> dict:
+    """One optimizer step. `chunks`: this rank's rows as (completion batch, advantages) micro-batches (none when it
+    holds no row); `policy`: whether the step has any row at all. Every term is this rank's share of the step's
+    value, and so is each figure in `shares`; their sums over ranks are the step's loss and figures. Micro-batch i
+    is policy chunk i with replay chunk i, one backward each (one in all without accumulation, as before it)."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    loss = torch.zeros((), device=device)
     shares: dict[str, torch.Tensor] = {}
-    tokens = max(totals["tokens"], 1)
-    if batch is not None:
-        targets, mask = batch.targets, batch.mask
-        with autocast(device, precision):
-            logits = batch.logits(model)
-        logp_all = logits.float().log_softmax(dim=-1)
-        token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
-        adv = torch.tensor(advantages, device=device)
-        if old_logp is None:
-            policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.sampling.max_new_tokens,
-                                                totals["rows"], tokens)
-        else:
-            objective, low, high = clipped_token_objective(token_logp, old_logp, adv, mask, cfg.clip_low,
-                                                           cfg.clip_high)
-            policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.sampling.max_new_tokens,
-                                              totals["rows"], tokens)
-            local = float(mask.sum()) / tokens  # the fractions are of this rank's tokens
-            shares["clipped_low"], shares["clipped_high"] = torch.tensor(low * local), torch.tensor(high * local)
-        loss = loss + policy_loss
-        with torch.set_grad_enabled(cfg.entropy_coef > 0):
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-            entropy_share = (entropy * mask).sum() / tokens
-        if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * entropy_share
-        shares["entropy"], shares["policy_loss"] = entropy_share.detach(), policy_loss.detach()
-        if reference is not None:
-            with torch.no_grad(), autocast(device, precision):
-                ref_logits = batch.logits(reference)
-            ref_logp = ref_logits.float().log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
-            log_ratio = (ref_logp - token_logp) * mask
-            kl_share = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / tokens
-            loss = loss + cfg.kl_coef * kl_share
-            shares["kl"] = kl_share.detach()
-    if cfg.replay_coef > 0:
-        r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device, cfg.suite)
-        rows = dp.share(cfg.replay_batch)
-        r_inputs, r_labels = r_inputs[rows], r_labels[rows]
-        replay_tokens = max(int(dp.sum((r_labels != IGNORE_INDEX).sum())), 1)
-        if r_inputs.shape[0]:
+    replay = _replay_rows(step, cfg, device, dp) if cfg.replay_coef > 0 else None
+    micro = max(len(chunks), len(replay[0]) if replay else 0)
+    step_loss = torch.zeros((), device=device)
+    for i in range(micro):
+        loss = torch.zeros((), device=device)
+        if i < len(chunks):
+            loss = _policy_terms(loss, model, reference, cfg, precision, device, *chunks[i], old_logp[i], totals,
+                                 shares)
+        if replay and i < len(replay[0]):
             with autocast(device, precision):
-                r_logits = model(r_inputs)
-            replay_share = F.cross_entropy(r_logits.float().reshape(-1, r_logits.shape[-1]), r_labels.reshape(-1),
-                                           ignore_index=IGNORE_INDEX, reduction="sum") / replay_tokens
+                r_logits = model(replay[0][i])
+            replay_share = F.cross_entropy(r_logits.float().reshape(-1, r_logits.shape[-1]), replay[1][i].reshape(-1),
+                                           ignore_index=IGNORE_INDEX, reduction="sum") / replay[2]
             loss = loss + cfg.replay_coef * replay_share
-            shares["replay_loss"] = replay_share.detach()
-    if loss.requires_grad:
-        loss.backward()
+            _add(shares, "replay_loss", replay_share.detach())
+        if loss.requires_grad:
+            loss.backward()
+        step_loss = step_loss + loss.detach()
     dp.sum_gradients(trainable)
     grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.optimization.grad_clip)
     optimizer.step()
     model.update_router_biases(dp.sum if dp.active else None)
     names = ["loss", "entropy", "policy_loss", "kl", "replay_loss", "clipped_low", "clipped_high"]
-    shares["loss"] = loss.detach()
+    shares["loss"] = step_loss
     summed = dp.sum(torch.stack([shares.get(n, torch.zeros(())).float().cpu() for n in names])).tolist()
     step_figures = dict(zip(names, summed))
     figures: dict = {"updated": True, "loss": step_figures["loss"], "grad_norm": float(grad_norm)}
@@ -157,3 +137,57 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
     if cfg.replay_coef > 0:
         figures["replay_loss"] = step_figures["replay_loss"]
     return figures
+
+
+def _add(shares: dict, name: str, value: torch.Tensor) -> None:
+    shares[name] = shares[name] + value if name in shares else value
+
+
+def _replay_rows(step: int, cfg: RLConfig, device, dp: DataParallel):
+    """This rank's replay rows as (inputs per micro-batch, labels per micro-batch, the step's replay token count)."""
+    r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device, cfg.suite)
+    rows = dp.share(cfg.replay_batch)
+    r_inputs, r_labels = r_inputs[rows], r_labels[rows]
+    replay_tokens = max(int(dp.sum((r_labels != IGNORE_INDEX).sum())), 1)
+    parts = _micro_slices(r_inputs.shape[0], cfg.grad_accumulation)
+    return [r_inputs[p] for p in parts], [r_labels[p] for p in parts], replay_tokens
+
+
+def _policy_terms(loss, model, reference, cfg: RLConfig, precision: str, device, batch, advantages, old_logp,
+                  totals: dict, shares: dict) -> torch.Tensor:
+    """`loss` plus one micro-batch's policy, entropy and KL terms (its share of the step's loss, added in the order
+    the weights' rounding was recorded with); adds its figures to `shares`."""
+    tokens = max(totals["tokens"], 1)
+    targets, mask = batch.targets, batch.mask
+    with autocast(device, precision):
+        logits = batch.logits(model)
+    logp_all = logits.float().log_softmax(dim=-1)
+    token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask
+    adv = torch.tensor(advantages, device=device)
+    if old_logp is None:
+        policy_loss = aggregate_policy_loss(token_logp, mask, adv, cfg.normalization, cfg.sampling.max_new_tokens,
+                                            totals["rows"], tokens)
+    else:
+        objective, low, high = clipped_token_objective(token_logp, old_logp, adv, mask, cfg.clip_low, cfg.clip_high)
+        policy_loss = aggregate_objective(objective, mask, cfg.normalization, cfg.sampling.max_new_tokens,
+                                          totals["rows"], tokens)
+        local = float(mask.sum()) / tokens  # the fractions are of this rank's tokens
+        _add(shares, "clipped_low", torch.tensor(low * local))
+        _add(shares, "clipped_high", torch.tensor(high * local))
+    loss = loss + policy_loss
+    with torch.set_grad_enabled(cfg.entropy_coef > 0):
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        entropy_share = (entropy * mask).sum() / tokens
+    if cfg.entropy_coef > 0:
+        loss = loss - cfg.entropy_coef * entropy_share
+    _add(shares, "entropy", entropy_share.detach())
+    _add(shares, "policy_loss", policy_loss.detach())
+    if reference is not None:
+        with torch.no_grad(), autocast(device, precision):
+            ref_logits = batch.logits(reference)
+        ref_logp = ref_logits.float().log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
+        log_ratio = (ref_logp - token_logp) * mask
+        kl_share = ((log_ratio.exp() - 1 - log_ratio) * mask).sum() / tokens
+        loss = loss + cfg.kl_coef * kl_share
+        _add(shares, "kl", kl_share.detach())
+    return loss

@@ -30,6 +30,13 @@ RECIPES: dict[str, tuple[str | None, str, dict]] = {
                  "AdamW at 3e-3, cosine, loss on the bodies",
            dict(steps=3600, batch_size=16, sequence_length=BROAD_SEQUENCE_LENGTH, lr=3e-3, warmup_steps=20,
                 lr_schedule="cosine", loss_on="completion", **MODEL_PRESETS["broad"])),
+    # screened at equal steps on 2026-12-03 (docs/speedrun.md, "Levers screened"); not yet timed as records
+    "muon": ("e4", "Muon at 0.02 on the blocks' matrices and stacked experts (AdamW 3e-3 on the rest), on a 1,500-step "
+                   "schedule (the screen: body loss 0.230 at its end, short of the target)",
+             dict(optimizer="muon", muon_lr=0.02, steps=1500)),
+    "muon-qk": ("muon", "QK-norm (each head's q and k at unit RMS before RoPE), on a 1,000-step schedule (the screen: "
+                        "the target at step 850)",
+                dict(qk_norm=True, steps=1000)),
 }
 
 

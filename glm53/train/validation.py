@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.pretrain_batches import IGNORE_INDEX, VALIDATION_FIRST_INDEX, validation_batch
+from ..decode.sampling import Sampling
 from ..runtime.device import autocast
 
 
@@ -61,7 +62,8 @@ def validation_set(cfg, corpus=None) -> Validation | None:
     documents is refused (a ValueError, before anything is written)."""
     if cfg.validation_rows == 0 or (corpus is not None and len(corpus.validation) == 0):
         return None
-    if corpus is None and (cfg.steps + 8) * cfg.batch_size >= VALIDATION_FIRST_INDEX:  # + 8: bucketing's window
+    # + 8: bucketing's window
+    if corpus is None and (cfg.steps + 8) * cfg.batch_size * cfg.grad_accumulation >= VALIDATION_FIRST_INDEX:
         raise ValueError("pretrain: --steps x --batch-size reaches 2^40 rows, where the generated stream's validation "
                          "documents begin; use fewer steps, or --validation-rows 0")
     inputs, labels = validation_batch(cfg.validation_rows, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
@@ -71,6 +73,25 @@ def validation_set(cfg, corpus=None) -> Validation | None:
               + (", their bodies' targets (--loss-on completion)" if cfg.loss_on == "completion" else ""))
     # a forward without gradients holds far less than a training step, so small batches are grouped up to 32
     return Validation(inputs, labels, max(cfg.batch_size, 32), source)
+
+
+CORPUS_SAMPLES = 4  # held-out corpus prompts each checkpoint of a corpus run completes
+
+
+def corpus_samples(model, corpus, max_new_tokens: int) -> list[dict]:
+    """A corpus run's checkpoint samples: greedy completions (stopped at EOS or the token cap) of the first bytes of
+    up to CORPUS_SAMPLES held-out rows (data/corpus.py `sample_prompts`), which training never read; as many
+    bytes as leave room for the completion in the context, 48 at most. Simplification: no verdict, since corpus
+    text has no cases; the validation loss is its measure."""
+    room = min(48, model.config.max_sequence_length - max_new_tokens - 1)
+    prompts = corpus.sample_prompts(CORPUS_SAMPLES, room) if room > 0 else []
+    if not prompts:
+        return []
+    was_training = model.training
+    model.eval()
+    generations = model.generate(prompts, Sampling(max_new_tokens=max_new_tokens), stop="eos")
+    model.train(was_training)
+    return [{"prompt": g.prompt, "completion": g.completion, "hit_token_cap": g.hit_token_cap} for g in generations]
 
 
 def validation_due(cfg, step: int) -> bool:

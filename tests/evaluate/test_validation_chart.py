@@ -3,6 +3,7 @@ beside the training loss."""
 
 import json
 
+import glm53.report.charts as shared
 import glm53.run_report as report
 
 
@@ -23,6 +24,7 @@ def test_the_loss_chart_draws_the_validation_loss(tmp_path, monkeypatch):
         return real_save(fig, charts, name)
 
     monkeypatch.setattr(report, "_save", keep)
+    monkeypatch.setattr(shared, "save", keep)  # the loss chart is drawn by the code `glm53 report` shares
     written = report.training_charts(tmp_path, pretrain_receipt, rl_receipt)
     assert "charts/training_loss.png" in written and (tmp_path / "charts" / "training_loss.png").is_file()
     lines = {label: (x, y) for label, x, y in drawn["training_loss.png"]}

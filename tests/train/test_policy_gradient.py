@@ -164,7 +164,7 @@ def test_dynamic_sampling_replaces_groups_without_signal_in_order_within_the_cap
                                                        torch.device("cpu"))
     # fresh tasks 2, 3 (first draw of 2), 4, 5 (second draw; 5 fills slot 0), 6 (third draw of 1, fills slot 1)
     assert [t.task_id for t in got] == [tasks[5].task_id, tasks[6].task_id] and drawn == 5
-    assert all(rl.informative(cfg, pairs) for pairs in got_judged)
+    assert all(rl.informative(cfg, task, pairs) for task, pairs in zip(got, got_judged))
     assert sorted(t.task_id for _, t, _ in dropped) == sorted(t.task_id for t in tasks[:5])
     # a cap of 3 x 2 groups in all leaves 4 fresh ones: slot 0 is filled by task 5, slot 1 keeps its group
     capped = RLConfig(out="x", init="y", group_size=3, dynamic_sampling=True, dynamic_sampling_max_draws=3)
