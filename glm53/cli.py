@@ -3,9 +3,10 @@ dataclasses (runtime/settings.py), so every setting has one name and one default
 stage's commands live in its own `commands.py` (data, train, decode, evaluate, speed, sweep, vision, serve); `info`,
 `run` and `verify` are here.
 
-Light: building the parser loads the configs alone (no torch, no matplotlib), so `glm53 --help`, a command's
---help and a refused flag answer at once; each command imports what it runs when it runs (`glm53 verify` never
-loads torch)."""
+Light: building the parser loads the configs and the light modules alone (no torch, no matplotlib), so `glm53
+--help`, a command's --help and a refused flag answer at once; each command imports what loads torch or the
+plotting and statistics libraries when it runs (`glm53 verify` never loads torch). A module imports the package's
+own modules at its top wherever that keeps this so (tests/test_light_cli.py)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,19 @@ from .data.commands import add_tasks_parser
 from .decode.commands import add_generate_parser
 from .evaluate.commands import add_compare_parser, add_eval_parser
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
+from .run_config import PRESETS, RunConfig
 from .runtime.config import add_device_flag, under_torchrun
 from .runtime.config_file import add_config_file_flags, config_from_command
+from .runtime.files import disk_full_message, refuse_unusable_output
 from .runtime.settings import add_config_arguments, config_from_args
 from .report.commands import add_report_parser
 from .serve.commands import add_serve_parser
 from .speed.commands import add_bench_parser, add_calibrate_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
 from .train.commands import add_pretrain_parser, add_rl_parser, add_speedrun_parser
+from .verify.sandbox_policy import require_isolation
+from .verify.verifier import DEFAULT_CPU_S, MAX_TIMEOUT_S
+from .verify.verify_file import verify_file
 from .vision.commands import add_vision_parser
 
 
@@ -87,8 +93,6 @@ def cmd_info(args) -> int:
 # ---------------------------------------------------------------- run
 
 def add_run_parser(sub) -> None:
-    from .run_config import RunConfig
-
     p = sub.add_parser("run", help="the whole experiment: pretrain, RL, confirm, charts and REPORT.md",
                        description="Every pretraining and RL setting is a flag: --pretrain.NAME and --rl.NAME "
                                    "(defaults: the dataclass, then the preset, then --config FILE, then the flags "
@@ -99,9 +103,6 @@ def add_run_parser(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from .verify.sandbox_policy import require_isolation
-    from .run_config import PRESETS, RunConfig
-
     def preset(given) -> dict:
         name = given("preset") or ("broad" if given("suite") == "broad" else "full")  # --suite broad: its preset
         return {**PRESETS.get(name, {}), "preset": name}  # an unknown name: RunConfig's check names the choices
@@ -120,8 +121,8 @@ def cmd_run(args) -> int:
 
 def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="run completions against their test cases in the sandbox",
-                       description="Input: JSON Lines, one {prompt, completion, entry_point, cases} a line (for example "
-                                   "the rows `glm53 generate --tasks FILE --out completions.jsonl` writes). "
+                       description="Input: JSON Lines, one {prompt, completion, entry_point, cases} a line (for "
+                                   "example the rows `glm53 generate --tasks FILE --out completions.jsonl` writes). "
                                    "Output: each row plus its verdict. Streams: constant memory for any size.")
     p.add_argument("--in", dest="input", required=True,
                    help="JSON Lines with prompt, completion, entry_point, cases; - reads standard input")
@@ -140,12 +141,6 @@ def add_verify_parser(sub) -> None:
 
 
 def cmd_verify(args) -> int:
-    from .runtime.files import refuse_unusable_output
-    from .verify.verifier import MAX_TIMEOUT_S
-    from .verify.verify_file import verify_file
-
-    from .verify.verifier import DEFAULT_CPU_S
-
     if not 0 < args.timeout <= MAX_TIMEOUT_S:
         raise ValueError(f"--timeout must be a finite number of seconds > 0 and at most {MAX_TIMEOUT_S:.0f} (a day "
                          f"per program), got {args.timeout}")
@@ -243,8 +238,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - one line for the user; the traceback with --debug
         if args.debug:
             raise
-        from .runtime.files import disk_full_message
-
         full = disk_full_message(err, getattr(args, "out", None))  # torch and safetensors say it in their words
         known = full is not None or isinstance(err, (ValueError, FileExistsError, FileNotFoundError))
         if rank != 0 and (known or _stopped_by_another_rank(err)):

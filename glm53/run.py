@@ -30,10 +30,14 @@ from pathlib import Path
 
 from .data.suites import get_suite
 from .data.tasks import completion_room_problem, frozen_tasks, parse_families, read_tasks, write_tasks
+from .decode.sampling import Sampling
 from .evaluate.compare import compare
+from .evaluate.eval_config import EvalConfig
 from .evaluate.evaluate import evaluate
-from .run_report import REFERENCE_RL_FAMILIES, make_charts, write_report
+from .evaluate.split_scores import evaluate_splits
+from .run_report import REFERENCE_RL_FAMILIES, make_charts, training_charts, write_report
 from .run_config import RUN_RECEIPT_NAME, RunConfig
+from .run_suite_report import split_chart, split_rows, write_suite_report
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
@@ -81,8 +85,6 @@ def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
 
 
 def _eval_config():
-    from .evaluate.eval_config import EvalConfig
-
     return EvalConfig()
 
 
@@ -142,7 +144,8 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     seconds["rl"] = time.perf_counter() - t0
 
     best = rl_choice(rl_receipt["checkpoints"])
-    log(f"selected RL checkpoint: group {best['group']} (dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
+    log(f"selected RL checkpoint: group {best['group']} "
+        f"(dev exact {best['dev']['exact_rollouts'] if best['dev'] else '-'})")
     _finished_stage(cfg, run / "rl", best["path"], log)
     after_model = load_model(run / "rl" / best["path"], resolve_device(cfg.runtime.device)).model
     final = _save_final(run, after_model, best, get_suite(cfg.suite))
@@ -173,7 +176,8 @@ def _save_final(run: Path, model, best: dict, suite) -> dict:
     metadata, no trainer state: `GLM53.from_pretrained(DIR/final)` and `glm53 eval --checkpoint DIR/final` load it."""
     if not (run / "final").is_dir():  # a resumed run that saved it keeps it
         save_checkpoint(run / "final", model, {"stage": "final", "chosen": f"rl/{best['path']}",
-                                               "chosen_by": "dev exact rollouts, the earlier on ties", "group": best["group"],
+                                               "chosen_by": "dev exact rollouts, the earlier on ties",
+                                               "group": best["group"],
                                                **suite.receipt()})
     sha = json.loads((run / "final" / "metadata.json").read_text())["weights_sha256"]
     if sha != best["weights_sha256"]:
@@ -219,7 +223,8 @@ def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict
     write_report(run, info, before, after, comparison, charts)
     sub = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in families)  # noqa: E731
     ref = lambda r: sum(r["by_family"][f]["tasks_solved_any"] for f in REFERENCE_RL_FAMILIES)  # noqa: E731
-    receipt = {**info, **get_suite(cfg.suite).receipt(), "final": final, "config": json.loads(json.dumps(cfg.to_dict())),
+    receipt = {**info, **get_suite(cfg.suite).receipt(), "final": final,
+               "config": json.loads(json.dumps(cfg.to_dict())),
                "rl_start_checkpoint": str(start), "selected_rl_checkpoint": best["path"],
                "checkpoint_sha256": {"rl_start": rl_receipt["initial_sha256"], "after": best["weights_sha256"]},
                "confirm": {"before_all": before["summary"]["tasks_solved_any"],
@@ -233,8 +238,9 @@ def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict
     atomic_write_json(run / RUN_RECEIPT_NAME, receipt)
     c = receipt["confirm"]
     log(f"confirm greedy: increment/double/even {c['before_reference_families']} -> {c['after_reference_families']} "
-        f"of {c['reference_family_tasks']}, RL families {c['before_rl_families']} -> {c['after_rl_families']} of {c['rl_family_tasks']}, "
-        f"all {c['before_all']} -> {c['after_all']} of {c['tasks']}; {seconds['total']:.0f} s; report {run / 'REPORT.md'}")
+        f"of {c['reference_family_tasks']}, RL families {c['before_rl_families']} -> {c['after_rl_families']} "
+        f"of {c['rl_family_tasks']}, all {c['before_all']} -> {c['after_all']} of {c['tasks']}; "
+        f"{seconds['total']:.0f} s; report {run / 'REPORT.md'}")
     return receipt
 
 
@@ -243,16 +249,11 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     """A suite with several evaluation splits (broad): each split (its first confirm_per_family tasks; the human
     split whole) scored greedily before and after RL with RL's token cap, paired per split; charts, REPORT.md and
     the receipt."""
-    from .decode.sampling import Sampling
-    from .evaluate.eval_config import EvalConfig
-    from .evaluate.split_scores import evaluate_splits
-    from .run_report import training_charts
-    from .run_suite_report import split_chart, split_rows, write_suite_report
-
     suite, t0, device = get_suite(cfg.suite), time.perf_counter(), resolve_device(cfg.runtime.device)
     splits = {s: suite.eval_tasks(s, cfg.confirm_per_family) for s in suite.eval_splits}
     if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back
-        eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=cfg.rl.sampling.max_new_tokens))  # RL's cap
+        # RL's token cap
+        eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=cfg.rl.sampling.max_new_tokens))
         with AtomicDirectory(run / "eval") as tmp:
             accepted = cfg.runtime.accept_partial_isolation
             scored = {"before": evaluate_splits(load_model(start, device).model, splits, eval_cfg, accepted)[1],

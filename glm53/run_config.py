@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from .checkpoints.names import checkpoint_name
 from .data.suites import BROAD_MAX_NEW_TOKENS, BROAD_SEQUENCE_LENGTH, DEFAULT_SUITE, SUITE_NAMES, get_suite
 from .model.config import MODEL_PRESETS
 from .runtime.config import RuntimeConfig, threads_problem
@@ -74,13 +75,12 @@ class RunConfig:
                                      helps={"progress": "show progress bars (--no-progress: plain log lines)",
                                             "resume": "continue a stopped run in --out where it stopped",
                                             "report_to": "also log both stages' per-step figures to a tracker "
-                                                         "(offline unless you configure it), grouped by the run folder"})
+                                                         "(offline unless you configure it), grouped by the run "
+                                                         "folder"})
     pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=("out", "suite") + RUN_RUNTIME)
     rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file", "suite") + RUN_RUNTIME)
 
     def __post_init__(self) -> None:
-        from .checkpoints.names import checkpoint_name
-
         check = Checks("run")
         check.require(self.rl_start == 0 or self.rl_start in self.pretrain.checkpoints,
                       f"--rl-start {self.rl_start} must be one of the pretraining checkpoints "

@@ -39,7 +39,8 @@ def training_charts(run: Path, pretrain_receipt: dict, rl_receipt: dict,
     axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=COLORS["line"])
     axes[0].set_ylim(-0.05, 1.05)
     _style(axes[0], "Dev greedy pass@1 while pretraining", "step", dev_label)
-    rl_pts = [(c["group"], c["dev"]["exact_rollouts"] / c["dev"]["rollouts"]) for c in rl_receipt["checkpoints"] if c["dev"]]
+    rl_pts = [(c["group"], c["dev"]["exact_rollouts"] / c["dev"]["rollouts"]) for c in rl_receipt["checkpoints"]
+              if c["dev"]]
     axes[1].plot([p[0] for p in rl_pts], [p[1] for p in rl_pts], marker="o", color=COLORS["accent"])
     axes[1].set_ylim(-0.05, 1.05)
     _style(axes[1], "Dev exact rollouts during RL", "groups", "fraction of sampled rollouts passing")
@@ -78,7 +79,8 @@ def family_chart(charts: Path, before: dict, after: dict) -> str:
 def write_report(run: Path, info: dict, before: dict, after: dict, comparison: dict, charts: list[str]) -> str:
     rl_families = info["rl_families"]
     lines = [f"# glm53 run: {run.name}", "",
-             f"Seed {info['seed']}, preset `{info['preset']}`, device {info['device']}; total {info['seconds']['total']:.0f} s "
+             f"Seed {info['seed']}, preset `{info['preset']}`, device {info['device']}; "
+             f"total {info['seconds']['total']:.0f} s "
              f"(" + ", ".join(f"{k} {v:.0f} s" for k, v in info["seconds"].items() if k != "total") + ").", "",
              "## Before and after RL (confirm split, greedy pass@1)", "",
              "| family | RL start | after RL | trained by RL |", "|---|---|---|---|"]
@@ -115,15 +117,18 @@ def write_report(run: Path, info: dict, before: dict, after: dict, comparison: d
             continue
         b, a = row["samples"][0], other["samples"][0]
         if b["completion"] != a["completion"] or shown < 2:
-            fmt = lambda s: "`" + (s["completion"].strip().replace("|", "\\|") or "(empty)") + f"` ({s['verdict']['status']})"  # noqa: E731
+            fmt = lambda s: ("`" + (s["completion"].strip().replace("|", "\\|") or "(empty)")  # noqa: E731
+                             + f"` ({s['verdict']['status']})")
             lines.append(f"| {row['task_id']} | {fmt(b)} | {fmt(a)} |")
             shown += 1
         if shown >= 10:
             break
-    lines += ["", "## Receipts", "", "- pretraining: `pretrain/training-receipt.json`, curve `pretrain/train_log.jsonl`",
+    lines += ["", "## Receipts", "",
+              "- pretraining: `pretrain/training-receipt.json`, curve `pretrain/train_log.jsonl`",
               "- RL: `rl/training-receipt.json` (every rollout, reward and advantage), `rl/schedule.json`",
               "- evaluation: `eval/before-confirm.json`, `eval/after-confirm.json`, comparison `eval/comparison.json`",
-              "- the chosen model: `final/` (save_pretrained format: `GLM53.from_pretrained`, `glm53 eval --checkpoint`)",
+              "- the chosen model: `final/` (save_pretrained format: `GLM53.from_pretrained`, "
+              "`glm53 eval --checkpoint`)",
               "- this run: `run-receipt.json`", ""]
     text = "\n".join(lines)
     atomic_write_text(run / "REPORT.md", text, overwrite=True)  # a resumed run writes it again, whole

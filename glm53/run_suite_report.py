@@ -92,10 +92,12 @@ def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) 
               f"{info['rl_tasks']} tasks, so only confirm, compose, phrase and human are untouched by the run.", ""]
     depth = breakdown(results, lambda r: r.get("depth"))
     if depth:
-        lines += ["## By depth (generated splits pooled)", "", "| depth | tasks | RL start | after RL |", "|---|---|---|---|"]
+        lines += ["## By depth (generated splits pooled)", "", "| depth | tasks | RL start | after RL |",
+                  "|---|---|---|---|"]
         lines += [f"| {d} | {n} | {_pct(b, n)} | {_pct(a, n)} |" for d, (n, b, a) in sorted(depth.items())]
         lines.append("")
-    roots = breakdown(results, lambda r: r["family"].removeprefix("broad/") if r["family"].startswith("broad/") else None)
+    roots = breakdown(results,
+                      lambda r: r["family"].removeprefix("broad/") if r["family"].startswith("broad/") else None)
     if roots:
         lines += ["<details><summary>By root primitive (generated splits pooled)</summary>", "",
                   "| root | tasks | RL start | after RL |", "|---|---|---|---|"]

@@ -2,10 +2,11 @@
 
     python scripts/bench_data_parallel.py [--ranks 2] [--steps 8] [--batch-size 32]
 
-Runs `glm53 pretrain` both ways on the same settings (the reference model unless --model-flags says otherwise)
-and prints the median tokens/s of the optimizer steps after the first (checkpoint writing and dev sampling are
-not in it), with the CPU model (lscpu) and the torch version. Writes into a temporary folder it removes. Also times one all-reduce of a tensor the size of the model's
-gradient between the ranks (gloo), the communication data parallelism adds to every step.
+Runs `glm53 pretrain` both ways on the same settings (the reference model unless --model-flags says otherwise) and
+prints the median tokens/s of the optimizer steps after the first (checkpoint writing and dev sampling are not in it),
+with the CPU model (lscpu) and the torch version. Writes into a temporary folder it removes. Also times one all-reduce
+of a tensor the size of the model's gradient between the ranks (gloo), the communication data parallelism adds to
+every step.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ import sys, time, torch
 from glm53 import GLM53, ModelConfig
 from glm53.data.pretrain_batches import pretraining_batch
 from glm53.runtime.device import autocast
-from glm53.train.pretrain import language_loss, make_optimizer
+from glm53.train.loss import language_loss, training_loss
+from glm53.train.pretrain import make_optimizer
 from glm53.train.pretrain_config import PretrainConfig
 from glm53.runtime.kernel_settings import resolve_kernels
 torch.manual_seed(0)
@@ -33,7 +34,7 @@ for step in range(int(sys.argv[1]) + 1):
     t0 = time.perf_counter()
     with autocast(torch.device("cpu"), sys.argv[2]):
         logits, aux = model(inputs, return_aux=True)
-        loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+        loss, _ = training_loss(language_loss(logits, labels), aux, 0.01)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()

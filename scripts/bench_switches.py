@@ -3,13 +3,13 @@
     python scripts/bench_switches.py [--steps 3] [--batch 32] [--length 128] [--only reference,kda] [--precision bf16]
                                      [--processes 6]
 
-Each architecture is built from the same seed and trained (forward, backward, AdamW step; fp32, or under bf16 autocast as
-the fast path runs on CPUs with native bf16) on the same
-pretraining batches for one untimed and `--steps` timed steps; the median is printed with its ratio to the
-reference, and the decoding speed: greedy, every row to the token cap (EOS banned, so every architecture
-decodes the same number of tokens), 16 prompts in one batch through the cached engine. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's
-shapes, split into the attention core and the rest of the layer. Figures vary by ~10% between runs on a shared
-machine: compare the ratios of one run. The CPU (lscpu) is printed first.
+Each architecture is built from the same seed and trained (forward, backward, AdamW step; fp32, or under bf16 autocast
+as the fast path runs on CPUs with native bf16) on the same pretraining batches for one untimed and `--steps` timed
+steps; the median is printed with its ratio to the reference, and the decoding speed: greedy, every row to the token
+cap (EOS banned, so every architecture decodes the same number of tokens), 16 prompts in one batch through the cached
+engine. Then one KDA layer and one elu linear-attention layer are timed forward + backward at the model's shapes,
+split into the attention core and the rest of the layer. Figures vary by ~10% between runs on a shared machine:
+compare the ratios of one run. The CPU (lscpu) is printed first.
 
 `--processes N` times the training step instead in N fresh processes per architecture, interleaved (each round runs
 every architecture once, so a drift of the machine's speed touches all alike), each the median of `--steps` steps
@@ -32,7 +32,7 @@ from glm53.data.pretrain_batches import pretraining_batch
 from glm53.model.kimi_delta_attention import KimiDeltaAttention, kda_fast
 from glm53.model.linear_attention import LinearAttention, feature_map, linear_attention_fast
 from glm53.runtime.device import autocast
-from glm53.train.pretrain import language_loss
+from glm53.train.loss import language_loss, training_loss
 
 VARIANTS = {
     "reference": {}, "kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer"),
@@ -69,9 +69,8 @@ def step_seconds(model: GLM53, steps: int, batch: int, length: int, precision: s
         started = time.perf_counter()
         with autocast(torch.device("cpu"), precision):
             logits, aux = model(inputs, return_aux=True)
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss + aux.indexer_loss
-            if aux.mtp_logits is not None:
-                loss = loss + 0.3 * language_loss(aux.mtp_logits, labels[:, 1:])
+            mtp = language_loss(aux.mtp_logits, labels[:, 1:]) if aux.mtp_logits is not None else None
+            loss, _ = training_loss(language_loss(logits, labels), aux, 0.01, mtp=mtp, mtp_coef=0.3, indexer_coef=1.0)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -154,7 +153,8 @@ def main() -> None:
     print("\n".join(line for line in lscpu.splitlines()
                     if line.split(":")[0].strip() in ("Model name", "CPU family", "Model", "CPU(s)", "L2 cache",
                                                       "L3 cache", "Flags")))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.precision}, {args.batch} x {args.length}, "
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.precision}, "
+          f"{args.batch} x {args.length}, "
           f"median of {args.steps} steps after {4 if args.processes else 1}")
     names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
     unknown = set(args.only.split(",")) - set(VARIANTS) if args.only else set()

@@ -50,8 +50,8 @@ LABELS = {
     "indexer_loss": "indexer KL term at step {c}",
 }
 
-MARKER = re.compile(r"^<!--\s*study-table\s+(?P<study>[\w.-]+)\s+(?P<table>summary|comparisons|lifts)(?P<options>[^>]*?)\s*-->[ \t]*$",
-                    re.MULTILINE)
+MARKER = re.compile(r"^<!--\s*study-table\s+(?P<study>[\w.-]+)\s+(?P<table>summary|comparisons|lifts)"
+                    r"(?P<options>[^>]*?)\s*-->[ \t]*$", re.MULTILINE)
 
 
 class Record:
@@ -146,7 +146,8 @@ def summary_table(record: Record, columns: list[str]) -> str:
                 raise ValueError(f"{record.folder.name}: no {column} in analysis.json (metrics "
                                  f"{record.analysis['metrics']}, checkpoints {record.analysis['checkpoints']})")
     n = len(record.seeds)
-    lines = [f"| arm ({n} seed{'s' if n != 1 else ''}) | " + " | ".join(column_label(record, c) for c in columns) + " |",
+    lines = [f"| arm ({n} seed{'s' if n != 1 else ''}) | "
+             + " | ".join(column_label(record, c) for c in columns) + " |",
              "|---|" + "---|" * len(columns)]
     for arm in record.arms:
         lines.append(f"| {arm} | " + " | ".join(cell(record, arm, c) for c in columns) + " |")
@@ -195,8 +196,9 @@ def lifts_table(record: Record, metrics: list[str] | None = None) -> str:
              "detectable (exact, Holm) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, ci = r["metric"], r["bootstrap95"]
-        lines.append(f"| {r['arm']} | {m} | {fmt(m, r['mean'], True)} | {fmt(m, ci[0], True)} .. {fmt(m, ci[1], True)}"
-                     f" | {r['up']} / {r['down']} of {r['n']} | {r['p']:.4g} | {r['holm_p']:.4g} | {detectable(m, r)} |")
+        lines.append(f"| {r['arm']} | {m} | {fmt(m, r['mean'], True)} | {fmt(m, ci[0], True)} .. "
+                     f"{fmt(m, ci[1], True)} | {r['up']} / {r['down']} of {r['n']} | {r['p']:.4g} | "
+                     f"{r['holm_p']:.4g} | {detectable(m, r)} |")
     return "\n".join(lines)
 
 

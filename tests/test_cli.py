@@ -30,7 +30,8 @@ def test_tasks_export_then_pretrain_and_generate(tmp_path, capsys):
     assert main(["tasks", "export", "--split", "confirm", "--per-family", "2", "--families", "double,even",
                  "--out", str(tasks_file)]) == 0
     tasks = read_tasks(tasks_file)
-    assert [t.task_id for t in tasks] == ["confirm-double-000", "confirm-double-001", "confirm-even-000", "confirm-even-001"]
+    assert [t.task_id for t in tasks] == ["confirm-double-000", "confirm-double-001", "confirm-even-000",
+                                          "confirm-even-001"]
     run = tmp_path / "run"
     tiny = ["--dim", "32", "--layers", "4", "--heads", "4", "--expert-hidden", "48", "--experts", "4"]
     assert main(["pretrain", "--out", str(run), "--steps", "2", "--checkpoints", "2", "--batch-size", "2",

@@ -220,7 +220,8 @@ def test_dotted_paths_written_in_strings_name_what_exists():
                 module, rest = text, []
                 while module not in known and "." in module:
                     module, rest = module.rsplit(".", 1)[0], [module.rsplit(".", 1)[1]] + rest
-                defined = module in known and (not rest or (len(rest) == 1 and rest[0] in top_level_names(known[module])))
+                defined = module in known and (not rest or (len(rest) == 1
+                                                            and rest[0] in top_level_names(known[module])))
                 if not defined:
                     stale.append(f"{path.relative_to(PACKAGE.parent)}: {text}")
     assert stale == []
@@ -261,7 +262,8 @@ def test_imports_by_name_at_call_time_are_the_listed_ones():
     found = set()
     for name, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "import_module"
+            if (isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", "")) == "import_module"
                     and node.args and isinstance(node.args[0], ast.Constant)
                     and str(node.args[0].value).startswith("glm53")):
                 found.add((name, node.args[0].value))

@@ -46,7 +46,8 @@ def test_the_package_face_is_unchanged_and_lazy():
     p = run_python("import sys, glm53; assert 'torch' not in sys.modules; "
                    "from glm53 import GLM53, ModelConfig, ByteTokenizer; "
                    "from glm53.model.model import GLM53 as G; assert GLM53 is G; "
-                   "assert ModelConfig().dim == 192 and ByteTokenizer().encode('a') == [ByteTokenizer().encode('a')[0]]")
+                   "assert ModelConfig().dim == 192 and "
+                   "ByteTokenizer().encode('a') == [ByteTokenizer().encode('a')[0]]")
     assert p.returncode == 0, p.stderr[-2000:]
 
 

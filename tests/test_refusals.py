@@ -91,9 +91,11 @@ CASES = [
     ("scores that are not finite", ["generate", "--checkpoint", "{diverged}", "--prompt", "x", "--temperature", "0.8"],
      "next-token scores are not finite"),
     ("a verify timeout past poll's range", ["verify", "--in", "{no-cases}", "--out", "{new}.jsonl", "--timeout",
-                                            "1e300"], "--timeout must be a finite number of seconds > 0 and at most 86400"),
+                                            "1e300"],
+     "--timeout must be a finite number of seconds > 0 and at most 86400"),
     ("an eval timeout past poll's range", ["eval", "--checkpoint", "{good}", "--tasks", "{tasks}", "--timeout-s",
-                                           "1e300", "--out", "{new}.json"], "--timeout-s must be at most 86400 seconds"),
+                                           "1e300", "--out", "{new}.json"],
+     "--timeout-s must be at most 86400 seconds"),
     ("a context no memory holds", ["info", "--max-sequence-length", str(10**12)],
      "--max-sequence-length 1,000,000,000,000 needs about"),
     # 4. small ones
@@ -349,7 +351,8 @@ def test_a_folder_without_metadata_is_refused_unless_trusted(tmp_path, capsys):
     shutil.copytree(good, bare)
     (bare / "metadata.json").unlink()
     tasks = tmp_path / "tasks.jsonl"
-    assert main(["tasks", "export", "--split", "dev", "--per-family", "1", "--families", "double", "--out", str(tasks)]) == 0
+    assert main(["tasks", "export", "--split", "dev", "--per-family", "1", "--families", "double",
+                 "--out", str(tasks)]) == 0
     capsys.readouterr()
     for argv in (["eval", "--checkpoint", str(bare), "--tasks", str(tasks), "--out", str(tmp_path / "e.json"),
                   "--max-new-tokens", "4"],

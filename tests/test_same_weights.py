@@ -5,11 +5,16 @@ on torch 2.13.0+cpu with the AVX512 kernels; another torch or another CPU kernel
 there the test skips and says how to record them again. The RL run has an entropy bonus and a replay term so its
 update moves the weights even though no completion of the untrained model earns a reward.
 
+The vision pilot's training (its optimizer settings nested as the Optimization block since) is checked the same
+way: a miniature digit run with every optimizer setting off its default and the cosine schedule, hashed after
+training (`run_tiny_vision`, recorded on 8b0004b too).
+
 Record again: `git worktree add /tmp/old 8b0004b`, copy this file there, and run
 `PYTHONPATH=/tmp/old python tests/test_same_weights.py /tmp/out`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -25,6 +30,7 @@ RECORDED = {
     "rl": "be73ed8169525955ec56c1e9b032a86719a6db6b71fdb3752970b505b47cdfbf",
     "sweep": "e1df604bc8d50ecd0d37b575d983b14aaddaf3dd8b4d13cb72decb74ba5c4186",
 }
+RECORDED_VISION = "27f5b1b5c3a22568eda20e39de0baf03725f585f056ce660f6bba89b601fa897"
 MODEL = ["--dim", "32", "--layers", "4", "--heads", "4", "--expert-hidden", "48", "--experts", "4", "--top-k", "2",
          "--streams", "4", "--sparse-window", "8", "--sparse-stride", "8", "--max-sequence-length", "160"]
 SPEC = """name = "tiny"
@@ -65,11 +71,44 @@ def run_tiny_jobs(out: Path) -> dict[str, str]:
             "sweep": job["metrics"]["4"]["weights_sha256"]}
 
 
-@pytest.mark.slow
-def test_the_same_seed_gives_the_weights_it_gave_before_the_moves(tmp_path):
+def run_tiny_vision() -> str:
+    """A miniature digit run (faithful tower, one thread), every optimizer setting off its default and the cosine
+    schedule; the sha256 of its weights after training (names, shapes, dtypes, bytes)."""
+    from glm53.vision.digits import held_out_set
+    from glm53.vision.train import DigitTraining, build, train_digits
+
+    schedule = "lr_schedule" if "optimization" in DigitTraining.__dataclass_fields__ else "schedule"  # 8b0004b
+    training = DigitTraining(steps=4, batch_size=6, lr=3e-3, weight_decay=0.05, warmup_steps=1, grad_clip=0.5,
+                             tower_warmup_steps=2, tower_lr_scale=0.5, embedding_lr_scale=2.0, embedding_eps=1e-4,
+                             balance_coef=0.02, label_step=2, **{schedule: "cosine"})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = build("faithful", 3)
+        train_digits(model, training, 3, *held_out_set(10, 3))
+    finally:
+        torch.set_num_threads(threads)
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        h.update(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def skip_unless_recorded_here() -> None:
     here = {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability()}
     if here != RECORDED_ON:
         pytest.skip(f"hashes recorded on {RECORDED_ON}, this is {here}: record them again (see the docstring)")
+
+
+def test_the_same_seed_gives_the_vision_weights_it_gave_before_the_moves():
+    skip_unless_recorded_here()
+    assert run_tiny_vision() == RECORDED_VISION
+
+
+@pytest.mark.slow
+def test_the_same_seed_gives_the_weights_it_gave_before_the_moves(tmp_path):
+    skip_unless_recorded_here()
     threads = torch.get_num_threads()
     try:
         hashes = run_tiny_jobs(tmp_path)
@@ -82,4 +121,4 @@ def test_the_same_seed_gives_the_weights_it_gave_before_the_moves(tmp_path):
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_tiny_jobs(Path(sys.argv[1])), indent=1))
+    print(json.dumps({**run_tiny_jobs(Path(sys.argv[1])), "vision": run_tiny_vision()}, indent=1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..runtime.files import refuse_unusable_output
+
 
 def add_export_parser(sub) -> None:
     p = sub.add_parser("export", help="write a checkpoint as a weights-only folder with a model card",
@@ -13,7 +15,6 @@ def add_export_parser(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from ..runtime.files import refuse_unusable_output
     from .export import export_model
 
     refuse_unusable_output(args.out)

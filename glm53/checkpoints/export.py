@@ -53,7 +53,8 @@ def _results_lines(main_job: dict, checkpoint: Path) -> list[str]:
     which = ("after RL" if checkpoint.name == Path(chosen).name and checkpoint.parent.name == "rl"
              else "before RL" if str(checkpoint).endswith(str(main_job.get("rl_start_checkpoint", "\0"))) else None)
     return ["| confirm split, greedy pass@1 | before RL | after RL |", "|---|---|---|",
-            f"| tasks solved | {confirm['before_all']}/{confirm['tasks']} | {confirm['after_all']}/{confirm['tasks']} |",
+            f"| tasks solved | {confirm['before_all']}/{confirm['tasks']} | "
+            f"{confirm['after_all']}/{confirm['tasks']} |",
             "", f"McNemar p = {confirm.get('mcnemar_p', 'not recorded')}; this checkpoint is the model "
             + (which if which else "of neither column") + "."]
 
@@ -80,7 +81,8 @@ def model_card(model, facts: dict, source: Path) -> str:
         + ", ".join(f"{k} {v:,}" for k, v in counts.items() if k != "total"),
         "- config: " + ", ".join(f"{k}={v}" for k, v in sorted(config.items())), "",
         "## Training", "",
-        f"- stage: {stage}, step {step}, tokens seen {tokens}, seed {meta.get('seed', run.get('seed', 'not recorded'))}",
+        f"- stage: {stage}, step {step}, tokens seen {tokens}, "
+        f"seed {meta.get('seed', run.get('seed', 'not recorded'))}",
         f"- data: {data}",
         f"- weights sha256: {meta.get('weights_sha256', 'not recorded')} (of the exported model.safetensors too)",
         f"- sandbox of the rewards: {_sandbox_line(receipt) if rewarded else 'none (no rewards in this stage)'}",

@@ -68,8 +68,8 @@ def check_loadable(path: Path, trust_unverified: bool = False) -> None:
         raise FileNotFoundError(f"{path} is not a glm53 checkpoint: no such folder")
     if not (path / WEIGHTS_NAME).is_file() and (path / METADATA_NAME).is_file():
         raise FileNotFoundError(f"{path} holds only the metadata of a checkpoint: {WEIGHTS_NAME} is missing (pruned by "
-                                "--keep-last, or by `glm53 run`, which keeps the weights of the RL start and the chosen "
-                                "RL checkpoint only); load a checkpoint that kept its weights")
+                                "--keep-last, or by `glm53 run`, which keeps the weights of the RL start and the "
+                                "chosen RL checkpoint only); load a checkpoint that kept its weights")
     for name in (WEIGHTS_NAME, "config.json"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path} is not a glm53 checkpoint: {name} is missing")

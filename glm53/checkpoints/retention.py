@@ -49,8 +49,8 @@ class Retention:
     def check(self, check: Checks, resume: bool) -> None:
         """Add what depends on the enclosing config (its --resume) to its `check`."""
         check.require(self.save_optimizer or not resume,
-                      "--resume needs the optimizer state that --no-save-optimizer leaves out of every checkpoint: drop "
-                      "--no-save-optimizer (a run started with it cannot be resumed)")
+                      "--resume needs the optimizer state that --no-save-optimizer leaves out of every checkpoint: "
+                      "drop --no-save-optimizer (a run started with it cannot be resumed)")
 
     def to_dict(self) -> dict:
         return record(self)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from .suites import ALL_SPLITS, SUITE_NAMES
+from ..runtime.files import refuse_unusable_output
+from .broad.human import human_tasks
+from .broad.task_file import export_tasks
+from .suites import ALL_SPLITS, SUITE_NAMES, get_suite
+from .tasks import write_tasks
 
 SPLITS = ("dev", "rl", "final", "confirm")  # the reference suite's
 DEFAULT_PER_FAMILY = 8
@@ -31,11 +35,10 @@ def add_split_flags(p: argparse.ArgumentParser, required: bool) -> None:
 
 def split_tasks(args) -> list:
     """The tasks --suite, --split, --per-family / --count and --families choose (each checked, one line)."""
-    from .suites import get_suite
-
     suite = get_suite(args.suite)
     if args.split not in suite.splits:
-        raise ValueError(f"the {suite.name} suite has no split {args.split!r}; its splits are {', '.join(suite.splits)}")
+        raise ValueError(f"the {suite.name} suite has no split {args.split!r}; its splits are "
+                         f"{', '.join(suite.splits)}")
     if suite.count_unit == "per family":
         if args.count is not None:
             raise ValueError(f"--count is for the broad suite; the {suite.name} suite counts --per-family")
@@ -50,8 +53,6 @@ def split_tasks(args) -> list:
     if count is not None and count < 1:
         raise ValueError(f"{flag} must be >= 1, got {count}")
     if count is None:  # a split scored whole: the human split
-        from .broad.human import human_tasks
-
         return human_tasks()
     return suite.tasks(args.split, count, args.families)
 
@@ -70,18 +71,12 @@ def add_tasks_parser(sub) -> None:
 
 
 def cmd_tasks_export(args) -> int:
-    from ..runtime.files import refuse_unusable_output
-    from .suites import get_suite
-    from .tasks import write_tasks
-
     suite = get_suite(args.suite)
     refuse_unusable_output(args.out)
     if args.primitives:
         if suite.name != "broad" or args.split == "human":
             raise ValueError("--primitives extends the broad suite's generated splits (dev, rl, confirm, compose, "
                              "phrase): give --suite broad and one of those splits")
-        from .broad.task_file import export_tasks
-
         if args.families != "all" or args.per_family is not None:
             raise ValueError("with --primitives give the split's size as --count, and no --families")
         tasks = export_tasks(args.split, args.count or DEFAULT_COUNT, extra=args.primitives)

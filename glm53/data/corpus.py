@@ -1,13 +1,14 @@
 """A pretraining corpus of one's own (`glm53 pretrain --corpus PATH`): read, tokenized, cut into rows, split.
 
-PATH is a folder of `.py` and `.txt` files (found recursively, read in the order of their sorted relative paths;
-a symbolic link to a folder is read as its target), a JSON Lines file (`.jsonl`, `.ndjson`, `.json`) whose every
+PATH is a folder of `.py` and `.txt` files (found recursively, read in the order of their sorted relative paths; a
+symbolic link to a folder is read as its target), a JSON Lines file (`.jsonl`, `.ndjson`, `.json`) whose every
 non-blank line is an object with a "text" string, or a single `.py` or `.txt` file (nanoGPT's `input.txt`): one
 document stream, whose last share of bytes (from a line's start) is held out, the training part ending without EOS
 and the held-out part starting without BOS, one byte before the cut (read, not predicted), so every byte is a target
-once, as the stream runs on. Each other file or row is one document, byte-tokenized as the generated stream is (tokenizer.py: BOS + UTF-8 bytes +
-EOS). A file with a NUL byte (binary), one that is not UTF-8 and an empty one are skipped and counted, as are such
-rows; a JSON Lines line that is not JSON or has no "text" string is refused with its line number.
+once, as the stream runs on. Each other file or row is one document, byte-tokenized as the generated stream is
+(tokenizer.py: BOS + UTF-8 bytes + EOS). A file with a NUL byte (binary), one that is not UTF-8 and an empty one are
+skipped and counted, as are such rows; a JSON Lines line that is not JSON or has no "text" string is refused with
+its line number.
 
 Rows follow the generated stream's conventions (pretrain_batches.py) exactly: a row holds one document's ids
 and nothing else, right-padded, PAD never a target, so no token attends to or predicts across a document

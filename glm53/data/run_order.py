@@ -27,6 +27,8 @@ import math
 import random
 from functools import lru_cache
 
+from .suites import get_suite
+
 DATA_ORDERS = ("stream", "blocked", "curriculum")
 
 
@@ -105,8 +107,6 @@ class OrderedStream:
 
 @lru_cache(maxsize=2)
 def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int) -> OrderedStream:
-    from .suites import get_suite
-
     return OrderedStream(get_suite(suite), seed, documents, data_order, distinct)
 
 
@@ -114,9 +114,8 @@ def run_stream(cfg) -> OrderedStream | None:
     """A pretraining run's documents (`cfg`: train/pretrain_config.PretrainConfig) in the order `data_order` and
     `distinct_documents` give, made once per process; None for the stream as generated (the reference), which
     pretraining_batch reads directly."""
-    from .suites import get_suite
-
     if cfg.corpus or (cfg.data_order == "stream" and cfg.distinct_documents == 0):
         return None
-    documents = run_documents(cfg.steps, cfg.batch_size * getattr(cfg, "grad_accumulation", 1), get_suite(cfg.suite).bucket_steps)
+    documents = run_documents(cfg.steps, cfg.batch_size * getattr(cfg, "grad_accumulation", 1),
+                              get_suite(cfg.suite).bucket_steps)
     return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents)

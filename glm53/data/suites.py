@@ -19,6 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .broad.human import HUMAN_SPLIT, human_rows, human_tasks
+from .broad.registry import builtin_registry
+from .broad.splits import MAX_PER_SPLIT, broad_pretraining_task, frozen_broad_tasks
+from .broad.task_draw import MAX_BYTES
+from .tasks import (FAMILY_NAMES, MAX_PER_FAMILY, family_list, frozen_tasks, parse_families, pretraining_task,
+                    pretraining_text, refuse_no_room)
+
 SUITE_NAMES = ("reference", "broad")
 DEFAULT_SUITE = "reference"
 BOS_EOS = 2  # a document's ids: BOS + UTF-8 bytes + EOS
@@ -58,15 +65,11 @@ class Suite:
     def max_count(self) -> int:
         """The largest `count` `tasks` accepts (what its splits hold), so a count is checked when a config is
         built, not when a run reaches that split."""
-        from .tasks import MAX_PER_FAMILY
-
         return MAX_PER_FAMILY
 
     def checked_dev_tasks(self, given: list | None, max_new_tokens: int, context: int) -> list:
         """Pretraining's dev tasks (`given`, else `pretrain_dev_tasks`), refused in one line when a prompt and
         --dev-max-new-tokens overflow the context: now, not at the first checkpoint, after the folder exists."""
-        from .tasks import refuse_no_room
-
         tasks = given if given is not None else self.pretrain_dev_tasks()
         refuse_no_room("pretrain", tasks, max_new_tokens, context, "--dev-max-new-tokens", self.fit_context)
         return tasks
@@ -80,18 +83,12 @@ class Suite:
 
 class ReferenceSuite(Suite):
     def tasks(self, split: str, count: int, families=None) -> list:
-        from .tasks import frozen_tasks
-
         return frozen_tasks(split, per_family=count, families=families)
 
     def pretraining_task(self, index: int, seed: int = 42):
-        from .tasks import pretraining_task
-
         return pretraining_task(index, seed)
 
     def pretraining_text(self, index: int, seed: int = 42) -> str:
-        from .tasks import pretraining_text
-
         return pretraining_text(index, seed)
 
     def pretrain_dev_tasks(self) -> list:
@@ -99,14 +96,10 @@ class ReferenceSuite(Suite):
 
     def dev_tasks_for(self, train_tasks: list, count: int, families=None) -> list:
         """Dev tasks of the families of `train_tasks` (`count` per family)."""
-        from .tasks import FAMILY_NAMES
-
         known = [f for f in FAMILY_NAMES if f in {t.family for t in train_tasks}]
         return self.tasks("dev", count, ",".join(known)) if known and count else []
 
     def family_names(self, families) -> tuple[str, ...]:
-        from .tasks import parse_families
-
         return parse_families(families)
 
 
@@ -114,9 +107,6 @@ class BroadSuite(Suite):
     def tasks(self, split: str, count: int, families=None) -> list:
         """The first `count` tasks of `split`, those of the root primitives in `families` ("all" or None: every
         one; otherwise comma-separated primitive names, "broad/" optional) kept."""
-        from .broad.human import HUMAN_SPLIT, human_tasks
-        from .broad.splits import frozen_broad_tasks
-
         if split not in self.splits:
             raise ValueError(f"unknown split {split!r} of the broad suite; its splits are {', '.join(self.splits)}")
         tasks = human_tasks(count) if split == HUMAN_SPLIT else frozen_broad_tasks(split, count)
@@ -125,13 +115,9 @@ class BroadSuite(Suite):
 
     def family_names(self, families) -> tuple[str, ...] | None:
         """None for every family; else the families named ("broad/<root primitive>"), each checked."""
-        from .tasks import family_list
-
         names = family_list(families)  # an empty list or a name twice refused, as in the reference suite
         if names is None:
             return None
-        from .broad.registry import builtin_registry
-
         known = builtin_registry().by_name
         out = []
         for name in names:
@@ -143,8 +129,6 @@ class BroadSuite(Suite):
         return tuple(out)
 
     def pretraining_task(self, index: int, seed: int = 42):
-        from .broad.splits import broad_pretraining_task
-
         return broad_pretraining_task(index, seed)
 
     def pretraining_text(self, index: int, seed: int = 42) -> str:
@@ -154,8 +138,6 @@ class BroadSuite(Suite):
         return self.tasks("dev", 32)
 
     def max_count(self) -> int:
-        from .broad.splits import MAX_PER_SPLIT
-
         return MAX_PER_SPLIT
 
     def dev_tasks_for(self, train_tasks: list, count: int, families=None) -> list:
@@ -165,15 +147,10 @@ class BroadSuite(Suite):
     def max_document_tokens(self) -> int:
         """The longest prompt + reference body of any broad task (generated: at most MAX_BYTES bytes; the human
         split: its longest prompt + solution), with BOS and EOS."""
-        from .broad.task_draw import MAX_BYTES
-        from .broad.human import human_rows
-
         human = max(len((r["prompt"] + r["solution"]).encode()) for r in human_rows())
         return max(MAX_BYTES, human) + BOS_EOS
 
     def context_problem(self, max_sequence_length: int, sequence_length: int | None = None) -> str | None:
-        from .broad.task_draw import MAX_BYTES
-
         need = self.max_document_tokens()
         if max_sequence_length < need:
             return (f"--max-sequence-length {max_sequence_length} is too short for the broad suite, whose longest "

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from ..runtime.files import atomic_write_text, json_text
 from ..verify.languages import LANGUAGES
 
 PROMPT_TEMPLATE = "# Complete this Python function.\n# {description}\ndef {entry_point}({arg}):"
@@ -319,8 +320,6 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
 def write_tasks(tasks: Iterable[Task], path: str | os.PathLike) -> None:
     """Write JSON Lines atomically; refuses to overwrite an existing file, and to write a file `read_tasks` would
     refuse (a task_id twice, an entry point its prompt does not open), naming the line it would have been on."""
-    from ..runtime.files import atomic_write_text, json_text
-
     tasks, seen = list(tasks), {}
     for lineno, task in enumerate(tasks, start=1):
         where = f"{path}:{lineno} (not written)"

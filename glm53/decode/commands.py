@@ -11,10 +11,14 @@ until the completions are made.
 
 from __future__ import annotations
 
-from ..runtime.config import PRECISIONS, add_device_flag
-from ..runtime.files import json_text
+from ..data.commands import add_split_flags, add_suite_flag, split_tasks
+from ..data.suites import get_suite
+from ..data.tasks import read_tasks
+from ..runtime.config import DECODE_PRECISION, PRECISIONS, add_device_flag
+from ..runtime.files import json_text, refuse_existing
 from ..runtime.settings import add_config_arguments, config_from_args
-from .sampling import STOP_NAMES
+from .bulk import write_completions
+from .sampling import EVAL_SEED, SAMPLED_TEMPERATURE, STOP_NAMES, Sampling, TaskDecoding
 
 BULK = ("--tasks", "--split")
 # flags that apply to some ways only: given to another, they are refused rather than silently ignored
@@ -25,9 +29,6 @@ ONLY = {"out": ("--out", BULK), "suite": ("--suite", BULK), "precision": ("--pre
 
 
 def add_generate_parser(sub) -> None:
-    from ..data.commands import add_split_flags, add_suite_flag
-    from .sampling import EVAL_SEED, Sampling
-
     p = sub.add_parser("generate", help="complete a prompt, many tasks (for glm53 verify) or prompts typed in",
                        description="Give --prompt TEXT, --tasks FILE, --split NAME or --interactive. --tasks and "
                                    "--split write one JSON Lines row per completion, the task's fields plus "
@@ -112,7 +113,6 @@ def generate_prompt(args) -> int:
     """One prompt through `GLM53.generate` (text_generation.py), the function Python callers use."""
     from ..runtime.device import resolve_device
     from ..checkpoints.format import load_model
-    from .sampling import Sampling
 
     sampling = config_from_args(Sampling, args)
     model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified).model
@@ -132,13 +132,6 @@ def generate_prompt(args) -> int:
 def generate_tasks(args) -> int:
     """Every task of --tasks or --split, completed as `glm53 eval` completes them, written to --out."""
     import time
-
-    from ..data.commands import split_tasks
-    from ..data.suites import get_suite
-    from ..data.tasks import read_tasks
-    from ..runtime.config import DECODE_PRECISION
-    from ..runtime.files import refuse_existing
-    from .sampling import EVAL_SEED, SAMPLED_TEMPERATURE, Sampling, TaskDecoding
 
     if not args.out:
         raise ValueError("--tasks and --split write JSON Lines for `glm53 verify`: give --out FILE (it must not exist)")
@@ -165,7 +158,6 @@ def _complete_and_write(args, suite, cfg, tasks, started: float) -> int:
 
     from ..checkpoints.format import load_model
     from ..runtime.device import resolve_device
-    from .bulk import write_completions
     from .task_completions import evaluation_completions
 
     model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified).model
@@ -188,7 +180,6 @@ def generate_interactive(args) -> int:
     from ..runtime.device import resolve_device
     from ..checkpoints.format import load_model
     from .interactive import run_repl
-    from .sampling import Sampling
 
     sampling = config_from_args(Sampling, args)
     device = resolve_device(args.device)

@@ -55,8 +55,8 @@ class TaskDecoding:
     sampling: Sampling = setting(default_factory=Sampling, flatten=True)
     seed: int = setting(EVAL_SEED, "seed of the sampling generator", at_least=0, at_most=MAX_SEED)
     precision: str = setting(DECODE_PRECISION, "decoding precision", choices=PRECISIONS)
-    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its splits, stop rule and token cap (reference: "
-                                        "48 tokens, first statement; broad: 192, to the function's end)",
+    suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its splits, stop rule and token cap "
+                                        "(reference: 48 tokens, first statement; broad: 192, to the function's end)",
                          choices=SUITE_NAMES)
 
     def __post_init__(self) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from ..data.broad.human import HUMAN_SPLIT, human_rows
+from ..data.suites import get_suite
 from ..data.tokenizer import ByteTokenizer
 
 
@@ -33,9 +35,6 @@ def body_nats(model, prompt: str, body: str, tokenizer: ByteTokenizer | None = N
 
 def reference_bodies(suite_name: str, split: str, count: int | None) -> list[tuple[str, str, str]]:
     """(task_id, prompt, reference body) of a broad split's first `count` tasks (the human split: all of them)."""
-    from ..data.broad.human import HUMAN_SPLIT, human_rows
-    from ..data.suites import get_suite
-
     if suite_name != "broad":
         raise ValueError(f"body loss needs reference bodies, which the {suite_name} suite's splits do not carry; "
                          "use the broad suite")

@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..data.commands import DEFAULT_PER_FAMILY, split_tasks
+from ..data.suites import get_suite
+from ..data.tasks import read_tasks
+from ..decode.sampling import SAMPLED_TEMPERATURE
 from ..runtime.config_file import add_config_file_flags, config_from_command
 from ..runtime.files import atomic_write_json, refuse_unusable_output
 from ..runtime.settings import add_config_arguments
+from ..verify.sandbox_policy import require_isolation
+from .eval_config import EvalCommandConfig
 
 
 def _tasks_from(cfg):
     """The tasks --tasks FILE or --suite, --split, --per-family / --count and --families choose."""
     from types import SimpleNamespace
-
-    from ..data.commands import split_tasks
-    from ..data.tasks import read_tasks
 
     if cfg.tasks:
         return read_tasks(cfg.tasks)
@@ -25,9 +28,6 @@ def _tasks_from(cfg):
 
 
 def add_eval_parser(sub) -> None:
-    from ..decode.sampling import SAMPLED_TEMPERATURE
-    from .eval_config import EvalCommandConfig
-
     p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
     add_config_arguments(p, EvalCommandConfig, title=f"evaluation (temperature default: 0 for one sample, "
                                                      f"{SAMPLED_TEMPERATURE} for several; max-new-tokens default: "
@@ -37,12 +37,6 @@ def add_eval_parser(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from ..decode.sampling import SAMPLED_TEMPERATURE
-    from ..data.commands import DEFAULT_PER_FAMILY
-    from ..data.suites import get_suite
-    from .eval_config import EvalCommandConfig
-    from ..verify.sandbox_policy import require_isolation
-
     def defaults(given) -> dict:  # the suite's, and several samples' own temperature unless one is given
         found = get_suite(given("suite")).defaults("eval")
         if given("temperature") is None and (given("samples") or 1) > 1:
@@ -60,7 +54,8 @@ def cmd_eval(args) -> int:
     refuse_unusable_output(cfg.out)
     require_isolation(cfg.runtime.accept_partial_isolation, "eval")
     tasks = _tasks_from(cfg)
-    loaded = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device), trust_unverified=cfg.runtime.trust_unverified)
+    loaded = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device),
+                        trust_unverified=cfg.runtime.trust_unverified)
     model = loaded.model
     problem = suite.context_problem(model.config.max_sequence_length)
     if problem:

@@ -49,18 +49,20 @@ class EvalCommandConfig:
     out: str = setting("", "receipt file (must not exist)", required=True)
     split: str | None = setting(None, "a frozen split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, "
                                       "compose, phrase, human)", choices=ALL_SPLITS)
-    per_family: int | None = setting(None, f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})", at_least=1)
+    per_family: int | None = setting(None, f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})",
+                                     at_least=1)
     count: int | None = setting(None, f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; "
                                       "human: all 88)", at_least=1)
     families: str = setting("all", "comma-separated family names, or all (broad suite: root primitives)")
-    tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and cap)")
+    tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and "
+                                      "cap)")
     evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True)
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=EVAL_RUNTIME_SKIP)
 
     def __post_init__(self) -> None:
         check = Checks("eval")
         check.require(not (self.tasks and self.split), "give either --tasks or --split, not both")
-        check.require(bool(self.tasks or self.split), "give --split (reference: dev, rl, final, confirm; broad: dev, rl, "
-                                                      "confirm, compose, phrase, human) or --tasks FILE")
+        check.require(bool(self.tasks or self.split), "give --split (reference: dev, rl, final, confirm; broad: dev, "
+                                                      "rl, confirm, compose, phrase, human) or --tasks FILE")
         check.declared(self)
         check.done()

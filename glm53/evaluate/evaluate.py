@@ -71,8 +71,8 @@ def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
         "token_cap_hits": sum(s["hit_token_cap"] for s in rollouts),
     }
     summary["any_of_k"] = summary["tasks_solved_any"] / n_tasks if n_tasks else 0.0
-    summary["pass_at_k"] = {str(k): (sum(pass_at_k(samples, r["passed"], k) for r in rows) / n_tasks if n_tasks else 0.0)
-                            for k in ks}
+    summary["pass_at_k"] = {str(k): (sum(pass_at_k(samples, r["passed"], k) for r in rows) / n_tasks
+                                     if n_tasks else 0.0) for k in ks}
     return summary
 
 

@@ -25,14 +25,12 @@ sees in the plain sparse form, e experts in the MoE, D model width; j indexer he
 meets every key, p keys in a pooled block.
 """
 
+from .config import ModelConfig
+
 __all__ = ["GLM53", "ModelAux", "ModelConfig"]
 
 
-def __getattr__(name: str):  # lazily: config.py is light, model.py loads torch
-    if name == "ModelConfig":
-        from .config import ModelConfig
-
-        return ModelConfig
+def __getattr__(name: str):  # GLM53 and ModelAux lazily: config.py is light, model.py loads torch
     if name in ("GLM53", "ModelAux"):
         from . import model
 

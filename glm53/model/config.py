@@ -70,7 +70,8 @@ class ModelConfig:
     linear_attention: str = setting("elu", "linear layers: elu (elu+1 linear attention, the reference) or kda "
                                            "(Kimi delta attention: per-channel decay and a delta-rule state)",
                                     choices=LINEAR_ATTENTIONS)
-    kda_decay_lower_bound: float = setting(-5.0, "KDA: the most negative log-decay a token may apply per channel", below=0)
+    kda_decay_lower_bound: float = setting(-5.0, "KDA: the most negative log-decay a token may apply per channel",
+                                           below=0)
     kda_conv_kernel: int = setting(4, "KDA: width of the short causal depthwise convolution on q, k and v", at_least=1)
     kda_decay_rank: int = setting(32, "KDA: rank of the low-rank projection that produces the decay", at_least=1)
     kda_chunk: int = setting(16, "KDA: tokens per chunk in the fast (chunked) form; chunk x |lower bound| must "
@@ -78,7 +79,8 @@ class ModelConfig:
     sparse_selection: str = setting("fixed", "sparse layers: fixed (local window + strided anchors, the reference) "
                                              "or indexer (a learned lightning indexer picks each query's keys)",
                                     choices=SPARSE_SELECTIONS)
-    indexer_top_k: int = setting(32, "indexer: keys each query keeps, besides itself (all when fewer exist)", at_least=1)
+    indexer_top_k: int = setting(32, "indexer: keys each query keeps, besides itself (all when fewer exist)",
+                                 at_least=1)
     indexer_heads: int = setting(4, "indexer: number of small indexer heads", at_least=1)
     indexer_dim: int = setting(32, "indexer: width of each indexer head", at_least=1)
     index_pool: int = setting(1, "indexer: score blocks of this many keys by their mean indexer key (the "
@@ -89,11 +91,13 @@ class ModelConfig:
     residual: str = setting("hc", "residual streams: hc (static read/write weights, the reference) or mhc "
                                   "(input-dependent, with a Sinkhorn-projected doubly stochastic stream mixing)",
                             choices=RESIDUALS)
-    sinkhorn_iterations: int = setting(20, "mhc: alternating row/column normalisations of the stream mixing", at_least=1)
+    sinkhorn_iterations: int = setting(20, "mhc: alternating row/column normalisations of the stream mixing",
+                                       at_least=1)
     router: str = setting("softmax-balance", "softmax-balance (softmax top-k plus a balance loss, the reference) or "
                                              "sigmoid-bias (sigmoid scores; a per-expert bias, nudged after each "
                                              "step toward even load, picks the experts)", choices=ROUTERS)
-    router_bias_rate: float = setting(1e-3, "sigmoid-bias: how far each expert's bias moves per optimizer step", at_least=0)
+    router_bias_rate: float = setting(1e-3, "sigmoid-bias: how far each expert's bias moves per optimizer step",
+                                      at_least=0)
     router_scale: float = setting(1.0, "sigmoid-bias: the renormalised routing weights are multiplied by this", above=0)
     tie_embeddings: bool = setting(True, "share the input embedding with the output head (False: a separate head)")
     # Two of the public speedruns' levers (docs/speedrun.md); the defaults keep the reference's forms
@@ -102,7 +106,8 @@ class ModelConfig:
     zero_init_projections: bool = setting(False, "start every block's output projections (attention out, the experts' "
                                                  "down) at zero, so each block begins as the identity")
     mtp_depth: int = setting(0, "multi-token prediction blocks (0 or 1): from the final hidden state at t and the "
-                                "embedding of token t+1, predict token t+2; a draft model for speculative decoding", at_least=0, at_most=1)
+                                "embedding of token t+1, predict token t+2; a draft model for speculative decoding",
+                         at_least=0, at_most=1)
     linear_attention_impl: str = setting("fast", "linear attention form", choices=IMPLS)
     linear_attention_chunk: int = setting(32, "tokens per chunk in the fast linear attention", at_least=1)
     sparse_attention_impl: str = setting("fast", "sparse attention form", choices=IMPLS)
@@ -140,7 +145,8 @@ class ModelConfig:
              f"[1, {KDA_MAX_CHUNK_DECAY:g}] so the chunk's decay stays finite in fp32; lower kda_chunk")
         need(not (self.residual == "mhc" and self.hc_double_residual),
              "hc_double_residual applies to residual = hc only; mhc writes H_post times the update")
-        need(isinstance(self.tie_embeddings, bool), f"tie_embeddings must be true or false, got {self.tie_embeddings!r}")
+        need(isinstance(self.tie_embeddings, bool),
+             f"tie_embeddings must be true or false, got {self.tie_embeddings!r}")
         need(self.mtp_depth == 0 or self.max_sequence_length >= 3,
              f"mtp_depth = 1 predicts two tokens ahead: max_sequence_length ({self.max_sequence_length}) must be >= 3")
         need(self.position == "none" or self.sparse_selection != "indexer" or self.indexer_dim % 2 == 0,

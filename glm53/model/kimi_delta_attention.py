@@ -244,5 +244,6 @@ class KimiDeltaAttention(nn.Module):
                 o, _ = kda_fast(q, k, v, g, beta, self.chunk)
             else:
                 o, _ = kda_plain(q, k, v, g, beta)
-        o = self.output_norm(o.to(x.dtype)) * torch.sigmoid(rearrange(self.gate(x), "b t (h d) -> b t h d", h=self.heads))
+        gate = torch.sigmoid(rearrange(self.gate(x), "b t (h d) -> b t h d", h=self.heads))
+        o = self.output_norm(o.to(x.dtype)) * gate
         return self.out(o.reshape(B, T, -1))

@@ -238,7 +238,8 @@ class LinearAttention(AttentionProjections):
         self.chunk = config.linear_attention_chunk
         self.core_dtype = config.linear_attention_core
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None,
+                positions=None) -> torch.Tensor:
         """With a LayerCache, continue from its (S, z) state and leave the new state in it."""
         B, T, _ = x.shape
         low = torch.bfloat16 if self.core_dtype == "bf16" and torch.is_autocast_enabled(x.device.type) else None

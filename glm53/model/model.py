@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
+from ..runtime.files import atomic_write_json
 from .cache import InferenceCache
 from .config import ModelConfig
 from .hyper_connections import HyperConnection
@@ -34,6 +35,7 @@ from .linear_attention import LinearAttention
 from .moe import MixtureOfExperts
 from .norm import RMSNorm
 from .rope import RotaryEmbedding
+from .saved import METADATA_NAME, saved_hashes, unchecked_problem, verify_saved
 from .sparse_attention import SparseAttention
 
 
@@ -63,7 +65,8 @@ class HybridBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None):
         a = self.attention(self.attention_norm(x), cos, sin, cache, positions)
-        indexer_loss = self.attention.take_indexer_loss() if isinstance(self.attention, IndexerSparseAttention) else None
+        indexer_loss = (self.attention.take_indexer_loss() if isinstance(self.attention, IndexerSparseAttention)
+                        else None)
         m, balance_loss, usage = self.moe(self.moe_norm(x + a))
         return a + m, balance_loss, usage, indexer_loss
 
@@ -103,9 +106,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         the mixin's own temporary folder, through this method, so the pushed folder has its metadata too."""
         from pathlib import Path
 
-        from ..runtime.files import atomic_write_json
-        from .saved import METADATA_NAME, saved_hashes
-
         push = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("config", "model_card_kwargs")}
         super().save_pretrained(save_directory, **kwargs)
         atomic_write_json(Path(save_directory) / METADATA_NAME,
@@ -124,8 +124,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         edited on purpose). Then the hub mixin loads it, strictly unless `strict=False`."""
         import sys
         from pathlib import Path
-
-        from .saved import unchecked_problem, verify_saved
 
         folder = Path(pretrained_model_name_or_path)
         if not folder.is_dir():
@@ -287,6 +285,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         """total: unique parameters (the tied head counted once); active: parameters one token uses,
         total - routed + routed * top_k // experts."""
         total = sum(p.numel() for p in self.parameters())
-        routed = sum(m.expert_up.numel() + m.expert_down.numel() for m in self.modules() if isinstance(m, MixtureOfExperts))
+        routed = sum(m.expert_up.numel() + m.expert_down.numel() for m in self.modules()
+                     if isinstance(m, MixtureOfExperts))
         active = total - routed + routed * self.config.top_k // self.config.experts
         return {"total": total, "active": active}

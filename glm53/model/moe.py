@@ -65,7 +65,8 @@ class MixtureOfExperts(nn.Module):
         self.impl = config.moe_impl
         self.row_padding = config.expert_row_padding
         self.router = nn.Linear(config.dim, config.experts, bias=False)
-        self.router_kind, self.bias_rate, self.router_scale = config.router, config.router_bias_rate, config.router_scale
+        self.router_kind, self.bias_rate = config.router, config.router_bias_rate
+        self.router_scale = config.router_scale
         self.load_sum = None  # data parallelism: sums training forwards' expert counts over ranks (set_load_sum)
         self.routing_probe = None  # a callable given each forward's top_idx [N, k] (glm53 serve's expert view)
         if self.router_kind == "sigmoid-bias":
@@ -75,7 +76,8 @@ class MixtureOfExperts(nn.Module):
             self.register_buffer("pending_load", torch.zeros(config.experts), persistent=False)
         self.expert_up = nn.Parameter(torch.empty(config.experts, 2 * config.expert_hidden, config.dim))
         self.expert_down = nn.Parameter(torch.empty(config.experts, config.dim, config.expert_hidden))
-        self.shared = nn.ModuleList(SwiGLUExpert(config.dim, config.expert_hidden) for _ in range(config.shared_experts))
+        self.shared = nn.ModuleList(SwiGLUExpert(config.dim, config.expert_hidden)
+                                    for _ in range(config.shared_experts))
         self.reset_routed_experts(config.init_std)
 
     def reset_routed_experts(self, std: float) -> None:

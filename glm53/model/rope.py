@@ -33,8 +33,8 @@ class RotaryEmbedding(nn.Module):
     def at(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin of shape [B, t, head_dim / 2] for per-row positions [B, t] (decoding rows of unequal length)."""
         if positions.numel() and int(positions.max()) >= self.cos.shape[0]:
-            raise ValueError(f"position {int(positions.max())} is beyond the RoPE table ({self.cos.shape[0]} positions); "
-                             "raise max_sequence_length in ModelConfig")
+            raise ValueError(f"position {int(positions.max())} is beyond the RoPE table ({self.cos.shape[0]} "
+                             "positions); raise max_sequence_length in ModelConfig")
         return self.cos[positions], self.sin[positions]
 
 

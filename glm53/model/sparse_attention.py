@@ -90,7 +90,8 @@ class SparseAttention(AttentionProjections):
             self._masks[key] = sparse_attention_mask(length, self.window, self.stride, device)
         return self._masks[key]
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None,
+                positions=None) -> torch.Tensor:
         """With a LayerCache and per-row positions [B, T], write k and v into the cache at those positions and
         attend over everything cached (the KV cache decoding path)."""
         B, T, _ = x.shape

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .folder_report import write_folder_report
+
 
 def add_report_parser(sub) -> None:
     p = sub.add_parser("report", help="charts, a summary table and example completions of any run folder, as "
@@ -15,8 +17,6 @@ def add_report_parser(sub) -> None:
 
 
 def cmd_report(args) -> int:
-    from .folder_report import write_folder_report
-
     out = write_folder_report(args.run_dir, args.out)
     print(f"report {out / 'REPORT.md'} ({len(list((out / 'charts').glob('*.png')))} charts)")
     return 0

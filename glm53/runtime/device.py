@@ -19,7 +19,8 @@ def resolve_device(name: str = "auto") -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but this torch build sees no CUDA device; use --device auto or cpu")
+        raise ValueError("--device cuda was asked for but this torch build sees no CUDA device; use --device auto "
+                         "or cpu")
     if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise ValueError("--device mps was asked for but MPS is not available; use --device auto or cpu")
     return torch.device(name)
@@ -61,7 +62,8 @@ def explain_precision(device: torch.device) -> str:
         entry = cached()
         if entry is not None:
             train, decode = entry["train_seconds_per_step"], entry["decode_seconds"]
-            return (f"training {entry['train_precision']} ({', '.join(f'{p} {s:.3f} s/step' for p, s in train.items())}), "
+            return (f"training {entry['train_precision']} "
+                    f"({', '.join(f'{p} {s:.3f} s/step' for p, s in train.items())}), "
                     f"decoding {entry['decode_precision']} ({', '.join(f'{p} {s:.3f} s' for p, s in decode.items())}); "
                     f"measured by glm53 calibrate on {entry['measured']}")
         why = "this CPU has native bf16 (AVX512-BF16 or AMX)" if chosen == "bf16" else "this CPU has no native bf16"

@@ -173,7 +173,8 @@ class Checks:
         self.require(low <= value <= high, f"{flag_name(name)} must lie in [{low}, {high}], got {value}")
 
     def one_of(self, name: str, value, choices) -> None:
-        self.require(value in choices, f"{flag_name(name)} must be one of {', '.join(map(str, choices))}, got {value!r}")
+        self.require(value in choices,
+                     f"{flag_name(name)} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
     def declared(self, cfg) -> None:
         """Each field of `cfg` holds what its metadata declares (see `setting`): one of its choices, a finite

@@ -51,7 +51,8 @@ class RoutingRecorder:
 
 def byte_label(token_id: int) -> str:
     """A token as one short readable label: its byte's character, or an escape for a newline, a tab, a space (a
-    middle dot), a control or a non-ASCII byte (a UTF-8 character's bytes come one token each), or a special id's name."""
+    middle dot), a control or a non-ASCII byte (a UTF-8 character's bytes come one token each), or a special id's
+    name."""
     if token_id < BYTE_OFFSET or token_id >= BYTE_OFFSET + 256:
         return SPECIAL_NAMES.get(token_id, f"<{token_id}>")
     byte = token_id - BYTE_OFFSET

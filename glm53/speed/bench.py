@@ -5,6 +5,11 @@ plain = cumulative linear attention (materialized prefix states), gathered spars
 fast  = chunked linear attention, cached-mask SDPA sparse attention, grouped experts, the default precision
         (bf16 autocast where the CPU has native bf16), and the cached engine.
 
+The training phases time pretraining's own step (train/pretrain.py's `training_update`, on a batch made before
+the clock starts): the learning rate, forward, the loss (train/loss.py), backward, gradient clipping, the optimizer,
+the router biases and the log row's figures. Until issue 45 they timed a copy of it without the learning rate, the
+router biases and the log's figures, so seconds per step recorded before then may be slightly lower.
+
 Each phase runs in a fresh process so that its peak memory (peak resident set size on the CPU) is its own;
 every phase builds the model from the same seed, so both paths start from identical weights (checked by hash).
 Figures are medians over timed steps after warm-up steps (bf16 matmuls on CPU build a kernel for every new
@@ -23,10 +28,20 @@ import time
 import torch
 
 from ..checkpoints.format import weights_sha256
-from ..model.config import ModelConfig
+from ..data.pretrain_batches import pretraining_batch
+from ..data.tasks import frozen_tasks
+from ..decode.engine import generate_groups
+from ..decode.generate import generate_uncached
+from ..decode.sampling import Sampling
+from ..model.config import MODEL_PRESETS, ModelConfig
+from ..model.model import GLM53
+from ..model.sparse_attention import sparse_attention_mask
 from ..runtime.cpu import cpu_description, cpu_summary
-from ..runtime.device import autocast, peak_memory_bytes, resolve_precision
+from ..runtime.device import peak_memory_bytes, resolve_precision
 from ..runtime.kernel_settings import resolve_kernels
+from ..train.pretrain import make_optimizer, training_update
+from ..train.pretrain_config import PretrainConfig
+from .profile import format_profile, profile_phase
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
                         max_sequence_length=192),
@@ -37,8 +52,6 @@ FULL = dict(model={}, batch_size=32, sequence_length=128, warmup_steps=8, timed_
 
 
 def _build(model_kwargs: dict, plain: bool, seed: int):
-    from ..model.model import GLM53
-
     cfg = ModelConfig(**model_kwargs)
     torch.manual_seed(seed)
     return GLM53(cfg.plain() if plain else cfg)
@@ -46,18 +59,16 @@ def _build(model_kwargs: dict, plain: bool, seed: int):
 
 def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: bool, batch_size: int,
                 sequence_length: int, warmup: int, timed: int, seed: int, ceiling_size: int = 2048) -> dict:
-    """Seconds per training step (median of the timed steps), and the matmul ceiling in `precision` measured in the
+    """Seconds per training step (median of the timed steps) of pretraining's own step on a batch made beforehand
+    (train/pretrain.py's `training_update`), and the matmul ceiling in `precision` measured in the
     same process right before each timed step and right after the last (`matmul_gflops_per_step`; the highest is
     `matmul_gflops_beside`): a shared host's speed drifts by 10-30% within minutes, and the ceiling measured at the
     end of `glm53 bench` may fall in another phase of it. Each timed step is then also set against the higher of the
     two ceilings measured on either side of it (`run_bench`'s step-by-step fraction)."""
-    from ..data.pretrain_batches import pretraining_batch
-    from ..train.pretrain import language_loss, make_optimizer
-    from ..train.pretrain_config import PretrainConfig
-
     model = _build(model_kwargs, plain, seed)
     sha = weights_sha256(model)
-    optimizer = make_optimizer(model, PretrainConfig(out="-", sequence_length=sequence_length, model=model.config))
+    cfg = PretrainConfig(out="-", batch_size=batch_size, sequence_length=sequence_length, model=model.config)
+    optimizer = make_optimizer(model, cfg)
     forward = torch.compile(model) if compile_model else model
     device = torch.device("cpu")
     times, losses, ceilings = [], [], []
@@ -66,15 +77,9 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
             ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size, repeats=3))
         inputs, labels = pretraining_batch(step, batch_size, sequence_length)
         t0 = time.perf_counter()
-        with autocast(device, precision):
-            logits, aux = forward(inputs, return_aux=True)
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        row = training_update(cfg, step, model, forward, optimizer, inputs, labels, device, precision)
         times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
+        losses.append(row["loss"])
     ceilings.append(matmul_gflops(PRECISION_DTYPES[precision], ceiling_size, repeats=3))
     seconds = statistics.median(times[warmup:])
     return {"seconds_per_step": seconds, "tokens_per_second": batch_size * sequence_length / seconds,
@@ -85,10 +90,6 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
 
 def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: list[str], group_size: int,
                      new_tokens: int, seed: int, repeats: int = 1) -> dict:
-    from ..decode.engine import generate_groups
-    from ..decode.generate import generate_uncached
-    from ..decode.sampling import Sampling
-
     sampling = Sampling(temperature=0.8, max_new_tokens=new_tokens, ignore_eos=True)
 
     model = _build(model_kwargs, plain, seed)
@@ -135,8 +136,6 @@ def _timed(fn) -> float:
 
 def flops_per_token(cfg: ModelConfig, sequence_length: int) -> dict:
     """Training FLOPs per token: 6 x active matmul parameters + 3 x attention's forward FLOPs."""
-    from ..model.sparse_attention import sparse_attention_mask
-
     D, H, d, h = cfg.dim, cfg.heads, cfg.head_dim, cfg.expert_hidden
     expert = D * 2 * h + h * D
     per_layer = 3 * D * D + D * D + D * cfg.experts + (cfg.top_k + cfg.shared_experts) * expert
@@ -157,9 +156,6 @@ def _prompt_of(tokens: int) -> str:
 def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "reference") -> dict:
     """Per-component seconds per training step, fast (default precision) and plain (fp32), each in a fresh process,
     for the named architecture `model` (see MODEL_PRESETS; "released" has the released model's attention)."""
-    from ..model.config import MODEL_PRESETS
-    from .profile import format_profile, profile_phase
-
     s = QUICK if quick else FULL
     s = {**s, "model": {**MODEL_PRESETS[model], **s["model"]}, "architecture": model}
     fast_precision = resolve_precision("auto", torch.device("cpu"))
@@ -182,8 +178,6 @@ def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "ref
 
 def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = False, seed: int = 0,
               log=print) -> dict:
-    from ..data.tasks import frozen_tasks
-
     s = QUICK if quick else FULL
     model_kwargs = s["model"]
     cfg = ModelConfig(**model_kwargs)
@@ -243,12 +237,14 @@ def run_bench(quick: bool = False, isolate: bool = True, compile_model: bool = F
         "flops": flops, "matmul_gflops": ceiling,
         "ratios": {
             "train_tokens_per_second_fast_over_plain": f["tokens_per_second"] / p["tokens_per_second"],
-            "train_tokens_per_second_fast_fp32_over_plain": train["fast_fp32"]["tokens_per_second"] / p["tokens_per_second"],
+            "train_tokens_per_second_fast_fp32_over_plain": train["fast_fp32"]["tokens_per_second"]
+            / p["tokens_per_second"],
             "train_peak_memory_fast_over_plain": f["peak_memory_bytes"] / p["peak_memory_bytes"],
             "generation_one_group_cached_over_plain": gen["fast_cached_one_group"]["tokens_per_second"]
             / gen["plain_uncached_one_group"]["tokens_per_second"],
-            "generation_per_completion_many_groups_over_one_group": gen["fast_cached_one_group"]["seconds_per_completion"]
-            / gen["fast_cached_many_groups"]["seconds_per_completion"],
+            "generation_per_completion_many_groups_over_one_group":
+                gen["fast_cached_one_group"]["seconds_per_completion"]
+                / gen["fast_cached_many_groups"]["seconds_per_completion"],
         },
         "fraction_of_matmul_ceiling": {
             name: r["tokens_per_second"] * flops["train_flops_per_token"] / 1e9 / ceiling[r["precision"]]
@@ -291,11 +287,13 @@ def format_report(r: dict) -> str:
         lines.append(f"{name + ' (' + row['precision'] + ')':28s} {row['seconds_per_step']:8.2f} "
                      f"{row['tokens_per_second']:10.0f} {row['peak_memory_bytes'] / gib:9.2f} "
                      f"{r['fraction_of_matmul_ceiling'][name]:11.1%} "
-                     f"{r['fraction_of_matmul_ceiling_beside'][name]:15.1%} of {row['matmul_gflops_beside']:4.0f} GFLOP/s"
+                     f"{r['fraction_of_matmul_ceiling_beside'][name]:15.1%} "
+                     f"of {row['matmul_gflops_beside']:4.0f} GFLOP/s"
                      f"{r['fraction_of_matmul_ceiling_step_by_step'][name]:14.1%}")
     lines += ["", f"{'generation':28s} {'seconds':>8s} {'tokens/s':>10s} {'s/completion':>13s}"]
     for name, row in g.items():
-        lines.append(f"{name:28s} {row['seconds']:8.2f} {row['tokens_per_second']:10.0f} {row['seconds_per_completion']:13.4f}")
+        lines.append(f"{name:28s} {row['seconds']:8.2f} {row['tokens_per_second']:10.0f} "
+                     f"{row['seconds_per_completion']:13.4f}")
     lines += ["", "ratios (fast / plain, measured in this run)"]
     lines += [f"  {k:55s} {v:6.2f}" for k, v in q.items()]
     return "\n".join(lines)

@@ -27,9 +27,16 @@ import time
 
 import torch
 
+from ..data.pretrain_batches import pretraining_batch
+from ..decode.engine import generate_groups
+from ..decode.sampling import Sampling
+from ..model.config import KERNEL_FIELDS, ModelConfig
+from ..model.model import GLM53
 from ..runtime.cpu import cpu_has_native_bf16
 from ..runtime.files import atomic_write_text
 from ..runtime.kernel_settings import cache_file, machine_key, read_cache
+from ..train.pretrain import make_optimizer, training_update
+from ..train.pretrain_config import PretrainConfig
 
 TIE_MARGIN = 0.9  # bf16 is chosen for training or decoding only at most 90% of fp32's time
 KERNEL_TIE_MARGIN = 0.97  # a non-default kernel setting only at most 97% of the default's (timed interleaved)
@@ -57,28 +64,25 @@ def _turn_order(candidates: int, round_index: int) -> list[int]:
 
 
 def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float]:
-    """Seconds per training step of each (model kwargs, precision) candidate at CALIBRATION_BATCH: a model each,
+    """Seconds per training step (pretraining's own, train/pretrain.py's `training_update`; until issue 45 a copy
+    without clipping, the schedule and the log's figures) of each (model kwargs, precision) candidate at
+    CALIBRATION_BATCH: a model each,
     two warm-up steps each (bf16 kernels are built for each new shape), then `steps` rounds in which every
     candidate takes one timed step in turn; compared to the first candidate round by round (`_paired`)."""
-    from ..data.pretrain_batches import pretraining_batch
-    from ..model.config import ModelConfig
-    from ..model.model import GLM53
-    from ..train.pretrain import bare_training_step, make_optimizer
-    from ..train.pretrain_config import PretrainConfig
-
     runs = []
     for model_kwargs, precision in candidates:
         torch.manual_seed(0)
         model = GLM53(ModelConfig(**model_kwargs))
-        runs.append((model, make_optimizer(model, PretrainConfig(out="-", model=model.config)), precision))
+        cfg = PretrainConfig(out="-", model=model.config)
+        runs.append((cfg, model, make_optimizer(model, cfg), precision))
     batch, length = CALIBRATION_BATCH
     times = [[] for _ in runs]
     for step in range(steps + 2):
         inputs, labels = pretraining_batch(step, batch, length)
         for i in _turn_order(len(runs), step):
-            (model, optimizer, precision), seconds = runs[i], times[i]
+            (cfg, model, optimizer, precision), seconds = runs[i], times[i]
             t0 = time.perf_counter()
-            bare_training_step(model, optimizer, inputs, labels, precision)
+            training_update(cfg, step, model, model, optimizer, inputs, labels, torch.device("cpu"), precision)
             seconds.append(time.perf_counter() - t0)
     return _paired([t[2:] for t in times])
 
@@ -86,11 +90,6 @@ def _time_training(candidates: list[tuple[dict, str]], steps: int) -> list[float
 def _time_decoding(model_kwargs: dict, precisions: list[str], rounds: int = 3) -> list[float]:
     """Seconds to sample 4 groups of 8 x 24 tokens in each precision: one warm-up call each (it builds kernels),
     then `rounds` rounds in which the precisions take turns (`_paired`)."""
-    from ..decode.engine import generate_groups
-    from ..decode.sampling import Sampling
-    from ..model.config import ModelConfig
-    from ..model.model import GLM53
-
     torch.manual_seed(0)
     model = GLM53(ModelConfig(**model_kwargs))
     sampling = Sampling(temperature=0.8, max_new_tokens=24, ignore_eos=True)
@@ -108,8 +107,6 @@ def _time_decoding(model_kwargs: dict, precisions: list[str], rounds: int = 3) -
 
 def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> dict:
     """Time each kernel setting's candidates in `precision`, one setting at a time."""
-    from ..model.config import KERNEL_FIELDS, ModelConfig
-
     default = {k: getattr(ModelConfig(**model_kwargs), k) for k in KERNEL_FIELDS}
     choice, seconds = dict(default), {}
     for field, values in KERNEL_CANDIDATES.items():

@@ -22,15 +22,23 @@ from collections import defaultdict
 
 import torch
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
+from ..data.pretrain_batches import pretraining_batch
+from ..model.config import ModelConfig
 from ..model.hyper_connections import HyperConnection
 from ..model.indexer_attention import IndexerSparseAttention
 from ..model.kimi_delta_attention import KimiDeltaAttention
 from ..model.linear_attention import LinearAttention
 from ..model.manifold_hyper_connections import ManifoldHyperConnection
+from ..model.model import GLM53
 from ..model.moe import MixtureOfExperts
 from ..model.norm import RMSNorm
 from ..model.sparse_attention import SparseAttention
+from ..runtime.device import autocast
+from ..train.loss import language_loss, training_loss
+from ..train.pretrain import make_optimizer, training_update
+from ..train.pretrain_config import PretrainConfig
 
 COMPONENTS = {nn.Embedding: "embedding", RMSNorm: "block norms", LinearAttention: "linear attention",
               KimiDeltaAttention: "linear attention", SparseAttention: "sparse attention",
@@ -90,7 +98,8 @@ class ComponentTimer:
         """Seconds of one direction with nesting taken out: a hyper-connection holds a whole block (its norms,
         attention and MoE), the MoE's time holds its routing."""
         s = {n: v for (n, k), v in self.seconds.items() if k == kind}
-        inside_blocks = sum(s.get(n, 0.0) for n in ("block norms", "linear attention", "sparse attention", "moe experts"))
+        inside_blocks = sum(s.get(n, 0.0)
+                            for n in ("block norms", "linear attention", "sparse attention", "moe experts"))
         if "hyper-connections" in s:
             s["hyper-connections"] = max(0.0, s["hyper-connections"] - inside_blocks)
         if "moe experts" in s and "moe routing" in s:
@@ -112,12 +121,11 @@ class _Restore:
 
 def profile_training(model: nn.Module, batches, precision: str, warmup: int = 1) -> dict:
     """Seconds per step, mean over the steps after `warmup`: forward and backward per component (with what no
-    component covers as `other`), the loss, and the optimizer (clipping included)."""
-    from ..runtime.device import autocast
-    from ..train.pretrain import language_loss, make_optimizer
-    from ..train.pretrain_config import PretrainConfig
-
-    optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
+    component covers as `other`), the loss, and the optimizer (clipping included). The loss is the training
+    loss of pretraining's step, with its coefficients (train/loss.py's `training_loss`; until issue 45 a copy of
+    the language and balance terms alone)."""
+    cfg = PretrainConfig(out="-", model=model.config)
+    optimizer = make_optimizer(model, cfg)
     device = torch.device("cpu")
     sums: dict[str, dict[str, float]] = {"forward": defaultdict(float), "backward": defaultdict(float)}
     whole: dict[str, float] = defaultdict(float)
@@ -128,21 +136,24 @@ def profile_training(model: nn.Module, batches, precision: str, warmup: int = 1)
         with autocast(device, precision):
             logits, aux = model(inputs, return_aux=True)
             marks.append(time.perf_counter())
-            loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
+            mtp = language_loss(aux.mtp_logits, labels[:, 1:]) if aux.mtp_logits is not None else None
+            loss, _ = training_loss(language_loss(logits, labels), aux, cfg.balance_coef, mtp=mtp,
+                                    mtp_coef=cfg.mtp_coef, indexer_coef=cfg.indexer_coef)
         marks.append(time.perf_counter())
         optimizer.zero_grad(set_to_none=True)
         with warnings.catch_warnings():  # the embedding's input needs no gradient: its hook fires on the output's
             warnings.simplefilter("ignore", UserWarning)
             loss.backward()
         marks.append(time.perf_counter())
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optimization.grad_clip)
         optimizer.step()
         marks.append(time.perf_counter())
         if timer is None:
             continue
         timer.remove()
         timed += 1
-        for name, seconds in zip(("forward", "loss", "backward", "optimizer"), (b - a for a, b in zip(marks, marks[1:]))):
+        spans = (b - a for a, b in zip(marks, marks[1:]))
+        for name, seconds in zip(("forward", "loss", "backward", "optimizer"), spans):
             whole[name] += seconds
         for kind in ("forward", "backward"):
             for name, seconds in timer.exclusive(kind).items():
@@ -163,20 +174,18 @@ MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "ate
 
 
 def operator_split(model: nn.Module, batches, precision: str) -> dict:
-    """Training steps (forward, backward, optimizer) under torch.profiler, one per batch: their operators' own
+    """Training steps (pretraining's own, train/pretrain.py's `training_update`; until issue 45 a copy without
+    clipping, the schedule and the log's figures) under torch.profiler, one per batch: their operators' own
     seconds per step by kind. Times come from a profile without shapes (recording shapes roughly doubles what
     small operators cost); the matrix products' FLOPs from one more step that records them."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from ..train.pretrain import bare_training_step, make_optimizer
-    from ..train.pretrain_config import PretrainConfig
-
-    optimizer = make_optimizer(model, PretrainConfig(out="-", model=model.config))
+    cfg = PretrainConfig(out="-", model=model.config)
+    optimizer = make_optimizer(model, cfg)
+    cpu = torch.device("cpu")
     with profile(activities=[ProfilerActivity.CPU]) as timed:
-        for inputs, labels in batches:
-            bare_training_step(model, optimizer, inputs, labels, precision)
+        for step, (inputs, labels) in enumerate(batches):
+            training_update(cfg, step, model, model, optimizer, inputs, labels, cpu, precision)
     with profile(activities=[ProfilerActivity.CPU], with_flops=True) as counted:
-        bare_training_step(model, optimizer, *batches[-1], precision)
+        training_update(cfg, len(batches), model, model, optimizer, *batches[-1], cpu, precision)
     flops = sum(e.flops or 0 for e in counted.key_averages() if e.key in MATRIX_PRODUCTS)
     matrix = attention = other = 0.0
     calls = 0
@@ -194,17 +203,13 @@ def operator_split(model: nn.Module, batches, precision: str) -> dict:
     n = len(batches)
     return {"matrix_product_seconds": matrix / n,
             "matrix_product_gflops_per_second": flops / (matrix / n) / 1e9 if matrix else 0.0,
-            "attention_kernel_seconds": attention / n, "other_operator_seconds": other / n, "operator_calls": calls // n,
-            "steps": n}
+            "attention_kernel_seconds": attention / n, "other_operator_seconds": other / n,
+            "operator_calls": calls // n, "steps": n}
 
 
 def profile_phase(model_kwargs: dict, plain: bool, precision: str, batch_size: int, sequence_length: int,
                   steps: int, seed: int) -> dict:
     """One bench phase (run in its own process by `glm53 bench --profile`)."""
-    from ..data.pretrain_batches import pretraining_batch
-    from ..model.config import ModelConfig
-    from ..model.model import GLM53
-
     cfg = ModelConfig(**model_kwargs)
     torch.manual_seed(seed)
     model = GLM53(cfg.plain() if plain else cfg)

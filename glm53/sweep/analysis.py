@@ -275,7 +275,8 @@ def report_text(spec: SweepSpec, result: dict) -> str:
                   "smallest detectable |", "|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in result["lifts"] if r["n"]):
             m, (lo, hi) = r["metric"], r["bootstrap95"]
-            lines.append(f"| {r['arm']} | {r['checkpoint']} | {m} | {_fmt(m, r['mean'], True)} | {_fmt(m, lo, True)} .. "
+            lines.append(f"| {r['arm']} | {r['checkpoint']} | {m} | {_fmt(m, r['mean'], True)} | "
+                         f"{_fmt(m, lo, True)} .. "
                          f"{_fmt(m, hi, True)} | {r['up']} / {r['down']} of {r['n']} | {r['p']:.4g} | "
                          f"{r['holm_p']:.4g} | "
                          f"{detectable_text(m, r)} |")

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..runtime.config import RuntimeConfig
+from ..runtime.settings import add_config_arguments, config_from_args
+from ..verify.sandbox_policy import require_isolation
+from ..verify.verifier import SandboxPool
+from .jobs import job_kind
+from .ray_executor import RayExecutor
+from .spec import load_spec, parse_seeds, shipped_specs
+
 
 EXECUTORS = ("local", "ray")
 
@@ -13,10 +21,6 @@ SWEEP_RUNTIME_SKIP = ("device", "precision", "threads", "force_threads", "resume
 
 
 def add_sweep_parser(sub) -> None:
-    from ..runtime.config import RuntimeConfig
-    from ..runtime.settings import add_config_arguments
-    from .spec import shipped_specs
-
     p = sub.add_parser("sweep", help="run a study: every arm x seed of a spec as its own job, in parallel, resumable",
                        description="Run every (arm, seed) of SPEC as an independent job; rerun the same command to "
                                    "continue an interrupted sweep (finished jobs are kept). Ends with `glm53 analyze`. "
@@ -71,17 +75,11 @@ def make_executor(args):
     if args.workers is not None:
         raise ValueError("--workers is for the local executor; with --executor ray the cluster runs as many jobs at "
                          "once as its CPUs allow (each takes --threads-per-worker)")
-    from .ray_executor import RayExecutor
-
     return RayExecutor(args.threads_per_worker, args.gpus_per_job, args.address)
 
 
 def check_isolation(spec, runtime) -> None:
     """The isolation policy, before anything is written, for a sweep whose jobs score with the sandbox."""
-    from ..verify.sandbox_policy import require_isolation
-    from ..verify.verifier import SandboxPool
-    from .jobs import job_kind
-
     kinds = [spec.job] + ([spec.setup["job"]] if spec.setup else [])
     if any(job_kind(kind).verifies for kind in kinds):
         with SandboxPool(workers=1) as pool:  # the jobs' own processes start theirs
@@ -92,11 +90,8 @@ PLAN_ONLY = (("--time", "time"), ("--pilot", "pilot"), ("--effect", "effect"), (
 
 
 def cmd_sweep(args) -> int:
-    from ..runtime.config import RuntimeConfig
-    from ..runtime.settings import config_from_args
     from .analysis import analyze
     from .runner import default_workers, run_sweep
-    from .spec import load_spec, parse_seeds
 
     spec = load_spec(args.spec, parse_seeds(args.seeds) if args.seeds else None)
     if args.workers is not None and args.workers < 1:

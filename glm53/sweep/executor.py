@@ -26,6 +26,11 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from ..runtime.config import RuntimeConfig
+from ..runtime.files import atomic_write_json, run_lock
+from ..verify.sandbox_policy import sandbox_record
+from ..verify.verifier import close_default_pool
+from .jobs import job_kind
+from .spec import resolve_setup
 
 RECEIPT = "receipt.json"
 ERROR = "error.json"
@@ -60,10 +65,6 @@ class Executor(Protocol):
 
 def run_job(job: Job, threads: int) -> int:
     """Run one job in this process: its receipt or its error lands in job.dir. Returns the exit status."""
-    from ..runtime.files import atomic_write_json, run_lock
-    from .jobs import job_kind
-    from .spec import resolve_setup
-
     job_dir = Path(job.dir)
     with run_lock(job_dir), open(job_dir / JOB_LOG, "a", encoding="utf-8", buffering=1) as log_file:
         def log(line: str) -> None:
@@ -80,8 +81,6 @@ def run_job(job: Job, threads: int) -> int:
             receipt = {**receipt, "arm": job.arm, "seed": job.seed, "kind": job.kind, "sweep_settings": job.settings,
                        "threads": threads}
             if kind.verifies:
-                from ..verify.sandbox_policy import sandbox_record
-
                 receipt["sandbox"] = sandbox_record(job.runtime.accept_partial_isolation)
             atomic_write_json(job_dir / RECEIPT, receipt)
             return 0
@@ -91,8 +90,6 @@ def run_job(job: Job, threads: int) -> int:
                                                 "traceback": traceback.format_exc()}, overwrite=True)
             return 1
         finally:
-            from ..verify.verifier import close_default_pool
-
             close_default_pool()  # its sandbox workers and scratch folder; job processes end by os._exit (no atexit)
 
 

@@ -12,11 +12,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..checkpoints.names import RECEIPT_NAME, checkpoint_name
+from ..checkpoints.retention import prune_checkpoints
+from ..data.suites import get_suite, suite_settings
+from ..data.tasks import frozen_tasks, read_tasks
 from ..decode.sampling import MAX_NEW_TOKENS, SAMPLED_TEMPERATURE, Sampling
 from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
+from ..runtime.files import atomic_write_json, read_jsonl
 from ..runtime.settings import MAX_SEED, Checks, config_from_settings, setting, setting_names
+from ..train.rl_config import RLConfig
 from .scored_per_split import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
 
 
@@ -80,13 +86,10 @@ def _speculative_figures(model, prompts: list[str], max_new_tokens: int) -> dict
 
 def _run_receipt(cfg, job_dir: Path) -> str:
     """Where the job's training receipt lies, relative to the job folder."""
-    from ..checkpoints.names import RECEIPT_NAME
-
     return str(Path(cfg.out).relative_to(job_dir) / RECEIPT_NAME)
 
 
 def _read_curve(out: Path) -> list[dict]:
-    from ..runtime.files import read_jsonl
     from ..train.pretrain import LOG_NAME
 
     return read_jsonl(out / LOG_NAME)
@@ -103,7 +106,8 @@ class PretrainEvalSettings:
     eval_split: str = setting("confirm", "frozen split scored")
     eval_per_family: int = setting(8, "tasks per family", at_least=1)
     eval_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the greedy completions", at_least=1)
-    loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N", at_least=1)
+    loss_window: int = setting(10, "the pretraining loss at step N is the mean over steps N - window + 1 .. N",
+                               at_least=1)
     speculative: bool = setting(True, "with an MTP block: also decode the split one prompt at a time, plainly and "
                                       "with self-speculation, for the acceptance rate and the speed-up")
 
@@ -125,8 +129,8 @@ class PretrainEvalJob:
 
 def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> PretrainEvalJob:
     own = set(setting_names(PretrainEvalSettings))
-    extra = config_from_settings(PretrainEvalSettings, {k: v for k, v in settings.items() if k.replace("-", "_") in own},
-                                 "pretrain-eval")
+    extra = config_from_settings(PretrainEvalSettings,
+                                 {k: v for k, v in settings.items() if k.replace("-", "_") in own}, "pretrain-eval")
     pretrain = _make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
                               tuple(sorted(set(checkpoints) | set(extra.eval_at))), job_dir)
     missing = sorted(set(extra.eval_at) - set(pretrain.checkpoints))
@@ -138,12 +142,9 @@ def _make_pretrain_eval(settings: dict, seed: int, checkpoints: tuple[int, ...],
 def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
     import time
 
-    from ..data.suites import get_suite
     from ..decode.engine import generate_groups
     from ..evaluate.evaluate import evaluate
-    from ..runtime.files import atomic_write_json
     from ..checkpoints.format import load_model
-    from ..checkpoints.names import checkpoint_name
     from ..train.pretrain import pretrain
 
     cfg, extra = job.pretrain, job.extra
@@ -192,11 +193,8 @@ def _run_pretrain_eval(job: PretrainEvalJob, job_dir: Path, log) -> dict:
 # ---------------------------------------------------------------- rl (post-training from a given checkpoint)
 
 def _make_rl(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
-    from ..data.suites import suite_settings
-    from ..train.rl_config import RLConfig
-
-    cfg = config_from_settings(RLConfig, suite_settings(settings, "rl"), "rl", seed=seed, checkpoints=tuple(checkpoints),
-                               out=str(job_dir / "run"), progress=False, resume=False)
+    cfg = config_from_settings(RLConfig, suite_settings(settings, "rl"), "rl", seed=seed,
+                               checkpoints=tuple(checkpoints), out=str(job_dir / "run"), progress=False, resume=False)
     if not cfg.init:
         raise ValueError('rl: the spec\'s settings must name the start checkpoint (init = "runs/p/checkpoint-0100")')
     return cfg
@@ -262,9 +260,6 @@ def _make_rl_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_d
 def final_evaluation(job: RLEvalJob) -> tuple[list, EvalConfig, EvalConfig | None]:
     """The tasks, and the greedy and sampled settings (None: greedy only), of the evaluation that ends an rl-eval
     job: the eval split's tasks of the families RL trained on (with a task file, the file's families)."""
-    from ..data.suites import get_suite
-    from ..data.tasks import read_tasks
-
     cfg, final = job.rl, job.final
     families = cfg.families if cfg.tasks_file is None else ",".join(sorted({t.family for t in
                                                                             read_tasks(cfg.tasks_file)}))
@@ -278,7 +273,6 @@ def final_evaluation(job: RLEvalJob) -> tuple[list, EvalConfig, EvalConfig | Non
 
 def _run_rl_eval(job: RLEvalJob, job_dir: Path, log) -> dict:
     from ..evaluate.evaluate import evaluate
-    from ..checkpoints.retention import prune_checkpoints
     from ..train.rl import rl_train
 
     cfg, final = job.rl, job.final
@@ -351,12 +345,12 @@ class EvalJobConfig:
 def _make_eval(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
     cfg = config_from_settings(EvalJobConfig, settings, "eval", seed=seed)
     if not cfg.checkpoint:
-        raise ValueError("eval: the spec's settings must name a checkpoint folder (checkpoint = \"runs/p/checkpoint-0100\")")
+        raise ValueError("eval: the spec's settings must name a checkpoint folder "
+                         "(checkpoint = \"runs/p/checkpoint-0100\")")
     return cfg
 
 
 def _run_eval(cfg: EvalJobConfig, job_dir: Path, log) -> dict:
-    from ..data.tasks import frozen_tasks
     from ..evaluate.evaluate import evaluate
     from ..checkpoints.format import load_model
 
@@ -382,7 +376,8 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
              "mtp_loss", "expert_load_cv", "mtp_acceptance_rate", "speculative_speedup"),
             _make_pretrain_eval, _run_pretrain_eval),
     JobKind("rl", "post-training from the checkpoint named by init (glm53 rl), dev scores at each checkpoint; the "
-                  "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"), _make_rl, _run_rl),
+                  "seed is the RL seed (schedule and sampling)", ("dev_exact_rate", "dev_pass_at_1"),
+            _make_rl, _run_rl),
     JobKind("rl-eval", "post-training from init (glm53 rl), then greedy pass@1 and sampled pass@k on a frozen split "
                        "over the trained families; the seed is the RL seed, the evaluation's seed is fixed",
             ("greedy_pass_at_1", "sampled_pass_at_1", "sampled_pass_at_k", "train_exact_rate", "reward_mean",

@@ -69,7 +69,8 @@ class RayExecutor:
                 else:
                     ray.init(num_cpus=num_cpus, log_to_driver=False, include_dashboard=False)
             except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError or its own types
-                raise ValueError(f"--executor ray could not {'reach the Ray cluster at ' + address if address else 'start a local Ray instance'}"
+                what = f"reach the Ray cluster at {address}" if address else "start a local Ray instance"
+                raise ValueError(f"--executor ray could not {what}"
                                  f" ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); start "
                                  "it with `ray start --head` and pass --address auto (or HEAD_IP:6379)") from None
         cpus = int(ray.cluster_resources().get("CPU", 0))

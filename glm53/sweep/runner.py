@@ -134,7 +134,8 @@ def finished_jobs_in(other: Path) -> dict[tuple, Path]:
             held = read_json(receipt)
         except ValueError:
             continue
-        found[job_identity(held.get("kind"), held.get("sweep_settings"), held.get("seed"), checkpoints)] = receipt.parent
+        identity = job_identity(held.get("kind"), held.get("sweep_settings"), held.get("seed"), checkpoints)
+        found[identity] = receipt.parent
     return found
 
 
@@ -288,10 +289,12 @@ def _run_setup(setup: Job, executor: Executor, workers: int, threads_per_worker:
             outcome[event] = detail
             with open(out / SWEEP_LOG, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"job": "setup", "status": event,
-                                    "seconds": round(time.perf_counter() - started, 3), "error": detail or None}) + "\n")
+                                    "seconds": round(time.perf_counter() - started, 3),
+                                    "error": detail or None}) + "\n")
 
     executor.run([setup], on_event)
     if "done" not in outcome:
-        raise RuntimeError(f"the sweep's setup job failed: {outcome.get('failed')} (see {Path(setup.dir) / 'log.txt'}); "
-                           "no arm was started; fix the cause and rerun the same command")
+        raise RuntimeError(f"the sweep's setup job failed: {outcome.get('failed')} "
+                           f"(see {Path(setup.dir) / 'log.txt'}); no arm was started; fix the cause and rerun the "
+                           "same command")
     log(f"setup done in {time.perf_counter() - started:.1f} s")

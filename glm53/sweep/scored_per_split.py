@@ -21,8 +21,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..data.suites import ALL_SPLITS
+from .. import __version__
+from ..checkpoints.retention import prune_checkpoints
+from ..data.suites import ALL_SPLITS, get_suite, suite_settings
+from ..decode.sampling import Sampling
+from ..evaluate.eval_config import EvalConfig
+from ..runtime.files import atomic_write_json
 from ..runtime.settings import Checks, config_from_settings, setting, setting_names
+from ..train.pretrain_config import PretrainConfig
+from ..train.rl_config import RLConfig
 
 
 @dataclass
@@ -30,7 +37,8 @@ class SplitEvalConfig:
     """The evaluation that ends an rl-splits job, the same for every seed."""
 
     eval_splits: str = setting("all", "comma-separated splits to score, or all (the suite's evaluation splits)")
-    eval_count: int = setting(64, "tasks of each split (reference suite: per family); the human split is scored whole", at_least=1)
+    eval_count: int = setting(64, "tasks of each split (reference suite: per family); the human split is scored "
+                                  "whole", at_least=1)
     eval_max_new_tokens: int = setting(0, "token cap (0: the RL run's max_new_tokens)", at_least=0)
     keep_weights: bool = setting(False, "keep the RL run's checkpoint weights (their hashes stay in the receipts)")
 
@@ -49,8 +57,6 @@ class RLSplitsJob:
         return {**self.rl.to_dict(), **asdict(self.final)}
 
     def splits(self) -> tuple[str, ...]:
-        from ..data.suites import get_suite
-
         suite = get_suite(self.rl.suite)
         if self.final.eval_splits in ("", "all"):
             return suite.eval_splits
@@ -63,9 +69,6 @@ class RLSplitsJob:
 
 
 def make_rl_splits(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path) -> RLSplitsJob:
-    from ..data.suites import suite_settings
-    from ..train.rl_config import RLConfig
-
     own = set(setting_names(SplitEvalConfig))
     final = config_from_settings(SplitEvalConfig, {k: v for k, v in settings.items() if k.replace("-", "_") in own},
                                  "rl-splits")
@@ -97,9 +100,7 @@ def start_scores(loaded, tasks: list, eval_cfg, accepted: bool, job_dir: Path, l
     Returns the result and how it was had: "computed", "read <file>", or "computed (not in a sweep folder)"."""
     import torch
 
-    from .. import __version__
     from ..evaluate.evaluate import evaluate
-    from ..runtime.files import atomic_write_json
 
     folder = sweep_folder_of(job_dir)
     model = loaded.model
@@ -132,10 +133,6 @@ def start_scores(loaded, tasks: list, eval_cfg, accepted: bool, job_dir: Path, l
 
 def split_evaluation(job: RLSplitsJob) -> tuple[dict, Any]:
     """The tasks of each scored split ({split: tasks}) and the greedy settings of an rl-splits job's scoring."""
-    from ..data.suites import get_suite
-    from ..decode.sampling import Sampling
-    from ..evaluate.eval_config import EvalConfig
-
     cfg, final = job.rl, job.final
     suite = get_suite(cfg.suite)
     tasks = {s: suite.eval_tasks(s, final.eval_count) for s in job.splits()}
@@ -144,9 +141,7 @@ def split_evaluation(job: RLSplitsJob) -> tuple[dict, Any]:
 
 
 def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
-    from ..data.suites import get_suite
     from ..checkpoints.format import load_model
-    from ..checkpoints.retention import prune_checkpoints
     from ..evaluate.split_scores import evaluate_splits, per_split
     from ..train.rl import rl_train
 
@@ -209,8 +204,6 @@ class PretrainSplitsSettings:
         check.done()
 
     def splits(self) -> tuple[str, ...]:
-        from ..data.suites import get_suite
-
         names = tuple(s.strip() for s in self.eval_splits.split(",") if s.strip())
         known = get_suite("broad").eval_splits
         unknown = [s for s in names if s not in known]
@@ -231,9 +224,6 @@ class PretrainSplitsJob:
 
 def make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
     """A spec's settings, seed and checkpoints as `glm53 pretrain`'s config (the pretrain job kinds share it)."""
-    from ..data.suites import suite_settings
-    from ..train.pretrain_config import PretrainConfig
-
     return config_from_settings(PretrainConfig, suite_settings(settings, "pretrain"), "pretrain", seed=seed,
                                 checkpoints=tuple(checkpoints), out=str(job_dir / "run"), progress=False, resume=False)
 
@@ -245,18 +235,15 @@ def make_pretrain_splits(settings: dict, seed: int, checkpoints: tuple[int, ...]
     pretrain = make_pretrain({k: v for k, v in settings.items() if k.replace("-", "_") not in own}, seed,
                              checkpoints, job_dir)
     if pretrain.suite != "broad":
-        raise ValueError(f"pretrain-splits: scores the broad suite's splits; set suite = \"broad\" (got {pretrain.suite})")
+        raise ValueError(f"pretrain-splits: scores the broad suite's splits; set suite = \"broad\" "
+                         f"(got {pretrain.suite})")
     extra.splits()  # unknown splits are refused before anything runs
     return PretrainSplitsJob(pretrain, extra)
 
 
 def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
-    from ..data.suites import get_suite
-    from ..decode.sampling import Sampling
     from ..evaluate.body_loss import body_loss, reference_bodies
     from ..checkpoints.format import load_model
-    from ..checkpoints.retention import prune_checkpoints
-    from ..evaluate.eval_config import EvalConfig
     from ..evaluate.split_scores import evaluate_splits
     from ..train.pretrain import pretrain
 

@@ -6,24 +6,24 @@ removed, whatever happens.
   scored once, 2k scored once, 2k scored twice) in a temporary folder; the differences give the seconds per
   update and per held-out scoring, the rest is the fixed cost; each job's estimate is fixed + updates x
   per-update + scorings x per-scoring, and the jobs are packed longest first onto the workers.
-- `--time`, pretrain, pretrain-eval and pretrain-splits jobs: the baseline arm's own job (its model and
-  batch) runs once at PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one
-  task per family scored at it, or (pretrain-splits) its whole scoring, in a temporary folder. The seconds per update come from the training receipt's tokens per second
-  (optimizer steps only); the rest of the pretraining, over its two dev scorings (step 0 and the last), is the
-  seconds per checkpoint scoring (the fixed cost included: an overestimate); the evaluation after it is the
-  seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x per-scoring + eval_per_family
-  x evaluated checkpoints x per-evaluation. Untrained weights decode to the token cap, so the scoring figures
-  are upper bounds; a trained model that stops early scores faster.
-- `--time`, rl-eval and rl-splits jobs: they start from a trained checkpoint. The start is the finished setup
-  of `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup]
-  shortened as above, whose figures also estimate the setup's own time; its untrained weights sample
-  completions of other lengths than trained ones (measured: rl-screen's rollouts 35 ms on untrained weights, 79 ms
-  on its real start), so those figures are rough; else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES
-  updates of its own size: the steps' own seconds over their rollouts give the seconds per rollout, the rest of
-  the run (loading, saves, the sandbox's start) the fixed cost. Each final evaluation (rl-eval: greedy and
-  sampled; rl-splits: each split) is timed on up to RL_TIMING_TASKS tasks spread over it and scaled to the
-  whole. Each job: fixed + rollouts (groups x group size) x per-rollout + the evaluation; an rl-splits sweep
-  scores its start once more (its jobs share it). Plain rl jobs are not timed.
+- `--time`, pretrain, pretrain-eval and pretrain-splits jobs: the baseline arm's own job (its model and batch) runs
+  once at PRETRAIN_TIMING_UPDATES updates with a checkpoint at the last, and (pretrain-eval) one task per family
+  scored at it, or (pretrain-splits) its whole scoring, in a temporary folder. The seconds per update come from the
+  training receipt's tokens per second (optimizer steps only); the rest of the pretraining, over its two dev scorings
+  (step 0 and the last), is the seconds per checkpoint scoring (the fixed cost included: an overestimate); the
+  evaluation after it is the seconds per task per family. Each job: updates x per-update + (checkpoints + 1) x
+  per-scoring + eval_per_family x evaluated checkpoints x per-evaluation. Untrained weights decode to the token cap,
+  so the scoring figures are upper bounds; a trained model that stops early scores faster.
+- `--time`, rl-eval and rl-splits jobs: they start from a trained checkpoint. The start is the finished setup of
+  `--setup-from DIR` when given (real weights: realistic figures); else the spec's pretraining [setup] shortened as
+  above, whose figures also estimate the setup's own time; its untrained weights sample completions of other lengths
+  than trained ones (measured: rl-screen's rollouts 35 ms on untrained weights, 79 ms on its real start), so those
+  figures are rough; else the spec's `init` where it exists. The baseline's RL runs RL_TIMING_UPDATES updates of its
+  own size: the steps' own seconds over their rollouts give the seconds per rollout, the rest of the run (loading,
+  saves, the sandbox's start) the fixed cost. Each final evaluation (rl-eval: greedy and sampled; rl-splits: each
+  split) is timed on up to RL_TIMING_TASKS tasks spread over it and scaled to the whole. Each job: fixed + rollouts
+  (groups x group size) x per-rollout + the evaluation; an rl-splits sweep scores its start once more (its jobs share
+  it). Plain rl jobs are not timed.
 - Simplifications: every arm evaluates as the baseline does, and (pretraining) trains at its speed; RL arms differ
   by their rollouts only (DAPO's redraws and extra passes are not counted); workers do not slow each other (true
   while workers x threads <= cores). The eval kind is not timed (it points to `--pilot`).
@@ -43,8 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints.names import checkpoint_name
-from .runner import SWEEP_LOG
-from .spec import SweepSpec
+from ..runtime.distributed import available_cores
+from ..verify.verifier import close_default_pool
+from .jobs import final_evaluation, job_kind
+from .runner import SWEEP_LOG, shared_setup
+from .scored_per_split import split_evaluation
+from .spec import SweepSpec, resolve_setup
 
 PRETRAIN_KINDS = ("pretrain", "pretrain-eval", "pretrain-splits")
 RL_KINDS = ("rl-eval", "rl-splits")  # plain rl jobs are not timed (dev scorings at every checkpoint)
@@ -74,8 +78,6 @@ def pack(seconds: list[float], workers: int) -> float:
 
 
 def _timed_run(settings: dict, seed: int, updates: int, scored: tuple[int, ...], folder: Path) -> float:
-    from .jobs import job_kind
-
     kind = job_kind("expression-pretrain")
     cfg = kind.make({**settings, "steps": updates}, seed, scored, folder)
     started = time.perf_counter()
@@ -98,8 +100,6 @@ def _short_pretrain(kind_name: str, settings: dict, seed: int, name: str, folder
     (a checkpoint at the last) in `folder`: seconds per update (optimizer steps only, from the training receipt's
     tokens per second), per dev scoring (the rest of the pretraining over its two scorings, the fixed cost
     included), and whatever followed the pretraining (the job's evaluation)."""
-    from .jobs import job_kind
-
     kind, k = job_kind(kind_name), PRETRAIN_TIMING_UPDATES
     short = {**settings, "steps": k, "warmup_steps": 0}
     if kind_name == "pretrain-eval":
@@ -128,8 +128,6 @@ def pretrain_seconds(cfg, short: dict) -> float:
 
 def time_pretrain_jobs(spec: SweepSpec) -> dict:
     """Per-job seconds of each arm from one short run of the baseline arm's job (see the module's docstring)."""
-    from .jobs import job_kind
-
     kind, seed, k = job_kind(spec.job), spec.seeds[0], PRETRAIN_TIMING_UPDATES
     with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
         short = _short_pretrain(spec.job, spec.settings(spec.baseline), seed, spec.baseline, Path(folder))
@@ -152,10 +150,6 @@ def _rl_start(spec: SweepSpec, settings: dict, setup_from: str | None, folder: P
     """The baseline's settings with a start checkpoint that exists, and where it came from: the finished setup of
     `setup_from`; else, for a spec with a pretraining [setup], that setup shortened to PRETRAIN_TIMING_UPDATES
     updates here (its figures also estimate the setup's own time); else the spec's own `init`."""
-    from .jobs import job_kind
-    from .runner import shared_setup
-    from .spec import resolve_setup
-
     if setup_from is not None:
         return resolve_setup(settings, str(shared_setup(spec, Path(setup_from)))), {
             "start": f"the finished setup in {setup_from}", "setup_reused": True}
@@ -180,9 +174,6 @@ def _rl_start(spec: SweepSpec, settings: dict, setup_from: str | None, folder: P
 def _rl_evaluations(spec: SweepSpec, job) -> list[tuple[list, Any]]:
     """(tasks, evaluation settings) of each evaluation that ends the job: rl-eval's greedy and sampled, rl-splits'
     greedy scoring of each split."""
-    from .jobs import final_evaluation
-    from .scored_per_split import split_evaluation
-
     if spec.job == "rl-eval":
         tasks, greedy, sampled = final_evaluation(job)
         return [(tasks, config) for config in (greedy, sampled) if config is not None]
@@ -195,7 +186,6 @@ def time_rl_jobs(spec: SweepSpec, setup_from: str | None = None) -> dict:
     module's docstring). Its sandbox workers are closed before it returns."""
     from ..evaluate.evaluate import evaluate
     from ..train.rl import rl_train
-    from ..verify.verifier import close_default_pool
     from .jobs import job_kind, load_final
 
     kind, seed = job_kind(spec.job), spec.seeds[0]
@@ -241,8 +231,6 @@ def time_jobs(spec: SweepSpec, threads: int, setup_from: str | None = None) -> d
     """Per-job seconds of each arm from short runs of the baseline arm (see the module's docstring); only for
     TIMED_KINDS."""
     import torch
-
-    from .jobs import job_kind
 
     if spec.job in PRETRAIN_KINDS or spec.job in RL_KINDS:
         held = torch.get_num_threads()
@@ -301,8 +289,6 @@ def untimed_line(spec: SweepSpec) -> str:
 
 def wall_lines(spec: SweepSpec, workers: int, threads: int, timing: dict | None, pilot_seconds: float | None,
                asked_time: bool = False) -> list[str]:
-    from ..runtime.distributed import available_cores
-
     jobs = len(spec.arms) * len(spec.seeds)
     lines = [f"wall time on this machine ({cpu_name()}, {available_cores()} usable cores; {workers} workers x "
              f"{threads} threads), an estimate:"]

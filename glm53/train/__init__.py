@@ -5,6 +5,7 @@
                            format of what it writes)
     pretrain_config.py     `glm53 pretrain`'s settings (PretrainConfig)
     validation.py          pretraining's validation loss on held-out rows, leaving training untouched
+    loss.py                the training loss: a language term plus the balance, MTP and indexer terms, each weighted
     pretrain.py            `glm53 pretrain`: next-byte cross-entropy plus the router balance term, exact resume
     expression_pretrain.py the pretraining-data studies' own job: the miniature on expression data
     rl_config.py           `glm53 rl`'s settings (RLConfig) and the objective's choices

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from ..data.suites import get_suite
+from ..data.tasks import read_tasks
+from ..runtime.config import threads_problem
 from ..runtime.config_file import add_config_file_flags, config_from_command
 from ..runtime.settings import add_config_arguments
+from ..verify.sandbox_policy import require_isolation
+from .pretrain_config import PretrainConfig
+from .rl_config import RLConfig
+from .speedrun import speedrun
+from .speedrun_config import SpeedrunConfig, recipe_settings
 
 
 def add_pretrain_parser(sub) -> None:
-    from .pretrain_config import PretrainConfig
-
     p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
     p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint "
                                    "(default: dev split, one per family)")
@@ -18,10 +24,6 @@ def add_pretrain_parser(sub) -> None:
 
 
 def cmd_pretrain(args) -> int:
-    from ..data.suites import get_suite
-    from ..data.tasks import read_tasks
-    from .pretrain_config import PretrainConfig
-
     cfg = config_from_command(PretrainConfig, args, lambda given: get_suite(given("suite")).defaults("pretrain"))
     if cfg is None:  # --print-config printed it (without loading torch)
         return 0
@@ -33,7 +35,6 @@ def cmd_pretrain(args) -> int:
 def run_as_rank(train, cfg, **kwargs) -> int:
     """`train(cfg, ...)` as this process's rank under torchrun (joining its process group first, leaving it after),
     or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
-    from ..runtime.config import threads_problem
     from ..runtime.distributed import from_environment, shut_down
 
     if threads_problem(cfg.runtime.threads, cfg.runtime.force_threads):
@@ -49,9 +50,8 @@ def run_as_rank(train, cfg, **kwargs) -> int:
 
 
 def add_speedrun_parser(sub) -> None:
-    from .speedrun_config import SpeedrunConfig
-
-    p = sub.add_parser("speedrun", help="time to a fixed body loss on the broad stream, on the clock (docs/speedrun.md)",
+    p = sub.add_parser("speedrun",
+                       help="time to a fixed body loss on the broad stream, on the clock (docs/speedrun.md)",
                        description="Pretrain a recipe on the broad suite's stream until the body loss of the first 64 "
                                    "dev tasks reaches the target; every pretraining setting is a --pretrain.NAME flag "
                                    "(defaults: the dataclass, then the recipe, then the flags given). Exits 1 when the "
@@ -64,20 +64,14 @@ def cmd_speedrun(args) -> int:
     import time
 
     started = time.perf_counter()  # the clock counts everything from here, importing torch included
-    from .speedrun_config import SpeedrunConfig, recipe_settings
-
     cfg = config_from_command(SpeedrunConfig, args, lambda given: {"pretrain": recipe_settings(given("recipe")
                                                                                                or "e4")})
     if cfg is None:
         return 0
-    from .speedrun import speedrun
-
     return 0 if speedrun(cfg, started)["target_reached"] else 1
 
 
 def add_rl_parser(sub) -> None:
-    from .rl_config import RLConfig
-
     p = sub.add_parser("rl", help="RLOO post-training with rewards from running the model's code")
     add_config_arguments(p, RLConfig, title="RL")
     add_config_file_flags(p)
@@ -85,10 +79,6 @@ def add_rl_parser(sub) -> None:
 
 
 def cmd_rl(args) -> int:
-    from ..data.suites import get_suite
-    from ..verify.sandbox_policy import require_isolation
-    from .rl_config import RLConfig
-
     cfg = config_from_command(RLConfig, args, lambda given: get_suite(given("suite")).defaults("rl"))
     if cfg is None:  # --print-config printed it (without loading torch)
         return 0

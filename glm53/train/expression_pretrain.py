@@ -32,7 +32,8 @@ from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, setting
 from ..runtime.tracking import reporting
 from .optimization import MUON_SETTINGS, Optimization
-from .pretrain import decay_groups, language_loss
+from .loss import language_loss, training_loss
+from .optimizers import decay_groups
 
 
 def miniature() -> ModelConfig:
@@ -68,7 +69,9 @@ class ExpressionPretrainConfig:
         check.declared(self)
         check.require(bool(self.eval_at) and all(1 <= s <= self.steps for s in self.eval_at),
                       f"--eval-at {','.join(map(str, self.eval_at))} must name updates in [1, --steps {self.steps}]")
-        check.require(self.sequence_length <= self.model.max_sequence_length, f"--sequence-length {self.sequence_length} must be <= --max-sequence-length {self.model.max_sequence_length}")
+        check.require(self.sequence_length <= self.model.max_sequence_length,
+                      f"--sequence-length {self.sequence_length} must be <= --max-sequence-length "
+                      f"{self.model.max_sequence_length}")
         check.done()
 
     def to_dict(self) -> dict:
@@ -118,7 +121,7 @@ def _train(cfg: ExpressionPretrainConfig, log, tracker) -> dict:
             inputs, labels = trim_padding(inputs, labels)
         logits, aux = model(inputs, return_aux=True)
         lm_loss = language_loss(logits, labels)
-        loss = lm_loss + cfg.balance_coef * aux.balance_loss
+        loss, _ = training_loss(lm_loss, aux, cfg.balance_coef)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"update {step + 1}: loss is {loss.item()}; lower --lr")
         optimizer.zero_grad(set_to_none=True)

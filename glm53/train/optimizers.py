@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..model.model import GLM53
+from .muon import OptimizerPair, StackedMuon, muon_groups
 from .pretrain_config import PretrainConfig
 
 
@@ -23,8 +24,6 @@ def make_optimizer(model: GLM53, cfg: PretrainConfig):
     (--optimizer muon, muon.py); each param group's `lr_scale` is its peak lr over --lr."""
     opt = cfg.optimization
     if opt.optimizer == "muon":
-        from .muon import OptimizerPair, StackedMuon, muon_groups
-
         hidden, rest = muon_groups(model)
         adamw = torch.optim.AdamW(decay_groups_of(rest, model, opt.weight_decay), lr=opt.lr, betas=tuple(opt.betas),
                                   fused=True)

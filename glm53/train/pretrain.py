@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..data.corpus import Corpus, load_corpus
@@ -49,6 +48,7 @@ from ..runtime.tracking import reporting
 from ..verify.verifier import isolation_report
 from ..checkpoints.format import save_checkpoint
 from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name
+from .loss import language_loss_sum, training_loss
 from .optimizers import decay_groups, make_optimizer  # noqa: F401 - part of this module's API
 from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .pretrain_config import EXTENSIONS, PretrainConfig
@@ -66,30 +66,6 @@ NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": Non
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
     """LR for 0-based update `step`: linear warmup, then constant or cosine down to min_lr_ratio * lr."""
     return cfg.optimization.lr_at(step, cfg.steps)
-
-
-def bare_training_step(model: GLM53, optimizer, inputs: torch.Tensor, labels: torch.Tensor, precision: str) -> None:
-    """One CPU training step as the benchmarks time it: forward under `precision`, language loss plus the balance
-    term, backward, optimizer step (no clipping, no schedule, no logging)."""
-    from ..runtime.device import autocast
-
-    with autocast(torch.device("cpu"), precision):
-        logits, aux = model(inputs, return_aux=True)
-        loss = language_loss(logits, labels) + 0.01 * aux.balance_loss
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-
-
-def language_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
-
-
-def language_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The summed next-token cross-entropy (PAD never a target); divided by the global token count, it is this
-    rank's share of the batch mean."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX,
-                           reduction="sum")
 
 
 def expert_load_cv(usage: torch.Tensor) -> float:
@@ -110,18 +86,27 @@ def dev_completions(model: GLM53, tasks: list[Task], max_new_tokens: int, suite:
 def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, device, precision: str,
                dp: DataParallel = SINGLE, corpus: Corpus | None = None) -> dict:
     """One optimizer step on the batch of 0-based `step` (this rank's rows of it); returns its log row (without
-    timings), the same on every rank.
-
-    Each term below is this rank's share of the global loss; DDP averages gradients over ranks, so the shares
-    are scaled by the world size before backward (a no-op in one process). --grad-accumulation K: the step's batch
-    is the K x --batch-size rows one step of that batch would read, run as K micro-batches whose gradients add up
-    before the one optimizer step (token sums over the whole step's token count; simplification: the balance and
-    indexer terms, means per forward, are averaged over the micro-batches, as over ranks)."""
+    timings), the same on every rank."""
     k = cfg.grad_accumulation
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg))
     rows = dp.share(cfg.batch_size * k)
-    inputs, labels = inputs[rows].to(device), labels[rows].to(device)
+    return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
+                           device, precision, dp)
+
+
+def training_update(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer, inputs: torch.Tensor,
+                    labels: torch.Tensor, device, precision: str, dp: DataParallel = SINGLE) -> dict:
+    """The training step on a batch already made (train_step's, and what `glm53 bench` and `glm53 calibrate`
+    time): the learning rate of update `step`, forward under `precision`, the loss (loss.py), backward, clip,
+    optimizer step, router biases; returns the log row.
+
+    Each term is this rank's share of the global loss; DDP averages gradients over ranks, so the shares are scaled
+    by the world size before backward (a no-op in one process). --grad-accumulation K: the step's batch is the
+    K x --batch-size rows one step of that batch would read, run as K micro-batches whose gradients add up before
+    the one optimizer step (token sums over the whole step's token count; simplification: the balance and indexer
+    terms, means per forward, are averaged over the micro-batches, as over ranks)."""
+    k = cfg.grad_accumulation
     lr = learning_rate(cfg, step)
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
@@ -130,21 +115,19 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     local_tokens = torch.stack([(labels != IGNORE_INDEX).sum(), (labels[:, 1:] != IGNORE_INDEX).sum()]).double()
     tokens, mtp_tokens = dp.sum(local_tokens).tolist()
     optimizer.zero_grad(set_to_none=True)
-    weights = torch.tensor([1.0, cfg.mtp_coef, cfg.balance_coef, cfg.indexer_coef], device=device)
-    step_shares, usage = 0.0, 0.0
+    step_terms, usage = 0.0, 0.0
     for part_inputs, part_labels in zip(inputs.chunk(k), labels.chunk(k)):
         with autocast(device, precision):
             logits, aux = forward(part_inputs, return_aux=True)
             lm_share = language_loss_sum(logits, part_labels) / tokens
-            mtp_share = (language_loss_sum(aux.mtp_logits, part_labels[:, 1:]) / mtp_tokens if mtp
-                         else lm_share.new_zeros(()))
-            shares = torch.stack([lm_share, mtp_share, aux.balance_loss.float() / (dp.world_size * k),
-                                  aux.indexer_loss.float() / (dp.world_size * k)])
-            loss_share = (shares * weights).sum()
+            mtp_share = language_loss_sum(aux.mtp_logits, part_labels[:, 1:]) / mtp_tokens if mtp else None
+            loss_share, shares = training_loss(lm_share, aux, cfg.balance_coef, mtp=mtp_share, mtp_coef=cfg.mtp_coef,
+                                               indexer_coef=cfg.indexer_coef, world_size=dp.world_size * k)
         (loss_share * dp.world_size).backward()
-        step_shares, usage = step_shares + shares.detach(), usage + aux.expert_usage / k
-    lm_loss, mtp_loss, balance_loss, indexer_loss = dp.sum(step_shares).tolist()
-    total = lm_loss + cfg.mtp_coef * mtp_loss + cfg.balance_coef * balance_loss + cfg.indexer_coef * indexer_loss
+        step_terms = step_terms + torch.cat([shares, loss_share.detach()[None]])
+        usage = usage + aux.expert_usage / k
+    # the terms and the weighted total over every rank, in one sum
+    lm_loss, mtp_loss, balance_loss, indexer_loss, total = dp.sum(step_terms).tolist()
     if not math.isfinite(total):  # the global figure, so every rank stops alike
         raise FloatingPointError(f"step {step + 1}: loss is {total}; lower --lr or check the data")
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optimization.grad_clip)

@@ -44,12 +44,14 @@ class PretrainConfig:
                                            "learns toward that attention (sparse_selection=indexer)", at_least=0)
     seed: int = setting(42, "seed of the initialization and the data stream", at_least=0, at_most=MAX_SEED)
     # the sandbox judges only the dev completions here, so the isolation policy is the commands' that score with it
-    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=("accept_partial_isolation", "trust_unverified"))
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
+                                     skip=("accept_partial_isolation", "trust_unverified"))
     kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "
                                    "(recorded in the receipt's config); config: the model flags as given",
                            choices=KERNEL_CHOICES)
     compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
-    dev_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the dev completions sampled at each checkpoint", at_least=1)
+    dev_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the dev completions sampled at each checkpoint",
+                                      at_least=1)
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
                                         "also a context of 384, rows of 324 and a token cap of 192, unless given)",
                          choices=SUITE_NAMES)
@@ -84,7 +86,9 @@ class PretrainConfig:
         check = Checks("pretrain")
         check.require(all(1 <= c <= self.steps for c in self.checkpoints),
                       f"--checkpoints {','.join(map(str, self.checkpoints))} must lie in [1, --steps {self.steps}]")
-        check.require(self.sequence_length <= self.model.max_sequence_length, f"--sequence-length {self.sequence_length} must be <= --max-sequence-length {self.model.max_sequence_length}")
+        check.require(self.sequence_length <= self.model.max_sequence_length,
+                      f"--sequence-length {self.sequence_length} must be <= --max-sequence-length "
+                      f"{self.model.max_sequence_length}")
         check.require(self.model.mtp_depth == 0 or self.sequence_length >= 3,
                       f"--sequence-length {self.sequence_length} is too short for --mtp-depth 1, which predicts two "
                       "tokens ahead: use 3 or more")
@@ -118,11 +122,12 @@ class PretrainConfig:
         check.require(not (reordered and self.corpus), "--data-order and --distinct-documents order the generated "
                                                        "stream; with --corpus leave them at stream and 0")
         if self.distinct_documents and self.suite in SUITE_NAMES:
-            documents = run_documents(self.steps, self.batch_size * self.grad_accumulation, get_suite(self.suite).bucket_steps)
+            documents = run_documents(self.steps, self.batch_size * self.grad_accumulation,
+                                      get_suite(self.suite).bucket_steps)
             check.require(self.distinct_documents < documents,
-                          f"--distinct-documents {self.distinct_documents} must be fewer than the {documents} documents "
-                          f"the run reads (--steps x --batch-size x --grad-accumulation), or no document is seen twice; use 0 for a stream "
-                          "of new documents")
+                          f"--distinct-documents {self.distinct_documents} must be fewer than the {documents} "
+                          "documents the run reads (--steps x --batch-size x --grad-accumulation), or no document is "
+                          "seen twice; use 0 for a stream of new documents")
         check.require(self.data_order != "curriculum" or self.suite == "broad",
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
                       "have; use --suite broad or another order")

@@ -48,8 +48,10 @@ def binary(task, completion: str, verdict: Verdict, *, invalid_penalty: float = 
     return binary_reward(verdict, invalid_penalty)
 
 
-def partial(task, completion: str, verdict: Verdict, *, exact_bonus: float = 0.0, invalid_penalty: float = -0.1) -> float:
-    """The `partial` mode: the fraction of cases passed (+ `exact_bonus` when all pass), `invalid_penalty` if invalid."""
+def partial(task, completion: str, verdict: Verdict, *, exact_bonus: float = 0.0,
+            invalid_penalty: float = -0.1) -> float:
+    """The `partial` mode: the fraction of cases passed (+ `exact_bonus` when all pass), `invalid_penalty` if
+    invalid."""
     return partial_reward(verdict, exact_bonus, invalid_penalty)
 
 

@@ -2,10 +2,11 @@
 
 For each task of a step: sample a group of G completions with the cached engine, judge each with the sandboxed
 verifier, reward it (the weighted sum of reward functions, rewards.py; binary by default), and give it the
-leave-one-out advantage A_i = r_i - mean of the other G - 1 rewards. The loss is -mean_i(A_i * log p(completion_i)), with log p the mean (sequence-mean) or sum
-(token-sum) of the completion tokens' log-probabilities, plus optional terms: a KL penalty to the initial
-policy (k3 estimator on the sampled tokens) and replay cross-entropy on pretraining examples, computed on the
-solution tokens only. Groups whose rewards are all equal carry no signal: they are counted, logged and left out.
+leave-one-out advantage A_i = r_i - mean of the other G - 1 rewards. The loss is -mean_i(A_i * log p(completion_i)),
+with log p the mean (sequence-mean) or sum (token-sum) of the completion tokens' log-probabilities, plus optional
+terms: a KL penalty to the initial policy (k3 estimator on the sampled tokens) and replay cross-entropy on
+pretraining examples, computed on the solution tokens only. Groups whose rewards are all equal carry no signal: they
+are counted, logged and left out.
 
 Reference settings (the defaults): 96 groups of 16 over increment, double and even (32 rl-split tasks each),
 temperature 0.35, 48 new tokens, lr 5e-5, last-block-head, binary reward with -0.1 for invalid programs,
@@ -203,7 +204,8 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
             exact, zero_variance = row["exact_rollouts"], row["zero_variance_groups"]
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}", exact=f"{exact}/{len(rollouts)}", skipped=zero_variance)
             if not rt.progress:
-                log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} exact {exact}/{len(rollouts)} "
+                log(f"step {step + 1:3d} groups {end:4d} reward {row['reward_mean']:+.3f} "
+                    f"exact {exact}/{len(rollouts)} "
                     f"zero-var {zero_variance}/{groups} loss {row.get('loss', 0.0):+.4f} {row['seconds']:.1f}s")
             if end in cfg.checkpoints:
                 _save_checkpoint(run, end)
@@ -238,7 +240,8 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if tasks is None:  # a sweep's job names its task file in the config alone
         tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
     if not tasks:
-        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl split")
+        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl "
+                         "split")
     if dev_tasks is None:
         dev_tasks = suite.dev_tasks_for(tasks, cfg.dev_per_family, cfg.families)
     problem = completion_room_problem([*tasks, *dev_tasks], cfg.sampling.max_new_tokens,

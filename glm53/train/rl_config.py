@@ -78,7 +78,8 @@ class RLConfig:
                                  at_least=2)
     families: str = setting("increment,double,even", "task families to train on (comma-separated, or all; broad "
                                                       "suite: root primitives, or all)")
-    tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)", at_least=1)
+    tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)",
+                                    at_least=1)
     sampling: RolloutSampling = setting(ROLLOUTS, flatten=True, skip=NOT_FOR_ROLLOUTS,
                                         helps={"temperature": "sampling temperature of the rollouts (> 0)"})
     optimization: Optimization = setting(default_factory=lambda: Optimization(lr=5e-5, betas=(0.9, 0.999),
@@ -111,12 +112,15 @@ class RLConfig:
     mask_truncated: bool = setting(False, "leave completions that hit the token cap out of the update")
     iterations: int = setting(1, "optimisation passes over each step's rollouts (PPO-style ratio clipping after the "
                                  "first)", at_least=1)
-    clip_low: float = setting(0.2, "with --iterations > 1: the ratio is clipped below at 1 - clip_low", at_least=0, at_most=1)
+    clip_low: float = setting(0.2, "with --iterations > 1: the ratio is clipped below at 1 - clip_low", at_least=0,
+                              at_most=1)
     clip_high: float = setting(0.2, "with --iterations > 1: the ratio is clipped above at 1 + clip_high "
                                     "(0.28: DAPO's clip-higher)", at_least=0)
-    entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss", at_least=0)
-    dynamic_sampling: bool = setting(False, "replace groups whose rewards are all equal by groups of fresh tasks (DAPO) "
-                                            "until the step's groups all carry signal or the draw cap is reached")
+    entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss",
+                                  at_least=0)
+    dynamic_sampling: bool = setting(False, "replace groups whose rewards are all equal by groups of fresh tasks "
+                                            "(DAPO) until the step's groups all carry signal or the draw cap is "
+                                            "reached")
     dynamic_sampling_max_draws: int = setting(3, "with --dynamic-sampling: at most this many times a step's "
                                                  "groups are sampled in all", at_least=1)
     update_impl: str = setting("fast", "forward of the policy update: fast runs each group's shared prompt once and "
@@ -125,7 +129,8 @@ class RLConfig:
     kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)", at_least=0)
     replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)", at_least=0)
     replay_batch: int = setting(16, "replay examples per step", at_least=1)
-    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)", at_least=0)
+    dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)",
+                                  at_least=0)
     # its token cap is the rollouts' (max_new_tokens); see dev_eval
     dev: EvalConfig = setting(default_factory=sampled_evaluation, flatten="dev_",
                               skip=("max_new_tokens", "precision", "timeout_s", "suite") + NOT_FOR_ROLLOUTS,

@@ -43,7 +43,8 @@ def load_trainer_state(path: str | os.PathLike) -> dict:
         raise ValueError(f"{file} cannot be read ({type(err).__name__}); the trainer state is damaged. "
                          "Delete this checkpoint folder to resume from the one before it") from None
     if not isinstance(state, dict) or "optimizer" not in state or "rng" not in state:
-        raise ValueError(f"{file} is not a glm53 trainer state; delete this checkpoint folder to resume from the one before it")
+        raise ValueError(f"{file} is not a glm53 trainer state; delete this checkpoint folder to resume from the one "
+                         "before it")
     return state
 
 

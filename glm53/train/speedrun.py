@@ -26,6 +26,7 @@ import json
 import time
 from pathlib import Path
 
+from ..data.suites import get_suite
 from ..runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, run_lock
 from .speedrun_config import PASS_TASKS, TARGET_TASKS, SpeedrunConfig, recipe_chain
 
@@ -67,7 +68,6 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     from ..runtime.device import resolve_device, resolve_precision
     from ..runtime.kernel_settings import resolve_kernels
     from dataclasses import replace
-    from ..data.suites import get_suite
     from .pretrain import make_optimizer, train_step
 
     p = cfg.pretrain
@@ -131,8 +131,8 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
         "torch_version": torch.__version__, "threads": torch.get_num_threads(),
     }
     if reached:
-        result["dev_pass_at_1"], result["dev_passed"] = _save_and_score(model, out, get_suite("broad").pretrain_dev_tasks(),
-                                                                        p.dev_max_new_tokens)
+        result["dev_pass_at_1"], result["dev_passed"] = _save_and_score(
+            model, out, get_suite("broad").pretrain_dev_tasks(), p.dev_max_new_tokens)
         log(f"target reached in {seconds:.1f} s at step {step} (checks took {result['check_seconds']:.1f} s more); "
             f"dev greedy pass@1 {result['dev_passed']}/{PASS_TASKS}; {out / FINAL_NAME}")
     else:

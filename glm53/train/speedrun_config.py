@@ -81,7 +81,8 @@ class SpeedrunConfig:
     # the recipe's settings (the command puts --recipe's here); checkpoints: none is written, and step 1 is valid for
     # any --pretrain.steps, so the default instance holds one step (a Python caller gives its own PretrainConfig)
     pretrain: PretrainConfig = setting(default_factory=lambda: PretrainConfig(**{**recipe_settings("e4"), "steps": 1,
-                                                                                 "warmup_steps": 0, "checkpoints": (1,)}),
+                                                                                 "warmup_steps": 0,
+                                                                                 "checkpoints": (1,)}),
                                        skip=("out", "suite", "seed", "checkpoints", "corpus", "corpus_mix",
                                              "corpus_validation_share", "eval_every", "validation_rows",
                                              "dev_max_new_tokens", "keep_last", "save_optimizer")
@@ -92,8 +93,8 @@ class SpeedrunConfig:
         check.declared(self)
         check.done()
         # the stage's runtime is the command's; the pretraining folder is never written (the speedrun writes its own)
-        self.pretrain = replace(self.pretrain, out=self.out, suite="broad", seed=self.seed, checkpoints=(self.pretrain.steps,),
-                                validation_rows=0, runtime=self.runtime)
+        self.pretrain = replace(self.pretrain, out=self.out, suite="broad", seed=self.seed,
+                                checkpoints=(self.pretrain.steps,), validation_rows=0, runtime=self.runtime)
 
     def to_dict(self) -> dict:
         return record(self)

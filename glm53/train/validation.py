@@ -1,6 +1,7 @@
 """Pretraining's validation loss: the mean next-byte cross-entropy over a held-out slice of the stream the run
 trains on (the corpus's held-out documents, or generated documents that training never reads: see
-data/pretrain_batches.py `validation_batch`; with --loss-on completion, their bodies' targets alone, as in training), every --eval-every steps and at every checkpoint, by rank 0.
+data/pretrain_batches.py `validation_batch`; with --loss-on completion, their bodies' targets alone, as in
+training), every --eval-every steps and at every checkpoint, by rank 0.
 
 It leaves training exactly as it was: the rows are built once before the first step, the forward runs without
 gradients (so the sigmoid-bias routers count no load) and draws from no RNG, and nothing of the model changes;
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.pretrain_batches import IGNORE_INDEX, VALIDATION_FIRST_INDEX, validation_batch
+from ..decode.sampling import Sampling
 from ..runtime.device import autocast
 
 
@@ -60,7 +62,8 @@ def validation_set(cfg, corpus=None) -> Validation | None:
     documents is refused (a ValueError, before anything is written)."""
     if cfg.validation_rows == 0 or (corpus is not None and len(corpus.validation) == 0):
         return None
-    if corpus is None and (cfg.steps + 8) * cfg.batch_size * cfg.grad_accumulation >= VALIDATION_FIRST_INDEX:  # + 8: bucketing's window
+    # + 8: bucketing's window
+    if corpus is None and (cfg.steps + 8) * cfg.batch_size * cfg.grad_accumulation >= VALIDATION_FIRST_INDEX:
         raise ValueError("pretrain: --steps x --batch-size reaches 2^40 rows, where the generated stream's validation "
                          "documents begin; use fewer steps, or --validation-rows 0")
     inputs, labels = validation_batch(cfg.validation_rows, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
@@ -80,8 +83,6 @@ def corpus_samples(model, corpus, max_new_tokens: int) -> list[dict]:
     up to CORPUS_SAMPLES held-out rows (data/corpus.py `sample_prompts`), which training never read; as many
     bytes as leave room for the completion in the context, 48 at most. Simplification: no verdict, since corpus
     text has no cases; the validation loss is its measure."""
-    from ..decode.sampling import Sampling
-
     room = min(48, model.config.max_sequence_length - max_new_tokens - 1)
     prompts = corpus.sample_prompts(CORPUS_SAMPLES, room) if room > 0 else []
     if not prompts:

@@ -6,6 +6,7 @@ layer is missing, as the user drop is without root); a command whose results are
 from __future__ import annotations
 
 from ..runtime.settings import flag_name
+from .verifier import isolation_report
 
 ACCEPT_FLAG = flag_name("accept_partial_isolation")
 
@@ -22,8 +23,6 @@ def missing_layers(report: dict) -> list[str]:
 
 def sandbox_record(accepted_partial: bool, pool=None) -> dict:
     """The verifier's isolation report (starting a sandbox worker if none ran yet) with `accepted_partial`."""
-    from .verifier import isolation_report
-
     return {**isolation_report(pool), "accepted_partial": bool(accepted_partial)}
 
 

@@ -59,6 +59,7 @@ from .languages import DEFAULT_LANGUAGE, get_language
 from .channels import LineReader
 from .program import Program, as_program
 from .sandbox_worker import CASE_OVERHEAD_S
+from .values import decode
 from .values import encode, encode_cases, same_value  # noqa: F401 - same_value and encode_cases are part of this API
 from .static_check import StaticCheckError, check_source, normalized_name
 
@@ -391,6 +392,4 @@ def probe(source: str, entry_point: str, args_per_case: Sequence, pool: SandboxP
     reply = pool.run_one(job)
     if "values" not in reply:
         raise RuntimeError(f"probe did not run: {reply.get('status')}: {reply.get('message')}")
-    from .values import decode
-
     return [decode(r["value"]) if "value" in r else f"raised {r['error']}" for r in reply["values"]]

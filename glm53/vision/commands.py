@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..checkpoints.names import WEIGHTS_NAME
+from ..model.config import physical_memory_bytes
 from ..runtime.config import add_device_flag
-from ..runtime.files import atomic_write_json, refuse_nonempty_dir, refuse_unwritable
+from ..runtime.files import atomic_write_json, refuse_nonempty_dir, refuse_unwritable, sha256_file
 from ..runtime.settings import add_config_arguments, config_from_args
+from .training_config import DigitTraining, PILOT_TRAINING, memory_problem
 
 
 def _int_list(text: str) -> list[int]:
@@ -24,8 +27,6 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_vision_parser(sub) -> None:
-    from .training_config import PILOT_TRAINING, DigitTraining
-
     p = sub.add_parser("vision", help="train the miniature vision tower on generated digits")
     p.add_argument("--architecture", choices=["faithful", "baseline", "both"], default="both",
                    help="which tower (default: both, with a paired test)")
@@ -58,9 +59,6 @@ def _pilot_scale(checkpoint: str) -> float:
 
 
 def _refuse_too_much_memory(flag: str, batch_size: int, eval_examples: int, scale: float) -> None:
-    from ..model.config import physical_memory_bytes
-    from .training_config import memory_problem
-
     problem = memory_problem(flag, batch_size, eval_examples, scale, physical_memory_bytes())
     if problem:
         raise ValueError(problem)
@@ -70,10 +68,7 @@ def cmd_vision(args) -> int:
     from dataclasses import replace
 
     from ..runtime.device import resolve_device
-    from ..runtime.files import sha256_file
-    from ..checkpoints.names import WEIGHTS_NAME
     from .train import full_model_pilot, run_architectures
-    from .training_config import PILOT_TRAINING, DigitTraining
 
     if args.eval_examples is not None and args.eval_examples < 1:  # 0 must not silently mean the default
         raise ValueError(f"--eval-examples must be >= 1, got {args.eval_examples}")
@@ -83,7 +78,7 @@ def cmd_vision(args) -> int:
     device = resolve_device(args.device)
     receipt: dict = {"device": str(device)}
     if args.pilot:
-        training = config_from_args(DigitTraining, args, prefix="pilot.", base=vars(PILOT_TRAINING))
+        training = config_from_args(DigitTraining, args, prefix="pilot.", base=PILOT_TRAINING.to_dict())
         if getattr(args, "pilot.steps") is not None and getattr(args, "pilot.tower_warmup_steps") is None:
             training = replace(training, tower_warmup_steps=training.steps // 2)  # the ramp spans half the updates
         seeds, examples = args.seeds or [73], args.eval_examples or 100

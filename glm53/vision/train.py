@@ -12,11 +12,13 @@ import time
 import torch
 import torch.nn.functional as F
 
+from ..checkpoints.format import load_model
 from ..data.tokenizer import ByteTokenizer
 from ..evaluate.stats import mcnemar_exact
 from ..model.config import ModelConfig
 from ..model.model import GLM53
-from ..train.schedule import linear_ramp, scheduled_lr
+from ..train.loss import training_loss
+from ..train.schedule import linear_ramp
 from .digits import held_out_set, training_batch
 from .tower import DirectPatchTower, FaithfulVisionTower, VisionConfig, VisionLanguageModel, image_prompt_ids
 from .training_config import PILOT_TRAINING, DigitTraining  # noqa: F401 - PILOT_TRAINING: also imported from here
@@ -42,13 +44,15 @@ def answer_ids(labels: torch.Tensor) -> torch.Tensor:
     return labels + 4 + ord("0")  # the byte of the digit character
 
 
-def build(architecture: str, seed: int, vision: VisionConfig | None = None, lm: GLM53 | None = None) -> VisionLanguageModel:
+def build(architecture: str, seed: int, vision: VisionConfig | None = None,
+          lm: GLM53 | None = None) -> VisionLanguageModel:
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {architecture!r}; choose faithful, baseline or both")
     torch.manual_seed(seed)
     lm = lm or GLM53(ModelConfig(**MINI_LM))
     vision = vision or VisionConfig()
-    tower = FaithfulVisionTower(vision, lm.config.dim) if architecture == "faithful" else DirectPatchTower(vision, lm.config.dim)
+    tower_class = FaithfulVisionTower if architecture == "faithful" else DirectPatchTower
+    tower = tower_class(vision, lm.config.dim)
     return VisionLanguageModel(lm, tower)
 
 
@@ -72,8 +76,8 @@ def evaluate_digits(model: VisionLanguageModel, images: torch.Tensor, labels: to
 def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int, eval_images: torch.Tensor,
                  eval_labels: torch.Tensor, parameters=None) -> dict:
     """Train on the digit stream of `seed` as `training` says; held-out accuracy before and after."""
-    t = training
-    steps, batch_size, lr = t.steps, t.batch_size, t.lr
+    t, opt = training, training.optimization
+    steps, batch_size = t.steps, t.batch_size
     device = next(model.parameters()).device
     params = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
     tower = {id(p) for p in model.tower.parameters()}
@@ -83,23 +87,23 @@ def train_digits(model: VisionLanguageModel, training: DigitTraining, seed: int,
                "eps": t.embedding_eps},
               {"params": [p for p in params if id(p) in tower], "scale": t.tower_lr_scale,
                "warmup": t.tower_warmup_steps}]
-    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, weight_decay=t.weight_decay)
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=opt.lr, betas=opt.betas,
+                                  weight_decay=opt.weight_decay)
     before = evaluate_digits(model, eval_images, eval_labels)
     started = time.perf_counter()
     curve = []
     model.train()
     for step in range(steps):
         for group in optimizer.param_groups:
-            group["lr"] = linear_ramp(step, group["warmup"]) * group["scale"] * scheduled_lr(lr, step, steps,
-                                                                                          t.warmup_steps, t.schedule)
+            group["lr"] = linear_ramp(step, group["warmup"]) * group["scale"] * opt.lr_at(step, steps)
         images, labels = training_batch(step * t.label_step, batch_size, seed)
         images, labels = images.to(device), labels.to(device)
         logits, aux = model(images, prompt_ids(batch_size, device), return_aux=True)
         loss = F.cross_entropy(logits[:, -1].float(), answer_ids(labels))
-        total = loss + t.balance_coef * aux.balance_loss
+        total, _ = training_loss(loss, aux, t.balance_coef)
         optimizer.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(params, t.grad_clip)
+        torch.nn.utils.clip_grad_norm_(params, opt.grad_clip)
         optimizer.step()
         curve.append(float(loss.detach()))
     seconds = time.perf_counter() - started
@@ -152,9 +156,10 @@ def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = 
     """Attach the faithful tower to a pretrained 25.7M checkpoint; train the tower, the last block, the final
     norm and the embedding (extended with rows for the three image ids).
 
-    The tower's learning rate ramps up over the first half of the updates (PILOT_TRAINING.tower_warmup_steps). Why: the pretrained model starts ~8.6 nats away from answering with any digit, and for the
-    first ~15 updates the loss is mostly about that prior, which the image cannot explain; at full rate the
-    fresh tower is pushed around by that signal. With the tower at full rate from step 0, higher tower rates
+    The tower's learning rate ramps up over the first half of the updates (PILOT_TRAINING.tower_warmup_steps).
+    Why: the pretrained model starts ~8.6 nats away from answering with any digit, and for the first ~15 updates
+    the loss is mostly about that prior, which the image cannot explain; at full rate the fresh tower is pushed
+    around by that signal. With the tower at full rate from step 0, higher tower rates
     were worse (x2: 40/100 mean over seeds 73-77), and lower rates learned too little.
 
     The embedding trains at 10x the rate with Adam epsilon 1e-3 (`embedding_lr_scale`, `embedding_eps`). Plain
@@ -162,8 +167,6 @@ def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = 
     so the whole input table drifts together (by more than its own scale within 40 updates); the large epsilon
     keeps those rows still while the digit rows, whose gradients are ~1000x larger, move fast, and the digit
     prior is learned sooner. Over seeds 89-120: mean 82.9 vs 78.0, lowest seed 61 vs 31 (paired t-test p = 0.14)."""
-    from ..checkpoints.format import load_model
-
     base = load_model(checkpoint, device, trust_unverified=trust_unverified).model
     cfg = ModelConfig.from_dict({**base.config.to_dict(), "vocab_size": 263})
     torch.manual_seed(seed)

@@ -3,34 +3,40 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from ..runtime.composition import composed, record
 from ..runtime.settings import Checks, setting
-from ..train.schedule import SCHEDULES
+from ..train.optimization import MUON_SETTINGS, Optimization
 
 
+@composed
 @dataclass(frozen=True)
 class DigitTraining:
     """How the digit task trains: AdamW on the answer-only loss (plus the MoE balance loss), in three groups:
     the language model's embedding, the rest of the language model, the tower. `tower_warmup_steps` ramps only
     the tower's learning rate linearly from lr/N to lr. `embedding_eps` is the embedding's Adam epsilon: a
     large one lets rows with a strong gradient move fast while rows with a tiny one (every token the softmax
-    barely considers) stay put."""
+    barely considers) stay put.
+
+    The optimizer's settings are the Optimization block the other training configs nest (flags --lr,
+    --weight-decay, --grad-clip, --lr-schedule, --warmup-steps), with this task's defaults: AdamW's own betas
+    (0.9, 0.999) and, under --lr-schedule cosine, a decay down to zero, both fixed here (no flag); no Muon."""
 
     steps: int = setting(120, "updates", at_least=1)
     batch_size: int = setting(40, "images per update (at most 10,000; memory is estimated before any work)",
                               at_least=1, at_most=10_000)
-    lr: float = setting(2e-3, "learning rate", above=0)
-    weight_decay: float = setting(0.01, "AdamW weight decay", at_least=0)
+    optimization: Optimization = setting(
+        default_factory=lambda: Optimization(lr=2e-3, betas=(0.9, 0.999), weight_decay=0.01, min_lr_ratio=0.0),
+        flatten=True, skip=("betas", "min_lr_ratio", *MUON_SETTINGS),
+        helps={"lr": "learning rate", "weight_decay": "AdamW weight decay (every parameter)",
+               "warmup_steps": "linear warmup of every group"})
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
     label_step: int = setting(1, "update t draws training batch t * label_step", at_least=1)
-    warmup_steps: int = setting(0, "linear warmup of every group", at_least=0)
-    schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
     tower_lr_scale: float = setting(1.0, "tower learning rate / lr", at_least=0)
     tower_warmup_steps: int = setting(0, "updates over which the tower's learning rate ramps up", at_least=0)
     embedding_lr_scale: float = setting(1.0, "embedding learning rate / lr", at_least=0)
     embedding_eps: float = setting(1e-8, "the embedding's Adam epsilon", above=0)
-    grad_clip: float = setting(1.0, "gradient-norm clip", above=0)
 
     def __post_init__(self) -> None:
         check = Checks("vision training")
@@ -38,7 +44,8 @@ class DigitTraining:
         check.done()
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The flat record receipts hold: the optimizer's settings by their flag names (lr, lr_schedule, ...)."""
+        return record(self)
 
 
 # Peak memory one training image adds to the miniature (fp32 on the CPU): the peak resident size over one step of

@@ -17,7 +17,8 @@ from glm53.train.pretrain_config import PretrainConfig
 def plain_body_targets(task) -> list[int]:
     """The reference: the body's bytes and EOS, tokenized from the task's own fields (a stream document is its
     prompt and canonical completion)."""
-    return ByteTokenizer().encode(task.prompt + task.canonical_completion, bos=False, eos=True)[len(task.prompt.encode()):]
+    ids = ByteTokenizer().encode(task.prompt + task.canonical_completion, bos=False, eos=True)
+    return ids[len(task.prompt.encode()):]
 
 
 @pytest.mark.parametrize("suite", ["broad", "reference"])

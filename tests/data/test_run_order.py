@@ -157,7 +157,8 @@ def test_training_reads_the_ordered_documents(tmp_path, monkeypatch):
         return plain_batch(*args, **kwargs)
 
     monkeypatch.setattr(pretrain_module, "pretraining_batch", spy)
-    pretrain(_broad_run(tmp_path / "c", steps=2, checkpoints=(2,), distinct_documents=0), dev_tasks=[], log=lambda *_: None)
+    pretrain(_broad_run(tmp_path / "c", steps=2, checkpoints=(2,), distinct_documents=0), dev_tasks=[],
+             log=lambda *_: None)
     assert len(asked) == 2 and all(isinstance(o, OrderedStream) and o.data_order == "curriculum" for o in asked)
     pretrain(_broad_run(tmp_path / "s", steps=2, checkpoints=(2,), distinct_documents=0, data_order="stream"),
              dev_tasks=[], log=lambda *_: None)

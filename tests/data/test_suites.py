@@ -23,7 +23,8 @@ def test_registry_names_and_unknown_suite():
 
 def test_reference_suite_is_tasks_py_unchanged():
     suite = get_suite("reference")
-    assert (suite.language, suite.stop, suite.max_new_tokens, suite.fit_context) == ("reference", "statement", 48, False)
+    assert (suite.language, suite.stop, suite.max_new_tokens, suite.fit_context) == ("reference", "statement", 48,
+                                                                                      False)
     assert suite.tasks("confirm", 2, "double,even") == reference.frozen_tasks("confirm", 2, "double,even")
     assert [suite.pretraining_text(i, 7) for i in range(20)] == [reference.pretraining_text(i, 7) for i in range(20)]
     assert suite.defaults("pretrain") == suite.defaults("rl") == suite.defaults("eval") == {}

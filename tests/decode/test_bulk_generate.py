@@ -37,7 +37,8 @@ def _lines(path) -> list[dict]:
 
 @pytest.mark.parametrize("split", [["--split", "confirm", "--per-family", "1"],
                                    # the broad suite's rule, cut and fit to the context; a short cap keeps it quick
-                                   ["--suite", "broad", "--split", "confirm", "--count", "3", "--max-new-tokens", "24"]],
+                                   ["--suite", "broad", "--split", "confirm", "--count", "3",
+                                    "--max-new-tokens", "24"]],
                          ids=["reference", "broad"])
 def test_generated_rows_verified_equal_the_eval_greedy_receipt(files, tmp_path, split):
     checkpoint = str(files / "ckpt")

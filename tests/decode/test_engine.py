@@ -61,8 +61,8 @@ def test_too_long_prompt_is_a_clear_error(tiny_config):
 
 def test_bf16_decoding_runs_and_is_deterministic(tiny_config):
     model = GLM53(tiny_config)
-    runs = [generate_groups(model, PROMPTS, group_size=2, sampling=Sampling(temperature=0.7, max_new_tokens=8), precision="bf16",
-                            generator=torch.Generator().manual_seed(3)) for _ in range(2)]
+    runs = [generate_groups(model, PROMPTS, group_size=2, sampling=Sampling(temperature=0.7, max_new_tokens=8),
+                            precision="bf16", generator=torch.Generator().manual_seed(3)) for _ in range(2)]
     assert runs[0] == runs[1]
     assert all(len(s["token_ids"]) >= 1 for group in runs[0] for s in group)
     assert model.embedding.weight.dtype == torch.float32  # the caller's model is left as it was

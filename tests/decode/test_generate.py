@@ -28,7 +28,8 @@ def test_sampling_is_reproducible_from_a_generator_and_leaves_global_rng_alone(t
 
 def test_generation_never_emits_banned_ids(tiny_config):
     model = GLM53(tiny_config)
-    out = generate_uncached(model, ["x"], sampling=Sampling(temperature=5.0, max_new_tokens=20), generator=torch.Generator().manual_seed(0))
+    out = generate_uncached(model, ["x"], sampling=Sampling(temperature=5.0, max_new_tokens=20),
+                            generator=torch.Generator().manual_seed(0))
     assert not set(out[0][0]["token_ids"]) & {0, 1, 3, 260, 261, 262}
 
 

@@ -40,7 +40,8 @@ def test_evaluate_receipt_records_everything(tiny_config):
         assert sample["verdict"]["status"] in ("passed", "failed", "invalid", "timeout", "memory", "crashed")
     assert set(greedy["by_family"]) == {"increment", "reverse"}
     assert evaluate(model, tasks, EvalConfig(sampling=Sampling(max_new_tokens=8)))["tasks"] == greedy["tasks"]
-    sampled = evaluate(model, tasks, EvalConfig(samples=4, seed=3, sampling=Sampling(temperature=1.0, max_new_tokens=8)))
+    sampled = evaluate(model, tasks,
+                       EvalConfig(samples=4, seed=3, sampling=Sampling(temperature=1.0, max_new_tokens=8)))
     assert set(sampled["summary"]["pass_at_k"]) == {"1", "2", "4"}
     assert sampled["summary"]["rollouts"] == 8
     with pytest.raises(ValueError, match="temperature"):
@@ -48,7 +49,8 @@ def test_evaluate_receipt_records_everything(tiny_config):
 
 
 def _receipt(outcomes: dict[str, list[int]], settings: dict | None = None) -> dict:
-    return {"settings": settings or {"greedy": True, "samples": 1, "temperature": 0.0}, "tasks": [{"task_id": tid, "family": tid.split("-")[1], "passed": sum(s),
+    return {"settings": settings or {"greedy": True, "samples": 1, "temperature": 0.0},
+            "tasks": [{"task_id": tid, "family": tid.split("-")[1], "passed": sum(s),
                        "samples": [{"verdict": {"status": "passed" if x else "failed"}} for x in s]}
                       for tid, s in outcomes.items()]}
 

@@ -264,7 +264,8 @@ def test_hyper_connection_fast_equals_plain_in_values_and_gradients(first_layer,
         mixed, passed = read_streams(s, read)
         out = write_streams(passed, write, torch.tanh(mixed))
         weights = torch.linspace(-1, 1, out[0].numel() if last_layer else out.numel(), dtype=out.dtype)
-        loss = (out.sum(dim=0) if last_layer else out).mul(weights.view(out.shape[1:] if last_layer else out.shape)).sum()
+        loss = (out.sum(dim=0) if last_layer else out).mul(
+            weights.view(out.shape[1:] if last_layer else out.shape)).sum()
         grads = torch.autograd.grad(loss, (x, read, write))
         results.append((mixed, out, *grads))
     for plain, fast in zip(*results):

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from glm53 import GLM53, ModelConfig
 from glm53.model.indexer_attention import (choose_blocks, index_scores, indexed_attention_fast, indexed_attention_plain,
                                            indexer_kl, pool_keys, selection_index, selection_mask)
-from glm53.model.kimi_delta_attention import (KimiDeltaAttention, causal_conv_fast, causal_conv_plain, kda_fast, kda_plain,
-                                              kda_step, unit_lower_inverse)
+from glm53.model.kimi_delta_attention import (KimiDeltaAttention, causal_conv_fast, causal_conv_plain, kda_fast,
+                                              kda_plain, kda_step, unit_lower_inverse)
 from tests.tiny import TINY, assert_cached_decoding_matches
 
 SWITCHES = {"kda": dict(linear_attention="kda"), "indexer": dict(sparse_selection="indexer", indexer_top_k=4),
@@ -181,7 +181,8 @@ def test_only_the_indexer_learns_from_its_kl_and_the_language_loss_never_reaches
 
 def test_dense_warmup_attends_to_every_earlier_key():
     cfg = ModelConfig(**TINY, sparse_selection="indexer", indexer_top_k=1)
-    dense_reference = ModelConfig(**{**TINY, "sparse_window": 64, "sparse_stride": 64})  # a window that covers everything
+    # a window that covers everything
+    dense_reference = ModelConfig(**{**TINY, "sparse_window": 64, "sparse_stride": 64})
     model, full = GLM53(cfg).double(), GLM53(dense_reference).double()
     full.load_state_dict(model.state_dict(), strict=False)  # the same weights; full has no indexer
     ids = torch.randint(4, 260, (2, 30))
@@ -250,7 +251,8 @@ def test_released_attention_parameter_counts():
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("indexer_top_k", 0, "indexer_top_k"), ("position", "alibi", "position"), ("linear_attention", "mamba", "linear_attention"),
+    ("indexer_top_k", 0, "indexer_top_k"), ("position", "alibi", "position"),
+    ("linear_attention", "mamba", "linear_attention"),
     ("sparse_selection", "random", "sparse_selection"), ("index_pool", 0, "index_pool"), ("kda_chunk", 32, "kda_chunk"),
     ("kda_decay_lower_bound", 0.5, "kda_decay_lower_bound"), ("kda_conv_kernel", 0, "kda_conv_kernel")])
 def test_bad_switch_values_name_the_field(field, value, message):

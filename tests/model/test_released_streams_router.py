@@ -11,7 +11,8 @@ from glm53.model.manifold_hyper_connections import ManifoldHyperConnection, comp
 from glm53.model.moe import MixtureOfExperts
 from tests.tiny import TINY, assert_cached_decoding_matches
 
-SWITCHES = {"mhc": dict(residual="mhc"), "sigmoid-bias": dict(router="sigmoid-bias"), "untied": dict(tie_embeddings=False)}
+SWITCHES = {"mhc": dict(residual="mhc"), "sigmoid-bias": dict(router="sigmoid-bias"),
+            "untied": dict(tie_embeddings=False)}
 
 
 def test_sinkhorn_gives_doubly_stochastic_matrices():
@@ -157,7 +158,8 @@ def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
     pretrain(run(part, 2, (2,)), dev_tasks=[], log=lambda *_: None)
     (part / "training-receipt.json").unlink()
     pretrain(run(part, 4, (2, 4), resume=True), dev_tasks=[], log=lambda *_: None)
-    assert read_metadata(part / "checkpoint-0004")["weights_sha256"] == read_metadata(whole / "checkpoint-0004")["weights_sha256"]
+    assert (read_metadata(part / "checkpoint-0004")["weights_sha256"]
+            == read_metadata(whole / "checkpoint-0004")["weights_sha256"])
     from glm53.checkpoints.format import load_model
 
     biases = [layer.layer.moe.selection_bias for step in ("0002", "0004")

@@ -217,7 +217,8 @@ def test_a_pretraining_run_replays_from_its_run_json_to_the_same_weights(tmp_pat
     write_tasks(frozen_tasks("confirm", 1, "double"), tasks)  # one dev prompt, 2 tokens: the weights are compared
     first, again = tmp_path / "first", tmp_path / "again"
     assert main(["pretrain", "--out", str(first), "--steps", "3", "--batch-size", "2", "--lr", "0.002",
-                 "--dev-max-new-tokens", "2", "--device", "cpu", "--no-progress", "--tasks", str(tasks), *TINY_FLAGS]) == 0
+                 "--dev-max-new-tokens", "2", "--device", "cpu", "--no-progress", "--tasks", str(tasks),
+                 *TINY_FLAGS]) == 0
     assert main(["pretrain", "--config", str(first / RUN_CONFIG_NAME), "--out", str(again), "--tasks", str(tasks)]) == 0
     receipts = [json.loads((run / "training-receipt.json").read_text()) for run in (first, again)]
     hashes = [[c["weights_sha256"] for c in r["checkpoints"]] for r in receipts]

@@ -29,7 +29,8 @@ TINY_FLAGS = ["--dim", "32", "--layers", "4", "--heads", "4", "--expert-hidden",
               "--sparse-window", "8", "--sparse-stride", "8"]
 RUN_FLAGS = ["--steps", "5", "--batch-size", "4", "--sequence-length", "128", "--checkpoints", "5", "--no-progress",
              "--device", "cpu", "--dev-max-new-tokens", "4", "--kernels", "config", "--precision", "fp32"]
-torchrun = pytest.mark.skipif(shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
+torchrun = pytest.mark.skipif(shutil.which("torchrun") is None
+                              and not Path(sys.executable).with_name("torchrun").exists(),
                               reason="torchrun is not installed beside this Python")
 
 
@@ -74,7 +75,8 @@ def test_torchrun_pretraining_equals_one_process(tmp_path):
 @torchrun
 def test_torchrun_refuses_a_batch_that_does_not_divide(tmp_path):
     out = tmp_path / "odd"
-    result = subprocess.run(torchrun_command("pretrain", "--out", str(out), *TINY_FLAGS, *RUN_FLAGS, "--batch-size", "5"),
+    result = subprocess.run(torchrun_command("pretrain", "--out", str(out), *TINY_FLAGS, *RUN_FLAGS,
+                                             "--batch-size", "5"),
                             capture_output=True, text=True, env=quiet_env(), timeout=240)
     assert result.returncode != 0
     said = [line for line in result.stderr.splitlines() if line.startswith("glm53 pretrain: error")]
@@ -190,8 +192,10 @@ RL_CASES = {
 
 def _rl_rollouts(rows: int):
     g = torch.Generator().manual_seed(5)
-    prompts = [torch.randint(4, 200, (int(n),), generator=g).tolist() for n in torch.randint(3, 9, (rows,), generator=g)]
-    completions = [torch.randint(4, 200, (int(n),), generator=g).tolist() for n in torch.randint(1, 7, (rows,), generator=g)]
+    prompts = [torch.randint(4, 200, (int(n),), generator=g).tolist()
+               for n in torch.randint(3, 9, (rows,), generator=g)]
+    completions = [torch.randint(4, 200, (int(n),), generator=g).tolist()
+                   for n in torch.randint(1, 7, (rows,), generator=g)]
     advantages = torch.randn(rows, generator=g).tolist()
     return prompts, completions, advantages
 
@@ -212,8 +216,8 @@ def _rl_update(case: str, dp: DataParallel):
     # SGD: the update is the gradient itself (Adam's first step, g / (|g| + eps), would blow up rounding in
     # near-zero gradients into differences of the learning rate's size)
     optimizer = torch.optim.SGD(trainable, lr=0.1)
-    figures = update_policy(model, reference, optimizer, trainable, cfg, "fp32", CPU, *_rl_rollouts(RL_CASES[case]["rows"]),
-                      0, dp)
+    figures = update_policy(model, reference, optimizer, trainable, cfg, "fp32", CPU,
+                            *_rl_rollouts(RL_CASES[case]["rows"]), 0, dp)
     return figures, model.state_dict()
 
 
@@ -258,13 +262,15 @@ def test_torchrun_rl_gathers_every_group_and_updates_like_one_process(tmp_path):
     settings = dict(init=str(tmp_path / "start" / "checkpoint-0001"), groups=3, group_size=2, groups_per_step=3,
                     tasks_per_family=1, families="all", max_new_tokens=6, dev_per_family=0, checkpoints=(3,),
                     replay_coef=0.5, replay_batch=3, lr=1e-2, device="cpu", precision="fp32")
-    flags = [f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in settings.items()]
+    flags = [f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+             for k, v in settings.items()]
     two = subprocess.run(torchrun_command("rl", "--out", str(tmp_path / "two"), "--no-progress", *flags),
                          capture_output=True, text=True, env=quiet_env(), timeout=240)
     assert two.returncode == 0, two.stderr[-3000:]
     rl_train(RLConfig(out=str(tmp_path / "one"), progress=False, **settings), log=lambda *_: None)
     logs = {n: json.loads((tmp_path / n / "rl_log.jsonl").read_text()) for n in ("one", "two")}
-    assert logs["two"]["rollouts"] == 6 and logs["two"]["zero_variance_groups"] == logs["one"]["zero_variance_groups"] == 3
+    assert logs["two"]["rollouts"] == 6
+    assert logs["two"]["zero_variance_groups"] == logs["one"]["zero_variance_groups"] == 3
     assert logs["two"]["replay_loss"] == pytest.approx(logs["one"]["replay_loss"], rel=1e-5)
     assert len((tmp_path / "two" / "rollouts.jsonl").read_text().splitlines()) == 6
     one, two_w = weights(tmp_path / "one" / "checkpoint-0003"), weights(tmp_path / "two" / "checkpoint-0003")

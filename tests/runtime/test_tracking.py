@@ -14,6 +14,7 @@ from glm53.train.pretrain_config import PretrainConfig
 from glm53.train.rl_config import RLConfig
 from tests.tiny import TINY
 
+NO_TENSORBOARD = "the tensorboard extra is not installed: pip install -e \".[tensorboard]\""
 
 def read_events(folder) -> dict[str, list[tuple[int, float]]]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -24,7 +25,7 @@ def read_events(folder) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_pretraining_figures_reach_tensorboard(tmp_path):
-    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed: pip install -e \".[tensorboard]\"")
+    pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
     cfg = PretrainConfig(out=str(tmp_path / "run"), steps=3, batch_size=2, sequence_length=128, checkpoints=(3,),
                          progress=False, device="cpu", kernels="config", precision="fp32", report_to="tensorboard",
                          model=ModelConfig(**{**TINY, "max_sequence_length": 192}))
@@ -55,7 +56,7 @@ def test_scalars_keep_numbers_only():
 
 
 def test_a_sweep_reports_one_run_per_arm_and_seed(tmp_path):
-    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed: pip install -e \".[tensorboard]\"")
+    pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
     from glm53.sweep.runner import run_sweep
     from glm53.sweep.spec import load_spec
 
@@ -77,7 +78,7 @@ def test_a_sweep_reports_one_run_per_arm_and_seed(tmp_path):
 
 
 def test_the_expression_study_job_reports_its_loss_curve_and_held_out_scores(tmp_path):
-    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed: pip install -e \".[tensorboard]\"")
+    pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
     from glm53.train.expression_pretrain import ExpressionPretrainConfig, expression_pretrain
 
     cfg = ExpressionPretrainConfig(steps=3, eval_at=(2, 3), batch_size=4, report_to="tensorboard",
@@ -90,7 +91,8 @@ def test_the_expression_study_job_reports_its_loss_curve_and_held_out_scores(tmp
     assert [v for _, v in events["loss"]] == pytest.approx(receipt["loss_curve"], rel=1e-6)
     accuracy = events["heldout_target_byte_accuracy"]
     assert [s for s, _ in accuracy] == [2, 3]
-    assert [v for _, v in accuracy] == pytest.approx([receipt["metrics"][k]["target_byte_accuracy"] for k in ("2", "3")])
+    assert [v for _, v in accuracy] == pytest.approx([receipt["metrics"][k]["target_byte_accuracy"]
+                                                      for k in ("2", "3")])
     with pytest.raises(ValueError, match="needs an output folder"):
         expression_pretrain(cfg)
 
@@ -139,7 +141,8 @@ def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeyp
             return real_update(*args)
 
         monkeypatch.setattr(rl, "update_policy", third_update_fails)
-        monkeypatch.setattr("glm53.runtime.tracking.open_tracker", lambda *a, **k: tracker)  # after the start's pretraining
+        # after the start's pretraining
+        monkeypatch.setattr("glm53.runtime.tracking.open_tracker", lambda *a, **k: tracker)
         cfg = RLConfig(init=str(tmp_path / "start" / "checkpoint-0001"), out=str(tmp_path / "rl"), groups=4,
                        group_size=2, groups_per_step=1, tasks_per_family=1, families="all", max_new_tokens=4,
                        dev_per_family=0, checkpoints=(4,), **base)

@@ -24,7 +24,8 @@ def test_broad_run_parses_and_plans(tmp_path):
     assert [m for m in spec.metrics if m.endswith("_lift")] == [f"{s}_lift" for s in SPLITS]
     setup = setup_job(spec, tmp_path)
     pretraining = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
-    assert (pretraining.suite, pretraining.sequence_length, pretraining.model.max_sequence_length) == ("broad", 324, 384)
+    assert (pretraining.suite, pretraining.sequence_length, pretraining.model.max_sequence_length) == ("broad", 324,
+                                                                                                     384)
     preset = RunConfig.from_preset(str(tmp_path / "run"), "broad").pretrain  # the spec's setup is the preset's
     got, wanted = pretraining.to_dict(), preset.to_dict()  # by the recorded names (lr: the optimization block's)
     for name in ("steps", "checkpoints", "batch_size", "sequence_length", "lr", "warmup_steps", "lr_schedule",
@@ -36,7 +37,8 @@ def test_broad_run_parses_and_plans(tmp_path):
         made = job_kind(job.kind).make(resolve_setup(job.settings, job.setup_dir), job.seed, job.checkpoints,
                                        Path(job.dir))
         assert made.rl.init == str(tmp_path.resolve() / "setup" / "run" / "checkpoint-3600")
-        assert (made.rl.suite, made.rl.sampling.max_new_tokens, made.rl.families, made.rl.seed) == ("broad", 192, "all", job.seed)
+        assert (made.rl.suite, made.rl.sampling.max_new_tokens, made.rl.families, made.rl.seed) == ("broad", 192, "all",
+                                                                                                    job.seed)
         assert made.splits() == ("dev", "rl", "confirm", "compose", "phrase", "human")
     assert not any(tmp_path.iterdir())  # planning wrote nothing
 
@@ -51,7 +53,8 @@ def test_rl_splits_job_on_a_tiny_model(tmp_path):
     receipt = kind.run(job, tmp_path / "job", lambda *_: None)
     metrics = receipt["metrics"]["eval"]
     assert receipt["suite"] == "broad" and receipt["language"] == "python"
-    assert set(metrics) == {f"{s}_{m}" for s in ("confirm", "compose") for m in ("lift", "pass_at_1", "pass_at_1_before")}
+    assert set(metrics) == {f"{s}_{m}" for s in ("confirm", "compose")
+                            for m in ("lift", "pass_at_1", "pass_at_1_before")}
     assert metrics["confirm_lift"] == metrics["confirm_pass_at_1"] - metrics["confirm_pass_at_1_before"]
     assert not list((tmp_path / "job" / "run").glob("checkpoint-*/model.safetensors"))  # weights dropped
 
@@ -74,7 +77,8 @@ def test_analyze_tests_each_lift_against_zero(tmp_path):
     assert lifts["confirm_lift"]["test"] == "exact" and lifts["confirm_lift"]["holm_p"] >= 2 / 2 ** n
     # Holm over the six splits: the spec has the seeds to reject when every seed agrees (2 / 2^n <= 0.05 / 6)
     assert lifts["confirm_lift"]["holm_p"] <= 0.05
-    assert lifts["compose_lift"]["p"] == 1.0 and (lifts["compose_lift"]["up"], lifts["compose_lift"]["down"]) == (n // 2, n // 2)
+    assert lifts["compose_lift"]["p"] == 1.0
+    assert (lifts["compose_lift"]["up"], lifts["compose_lift"]["down"]) == (n // 2, n // 2)
     report = (tmp_path / "REPORT.md").read_text()
     assert "## Lifts (after - before within each job), tested against zero" in report
     assert f"| broad | eval | confirm_lift | +{100 * (0.05 + 0.01 * (n - 1) / 2):.1f} pp |" in report

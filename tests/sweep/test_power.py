@@ -544,7 +544,8 @@ def test_rl_plan_timings_that_cannot_run_are_refused_in_one_line(tmp_path, capsy
     no_start.write_text('job = "rl-eval"\nseeds = [1]\nbaseline = "a"\n[base]\ninit = "nowhere/checkpoint-0100"\n'
                         '[arms.a]\n')
     argv, expected = {
-        "setup-from without --time": ([str(rl), "--setup-from", str(tmp_path)], "--time is not given: drop --setup-from"),
+        "setup-from without --time": ([str(rl), "--setup-from", str(tmp_path)],
+                                      "--time is not given: drop --setup-from"),
         "setup-from on a pretraining spec": ([str(write_spec(tmp_path)), "--time", "--setup-from", str(tmp_path)],
                                              "is expression-pretrain: drop --setup-from"),
         "no start": ([str(no_start), "--time"], "the start checkpoint nowhere/checkpoint-0100 does not exist; make it"),

@@ -189,7 +189,8 @@ def test_reuse_from_copies_the_jobs_another_sweep_already_ran(tmp_path, capsys):
     run_sweep(load_spec(write_spec(tmp_path), seeds=[1, 2]), first, workers=2, progress=False, log=lambda *_: None)
     # another study: the same diverse-88 jobs under another arm name, and a new arm; seed 3 is new too
     other = TINY_SPEC.replace("[arms.repeated-8]", "[arms.blocked]").replace('"repeated-8"', '"diverse-blocked"')
-    other = other.replace("[arms.diverse-88]", "[arms.diverse]").replace('baseline = "diverse-88"', 'baseline = "diverse"')
+    other = other.replace("[arms.diverse-88]", "[arms.diverse]")
+    other = other.replace('baseline = "diverse-88"', 'baseline = "diverse"')
     (tmp_path / "other.toml").write_text(other.format(steps=4))
     spec, out, lines = load_spec(tmp_path / "other.toml"), tmp_path / "second", []
     summary = run_sweep(spec, out, workers=2, progress=False, log=lines.append, reuse_from=[first])
@@ -205,7 +206,8 @@ def test_reuse_from_copies_the_jobs_another_sweep_already_ran(tmp_path, capsys):
     run_sweep(load_spec(write_spec(tmp_path), seeds=[3]), fresh, workers=1, progress=False, log=lambda *_: None)
     assert receipt(out, "diverse", 3)["metrics"] == receipt(fresh, "diverse-88", 3)["metrics"]
     # the same arms and seeds with other checkpoints are other jobs: nothing is reused
-    (tmp_path / "later.toml").write_text(TINY_SPEC.format(steps=4).replace("checkpoints = [2, 4]", "checkpoints = [3, 4]"))
+    later_spec = TINY_SPEC.format(steps=4).replace("checkpoints = [2, 4]", "checkpoints = [3, 4]")
+    (tmp_path / "later.toml").write_text(later_spec)
     later = load_spec(tmp_path / "later.toml")
     assert reuse_finished(later, plan_jobs(later, tmp_path / "later"), [first], log=lambda *_: None) == 0
     assert main(["sweep", str(tmp_path / "other.toml"), "--out", str(tmp_path / "x"), "--reuse-from",
@@ -246,12 +248,14 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
     assert list(out.rglob("checkpoint-*")) and not list(kept.rglob("checkpoint-*"))
     assert receipt(kept, "b", 1) == receipt(out, "b", 1)
     assert_run_receipt_exists(kept, "b", 1)
-    assert run_sweep(load_spec(tmp_path / "p.toml"), kept, workers=1, progress=False, log=lambda *_: None)["skipped"] == 2
+    assert run_sweep(load_spec(tmp_path / "p.toml"), kept, workers=1, progress=False,
+                     log=lambda *_: None)["skipped"] == 2
     small = tmp_path / "kept-small"  # large files gzipped, the receipts plain: still the same finished sweep
     assert keep_without_checkpoints(out, small, compress_over=1) == 2
     assert receipt(small, "b", 1) == receipt(out, "b", 1)
     assert (small / "runs" / "b" / "seed-1" / "run" / "training-receipt.json.gz").is_file()
-    assert run_sweep(load_spec(tmp_path / "p.toml"), small, workers=1, progress=False, log=lambda *_: None)["skipped"] == 2
+    assert run_sweep(load_spec(tmp_path / "p.toml"), small, workers=1, progress=False,
+                     log=lambda *_: None)["skipped"] == 2
     with pytest.raises(ValueError, match="sweep folder .*not a sweep folder") as refused:
         keep_without_checkpoints(tmp_path / "runs-only", tmp_path / "kept2")
     assert "--reuse-from" not in str(refused.value) and not (tmp_path / "kept2").exists()
@@ -270,7 +274,8 @@ def test_pretrain_and_eval_job_kinds(tmp_path):
         'tasks_per_family = 1\nmax_new_tokens = 4\ndev_per_family = 1\ndev_samples = 1\ntemperature = 1.0\n'
         '[arms.loo]\n[arms.grpo]\nadvantage_baseline = "group-mean"\nreward_scaling = "group-std"\n')
     rl_out = tmp_path / "r"
-    assert run_sweep(load_spec(tmp_path / "r.toml"), rl_out, workers=2, progress=False, log=lambda *_: None)["done"] == 2
+    assert run_sweep(load_spec(tmp_path / "r.toml"), rl_out, workers=2, progress=False,
+                     log=lambda *_: None)["done"] == 2
     assert set(receipt(rl_out, "grpo", 3)["metrics"]) == {"0", "2"}
     assert_run_receipt_exists(rl_out, "grpo", 3)
     assert receipt(rl_out, "grpo", 3)["settings"]["reward_scaling"] == "group-std"
@@ -391,7 +396,8 @@ def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
     (tmp_path / "a.toml").write_text(
         'job = "pretrain-eval"\nseeds = [1]\ncheckpoints = [2, 3]\nbaseline = "reference"\n'
         'metrics = ["train_loss", "greedy_pass_at_1", "train_tokens_per_second", "decode_tokens_per_second", '
-        '"indexer_loss"]\n[base]\nsteps = 3\nbatch_size = 2\nsequence_length = 128\nmax_sequence_length = 160\nprecision = "fp32"\n'
+        '"indexer_loss"]\n[base]\nsteps = 3\nbatch_size = 2\nsequence_length = 128\nmax_sequence_length = 160\n'
+        'precision = "fp32"\n'
         'dev_max_new_tokens = 4\neval_at = [2]\neval_per_family = 1\neval_max_new_tokens = 4\nloss_window = 2\n'
         + TINY_MODEL + 'indexer_top_k = 4\n[arms.reference]\n'
         '[arms.released]\nlinear_attention = "kda"\nsparse_selection = "indexer"\nposition = "none"\n'

@@ -33,7 +33,8 @@ def test_export_writes_a_loadable_weights_only_folder_with_a_card(checkpoint, tm
     assert f"{GLM53.from_pretrained(out).parameter_counts()['total']:,} parameters" in card
     ids = torch.tensor([[1, 70, 71, 72]])
     torch.testing.assert_close(GLM53.from_pretrained(out)(ids), load_model(checkpoint).model(ids))
-    torch.testing.assert_close(load_model(out).model(ids), load_model(checkpoint).model(ids))  # checked by its own hashes
+    # checked by its own hashes
+    torch.testing.assert_close(load_model(out).model(ids), load_model(checkpoint).model(ids))
 
 
 def test_an_edited_config_or_missing_metadata_does_not_load_silently(checkpoint, tmp_path, capsys):
@@ -52,7 +53,8 @@ def test_an_edited_config_or_missing_metadata_does_not_load_silently(checkpoint,
         load_model(bare)
     assert not load_model(bare, trust_unverified=True).verified and load_model(checkpoint).verified
     assert "loaded unchecked, as --trust-unverified asked" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="--trust-unverified"):  # export never turns an unchecked folder into a checked one
+    # export never turns an unchecked folder into a checked one
+    with pytest.raises(ValueError, match="--trust-unverified"):
         export_model(bare, tmp_path / "laundered")
 
 

@@ -17,7 +17,8 @@ def tiny_run(out, **kw):
     from glm53 import ModelConfig
 
     args = dict(out=str(out), steps=4, checkpoints=(2, 4), batch_size=3, sequence_length=128, lr=1e-3,
-                progress=False, device="cpu", dev_max_new_tokens=6, model=ModelConfig(**{**TINY, "max_sequence_length": 160}))
+                progress=False, device="cpu", dev_max_new_tokens=6,
+                model=ModelConfig(**{**TINY, "max_sequence_length": 160}))
     args.update(kw)
     return PretrainConfig(**args)
 
@@ -48,7 +49,8 @@ def test_run_writes_checkpoints_with_metadata_and_receipt(tmp_path):
     assert [c["step"] for c in receipt["checkpoints"]] == [0, 2, 4]
     for c in receipt["checkpoints"]:
         path = out / c["path"]
-        assert {p.name for p in path.iterdir()} == {"model.safetensors", "config.json", "metadata.json", "trainer_state.pt"}
+        assert {p.name for p in path.iterdir()} == {"model.safetensors", "config.json", "metadata.json",
+                                                    "trainer_state.pt"}
         meta = read_metadata(path)
         assert meta["step"] == c["step"] and meta["seed"] == 42
         assert verify_checkpoint(path) == c["weights_sha256"] == meta["weights_sha256"]
@@ -82,7 +84,8 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
         f.write(json.dumps({"step": 4, "loss": 123.0}) + "\n")
     pretrain(tiny_run(part, steps=6, checkpoints=(3, 6), resume=True), dev_tasks=[], log=lambda *_: None)
     assert losses(part) == losses(whole)
-    assert read_metadata(part / "checkpoint-0006")["weights_sha256"] == read_metadata(whole / "checkpoint-0006")["weights_sha256"]
+    assert (read_metadata(part / "checkpoint-0006")["weights_sha256"]
+            == read_metadata(whole / "checkpoint-0006")["weights_sha256"])
 
 
 def test_resume_refuses_changed_settings(tmp_path):
@@ -161,7 +164,8 @@ def test_released_switches_train_and_resume_exactly_across_the_indexer_warmup(tm
     assert losses(part) == losses(whole)
     rows = [json.loads(line) for line in (whole / "train_log.jsonl").read_text().splitlines()]
     assert all(r["indexer_loss"] > 0 for r in rows)
-    assert read_metadata(part / "checkpoint-0006")["weights_sha256"] == read_metadata(whole / "checkpoint-0006")["weights_sha256"]
+    assert (read_metadata(part / "checkpoint-0006")["weights_sha256"]
+            == read_metadata(whole / "checkpoint-0006")["weights_sha256"])
 
 
 def test_resume_refuses_another_switch_and_names_it(tmp_path):

@@ -69,7 +69,8 @@ def small_rl(start, out, **kw):
 def test_rl_run_records_every_rollout_and_is_reproducible(start_checkpoint, tmp_path):
     a = rl_train(small_rl(start_checkpoint, tmp_path / "a"), log=lambda *_: None)
     b = rl_train(small_rl(start_checkpoint, tmp_path / "b"), log=lambda *_: None)
-    assert len(a["rollouts"]) == 16 and {"completion", "reward", "advantage", "verdict", "used"} <= set(a["rollouts"][0])
+    assert len(a["rollouts"]) == 16
+    assert {"completion", "reward", "advantage", "verdict", "used"} <= set(a["rollouts"][0])
     assert [c["group"] for c in a["checkpoints"]] == [0, 2, 4]
     assert a["rollouts"] == b["rollouts"]
     assert [c["weights_sha256"] for c in a["checkpoints"]] == [c["weights_sha256"] for c in b["checkpoints"]]

@@ -135,8 +135,8 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     GLM53(ModelConfig(**{**small, "vocab_size": 260})).save_pretrained(str(checkpoint))
     (checkpoint / "metadata.json").unlink()  # a folder another tool wrote: weights and config, no recorded hashes
     pilot = tmp_path / "pilot"
-    pilot_flags = ["vision", "--pilot", str(checkpoint), "--seeds", "5,6", "--pilot.steps", "2", "--eval-examples", "10",
-                   "--out", str(pilot)]
+    pilot_flags = ["vision", "--pilot", str(checkpoint), "--seeds", "5,6", "--pilot.steps", "2", "--eval-examples",
+                   "10", "--out", str(pilot)]
     assert main(pilot_flags) == 2 and "--trust-unverified" in capsys.readouterr().err  # no metadata
     assert main([*pilot_flags, "--trust-unverified"]) == 0
     receipt = json.loads((pilot / "vision-receipt.json").read_text())["pilot"]

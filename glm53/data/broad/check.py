@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import inspect
 
+from ...verify import static_check, verify_many
+from ...verify.program import Program
 from .task_draw import check_by_exec
 
 LANGUAGE = "python"
 
 
 def verifier_has_python_level() -> bool:
-    from glm53.verify import verify_many
-
     return "language" in inspect.signature(verify_many).parameters
 
 
 def static_problem(source: str, entry_point: str) -> str | None:
     """What the verifier's static stage (python level) refuses in `source`, or None (also when that level
     does not exist yet)."""
-    from glm53.verify import static_check
-
     if "language" not in inspect.signature(static_check.check_source).parameters:
         return None
     try:
@@ -37,9 +35,6 @@ def static_problem(source: str, entry_point: str) -> str | None:
 
 def verify_references(tasks, pool=None, timeout_s: float = 5.0) -> list[tuple[str, str]]:
     """[(task_id, "status: message")] for every task whose body the verifier does not pass."""
-    from glm53.verify import verify_many
-    from glm53.verify.program import Program
-
     items = [Program.completed(t.prompt, t.body, t.entry_point, t.cases) for t in tasks]
     verdicts = verify_many(items, timeout_s=timeout_s, pool=pool, language=LANGUAGE)
     return [(t.task_id, f"{v.status}: {v.message}") for t, v in zip(tasks, verdicts) if not v.passed]

@@ -14,14 +14,14 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from ..tasks import read_tasks
+
 HUMAN_FILE = Path(__file__).with_name("human.jsonl")
 HUMAN_SPLIT = "human"
 
 
 @lru_cache(maxsize=1)
 def _human_tasks() -> tuple:
-    from ..tasks import read_tasks
-
     return tuple(read_tasks(HUMAN_FILE))
 
 
