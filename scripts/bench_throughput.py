@@ -101,15 +101,16 @@ def main() -> None:
     from glm53.data.tokenizer import PAD_ID
 
     tokens = {"label": 0, "document": 0, "row": 0}
+    timed = range(args.warmup, args.warmup + args.steps)
     started = time.perf_counter()
-    for step in range(args.warmup, args.warmup + args.steps):
-        row = train_step(cfg, step, model, forward, optimizer, device, precision)
-        inputs, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite,
-                                           loss_on=cfg.loss_on)
-        tokens["label"] += row["tokens"]
+    for step in timed:
+        tokens["label"] += train_step(cfg, step, model, forward, optimizer, device, precision)["tokens"]
+    seconds = time.perf_counter() - started
+    for step in timed:  # the same steps' inputs, counted after the clock stopped (the step made them once already)
+        inputs = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite,
+                                   loss_on=cfg.loss_on)[0]
         tokens["document"] += int((inputs != PAD_ID).sum())
         tokens["row"] += inputs.numel()
-    seconds = time.perf_counter() - started
     # the model's arithmetic in one step, counted (on the step after the timed ones, so the timing is not slowed)
     counter = FlopCounterMode(display=False)
     with counter:
