@@ -74,7 +74,9 @@ def model_card(model, facts: dict, source: Path) -> str:
     lines = [
         "---", "library_name: glm53", "tags: [glm53, code, tiny, cpu]", "license: mit", "---", "",
         f"# {source.name}: a glm53 model", "",
-        "A tiny GLM-5.3-Flash-style language model trained from scratch with glm53 (byte tokenizer). "
+        "A tiny GLM-5.3-Flash-style language model trained from scratch with glm53 ("
+        + ("byte tokenizer" if config.get("tokenizer", "byte") == "byte" else
+           f"the {config['tokenizer']} byte-pair tokenizer, which glm53 ships") + "). "
         "Load it with `from glm53 import GLM53; GLM53.from_pretrained(folder)`.", "",
         "## Architecture", "",
         f"- {counts.get('total', sum(p.numel() for p in model.parameters())):,} parameters "

@@ -37,12 +37,15 @@ import torch
 from .suites import DEFAULT_SUITE, get_suite
 from .tokenizer import ByteTokenizer
 
+# ByteTokenizer or bpe_tokenizer.BPETokenizer: the batches take whichever the model names (bpe_tokenizer.tokenizer_for)
+
 IGNORE_INDEX = -100
 VALIDATION_FIRST_INDEX = 1 << 40
 
 
-def encode_documents(texts: list[str], sequence_length: int, tokenizer: ByteTokenizer | None = None):
-    """texts -> (inputs [B, sequence_length], labels [B, sequence_length]) with PAD labels set to -100."""
+def encode_documents(texts: list[str], sequence_length: int, tokenizer=None):
+    """texts -> (inputs [B, sequence_length], labels [B, sequence_length]) with PAD labels set to -100 (the byte
+    tokenizer unless `tokenizer` is given)."""
     tokenizer = tokenizer or ByteTokenizer()
     rows = torch.full((len(texts), sequence_length + 1), tokenizer.pad_id, dtype=torch.long)
     for r, text in enumerate(texts):
@@ -57,45 +60,53 @@ def encode_documents(texts: list[str], sequence_length: int, tokenizer: ByteToke
     return inputs, labels
 
 
-def prompt_bytes(text: str) -> int:
-    """Bytes of a task-shaped document's prompt: everything before the newline that ends its first `def` line
-    (that newline is the body's first byte, as in a task's canonical completion)."""
+def prompt_text(text: str) -> str:
+    """A task-shaped document's prompt: everything before the newline that ends its first `def` line (that newline
+    is the body's first byte, as in a task's canonical completion)."""
     start = text.find("def ") if text.startswith("def ") else text.find("\ndef ")
     if start < 0:
         raise ValueError(f"document {text[:60]!r}... has no def line, so it has no completion to take the loss on; "
                          "use --loss-on all")
     end = text.find("\n", start + 1)
-    end = len(text) if end < 0 else end
-    return len(text[:end].encode("utf-8", errors="surrogatepass"))
+    return text if end < 0 else text[:end]
 
 
-def completion_labels(labels: torch.Tensor, texts: list[str]) -> torch.Tensor:
+def prompt_bytes(text: str) -> int:
+    """Bytes of the document's prompt (prompt_text)."""
+    return len(prompt_text(text).encode("utf-8", errors="surrogatepass"))
+
+
+def completion_labels(labels: torch.Tensor, texts: list[str], tokenizer=None) -> torch.Tensor:
     """`labels` (rows as encode_documents makes them) with each row's prompt targets set to IGNORE_INDEX: label
-    j is byte j of the text (input j is BOS or byte j - 1), so the first prompt_bytes(text) labels go."""
+    j is token j of the text (input j is BOS or token j - 1), so the prompt's tokens' labels go. With the byte
+    tokenizer that is prompt_bytes(text) labels; a byte-pair tokenizer cuts no token across the end of the `def`
+    line (bpe_tokenizer.py), so the prompt's own encoding counts them."""
     labels = labels.clone()
     for row, text in enumerate(texts):
-        labels[row, :prompt_bytes(text)] = IGNORE_INDEX
+        cut = prompt_bytes(text) if tokenizer is None else len(tokenizer.encode(prompt_text(text)))
+        labels[row, :cut] = IGNORE_INDEX
     return labels
 
 
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
-                      corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None):
+                      corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None, tokenizer=None):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
     generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
-    or from fewer distinct ones, read in place of the stream."""
+    or from fewer distinct ones, read in place of the stream; `tokenizer`: the model's (bytes by default; a corpus
+    is bytes only)."""
     stream = ordered or get_suite(suite)
     if corpus is not None:
         return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix)
     if not stream.bucket_steps:
         texts = [stream.pretraining_text(step * batch_size + r, seed) for r in range(batch_size)]
-        inputs, labels = encode_documents(texts, sequence_length)
+        inputs, labels = encode_documents(texts, sequence_length, tokenizer)
     else:
         texts = bucketed_texts(stream, step, batch_size, seed)
-        inputs, labels = encode_documents(texts, sequence_length)
-        width = max(len(t.encode("utf-8", errors="surrogatepass")) for t in texts) + 1  # BOS + bytes; labels: + EOS
+        inputs, labels = encode_documents(texts, sequence_length, tokenizer)
+        width = int((labels != IGNORE_INDEX).sum(dim=1).max())  # the longest row's tokens + EOS
         inputs, labels = inputs[:, :width].contiguous(), labels[:, :width].contiguous()
-    return inputs, (completion_labels(labels, texts) if loss_on == "completion" else labels)
+    return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)
 
 
 def bucketed_texts(stream, step: int, batch_size: int, seed: int) -> list[str]:
@@ -124,7 +135,7 @@ def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: 
 
 
 def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None,
-                     loss_on: str = "all"):
+                     loss_on: str = "all", tokenizer=None):
     """The held-out rows the validation loss averages over: at most `rows` rows of the corpus's held-out documents,
     or without a corpus the generated documents VALIDATION_FIRST_INDEX .. + rows - 1 (the module docstring), with
     the targets training takes its loss on (`loss_on`)."""
@@ -132,5 +143,5 @@ def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str
         return corpus.validation_batch(rows)
     stream = get_suite(suite)
     texts = [stream.pretraining_text(VALIDATION_FIRST_INDEX + i, seed) for i in range(rows)]
-    inputs, labels = encode_documents(texts, sequence_length)
-    return inputs, (completion_labels(labels, texts) if loss_on == "completion" else labels)
+    inputs, labels = encode_documents(texts, sequence_length, tokenizer)
+    return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)

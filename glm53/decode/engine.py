@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import torch
 
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..model.cache import InferenceCache
 from ..model.model import GLM53
 from ..runtime.device import resolve_precision
@@ -26,7 +26,7 @@ from .sampling import Sampling
 @torch.no_grad()
 def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampling: Sampling = Sampling(),
                     generator: torch.Generator | None = None, stop: StopRule | None = None,
-                    precision: str = "fp32", tokenizer: ByteTokenizer | None = None,
+                    precision: str = "fp32", tokenizer: Tokenizer | None = None,
                     fit_context: bool = False) -> list[list[dict]]:
     """Same contract as `generate_uncached`: per prompt, `group_size` records
     {"completion", "token_ids", "hit_token_cap"}.
@@ -38,7 +38,7 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampl
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     max_new_tokens = sampling.max_new_tokens
-    tokenizer = tokenizer or ByteTokenizer()
+    tokenizer = tokenizer or tokenizer_for(model.config)
     device = model.device
     encoded = [tokenizer.encode(p, bos=True) for p in prompts]
     caps = row_caps(model, encoded, max_new_tokens, fit_context)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..model.model import GLM53
 from .sampling import Sampling  # noqa: F401 - also imported from here
 
@@ -101,7 +101,7 @@ def sample_next(logits: torch.Tensor, sampling: Sampling, generator: torch.Gener
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-def banned_ids(model: GLM53, tokenizer: ByteTokenizer, ignore_eos: bool = False) -> list[int]:
+def banned_ids(model: GLM53, tokenizer: Tokenizer, ignore_eos: bool = False) -> list[int]:
     banned = tokenizer.banned_generation_ids + ((tokenizer.eos_id,) if ignore_eos else ())
     return [i for i in banned if i < model.config.vocab_size]
 
@@ -127,7 +127,7 @@ def row_caps(model: GLM53, encoded: list[list[int]], max_new_tokens: int, fit_co
     return [min(max_new_tokens, context - len(e)) for e in encoded]
 
 
-def result_record(tokenizer: ByteTokenizer, token_ids: list[int], stopped: bool, max_new_tokens: int) -> dict:
+def result_record(tokenizer: Tokenizer, token_ids: list[int], stopped: bool, max_new_tokens: int) -> dict:
     return {"completion": tokenizer.decode(token_ids), "token_ids": token_ids,
             "hit_token_cap": not stopped and len(token_ids) == max_new_tokens}
 
@@ -135,7 +135,7 @@ def result_record(tokenizer: ByteTokenizer, token_ids: list[int], stopped: bool,
 @torch.no_grad()
 def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, sampling: Sampling = Sampling(),
                       generator: torch.Generator | None = None, stop: StopRule | None = None,
-                      tokenizer: ByteTokenizer | None = None, fit_context: bool = False) -> list[list[dict]]:
+                      tokenizer: Tokenizer | None = None, fit_context: bool = False) -> list[list[dict]]:
     """For each prompt, `group_size` completions: [[{"completion", "token_ids", "hit_token_cap"}, ...], ...].
 
     A row stops at EOS (kept in token_ids, cut from the text) or when `stop(prompt, completion)` is true;
@@ -143,7 +143,7 @@ def generate_uncached(model: GLM53, prompts: list[str], group_size: int = 1, sam
     G rows of one prompt run as a batch that is recomputed in full at every step; finished rows ride along
     until all are done, as in the reference. `fit_context`: a prompt's cap is at most what the context leaves.
     """
-    tokenizer = tokenizer or ByteTokenizer()
+    tokenizer = tokenizer or tokenizer_for(model.config)
     max_new_tokens = sampling.max_new_tokens
     banned = banned_ids(model, tokenizer, sampling.ignore_eos)
     was_training = model.training

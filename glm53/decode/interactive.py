@@ -19,7 +19,7 @@ from typing import TextIO
 
 import torch
 
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..model.model import GLM53
 from .generate import STOP_RULES, StopRule, banned_ids, cut_to_function, result_record, row_caps, sample_next
 from .sampling import Sampling
@@ -44,7 +44,7 @@ def read_prompts(stream: TextIO) -> Iterator[str]:
 
 def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: torch.Generator | None,
                       stop: str | StopRule | None, on_text: Callable[[str], None],
-                      tokenizer: ByteTokenizer | None = None,
+                      tokenizer: Tokenizer | None = None,
                       on_token: Callable[[int, torch.Tensor], None] | None = None) -> dict:
     """One completion of `prompt`, `on_text(piece)` called with each new piece of its text as tokens arrive; the
     pieces join to the returned record's completion ({"completion", "token_ids", "hit_token_cap"}, as the engine's).
@@ -61,11 +61,11 @@ def stream_completion(model: GLM53, prompt: str, sampling: Sampling, generator: 
 
 
 def completion_pieces(model: GLM53, prompt: str, sampling: Sampling, generator: torch.Generator | None,
-                      stop: str | StopRule | None, tokenizer: ByteTokenizer | None = None,
+                      stop: str | StopRule | None, tokenizer: Tokenizer | None = None,
                       on_token: Callable[[int, torch.Tensor], None] | None = None) -> Generator[str, None, dict]:
     """`stream_completion` as a generator: it yields the pieces of text and returns the record (StopIteration's
     value). The model decodes only while the generator is advanced, under no_grad."""
-    tokenizer = tokenizer or ByteTokenizer()
+    tokenizer = tokenizer or tokenizer_for(model.config)
     rule = STOP_RULES[stop] if isinstance(stop, str) else stop
     ids = tokenizer.encode(prompt, bos=True)
     cap = row_caps(model, [ids], sampling.max_new_tokens, fit_context=True)[0]

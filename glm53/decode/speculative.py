@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..model.model import GLM53
 from .generate import StopRule, banned_ids, check_lengths, result_record
 
@@ -27,16 +27,16 @@ def _pick(logits: torch.Tensor, banned: list[int]) -> int:
     return int(logits.argmax(dim=-1))
 
 
-def _ended(token: int, tokens: list[int], prompt: str, stop: StopRule | None, tokenizer: ByteTokenizer) -> bool:
+def _ended(token: int, tokens: list[int], prompt: str, stop: StopRule | None, tokenizer: Tokenizer) -> bool:
     return token == tokenizer.eos_id or (stop is not None and stop(prompt, tokenizer.decode(tokens)))
 
 
 @torch.no_grad()
 def generate_greedy_plain(model: GLM53, prompts: list[str], max_new_tokens: int, stop: StopRule | None = None,
-                          tokenizer: ByteTokenizer | None = None) -> tuple[list[dict], dict]:
+                          tokenizer: Tokenizer | None = None) -> tuple[list[dict], dict]:
     """Greedy decoding one prompt and one token per forward, with the cache: the baseline of the speculative
     decoder (same batch size, same bookkeeping). Returns (records, {"seconds", "tokens", "forwards"})."""
-    tokenizer = tokenizer or ByteTokenizer()
+    tokenizer = tokenizer or tokenizer_for(model.config)
     banned = banned_ids(model, tokenizer, False)
     records, forwards, started = [], 0, time.perf_counter()
     was_training = model.training
@@ -68,12 +68,12 @@ def generate_greedy_plain(model: GLM53, prompts: list[str], max_new_tokens: int,
 
 @torch.no_grad()
 def generate_greedy_speculative(model: GLM53, prompts: list[str], max_new_tokens: int, stop: StopRule | None = None,
-                                tokenizer: ByteTokenizer | None = None) -> tuple[list[dict], dict]:
+                                tokenizer: Tokenizer | None = None) -> tuple[list[dict], dict]:
     """Greedy decoding with the MTP block as a one-token draft. Returns (records, stats): stats holds seconds,
     tokens, main-model forwards, drafts checked and drafts accepted (acceptance rate = accepted / drafted)."""
     if model.mtp is None:
         raise ValueError("speculative decoding needs a model with an MTP block (ModelConfig mtp_depth = 1)")
-    tokenizer = tokenizer or ByteTokenizer()
+    tokenizer = tokenizer or tokenizer_for(model.config)
     banned = banned_ids(model, tokenizer, False)
     was_training = model.training
     model.eval()

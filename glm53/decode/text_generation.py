@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..model.model import GLM53
 from .engine import generate_groups
 from .generate import STOP_RULES, StopRule, check_lengths, cut_to_function, generate_uncached
@@ -68,7 +68,7 @@ class TextStream:
 def generate_text(model: GLM53, prompts: str | list[str], sampling: Sampling | None = None,
                   max_new_tokens: int | None = None, stop: str | StopRule = "function", stream: bool = False, *,
                   samples: int = 1, seed: int = 0, generator: torch.Generator | None = None, cache: bool = True,
-                  tokenizer: ByteTokenizer | None = None) -> list[Generation] | TextStream:
+                  tokenizer: Tokenizer | None = None) -> list[Generation] | TextStream:
     """Complete `prompts` (one string or a list): a list of Generation, `samples` per prompt in prompt order, or
     with `stream=True` a TextStream. `sampling` (default greedy, 48 new tokens) and `max_new_tokens` (replaces
     its cap) say how tokens are drawn; `seed` seeds a generator on the model's device unless `generator` is given.
@@ -84,7 +84,7 @@ def generate_text(model: GLM53, prompts: str | list[str], sampling: Sampling | N
         raise ValueError(f"samples must be >= 1, got {samples}")
     if stream and (samples > 1 or not cache):
         raise ValueError("stream=True decodes one sample per prompt with the cache: drop samples and cache=False")
-    tokenizer = tokenizer or ByteTokenizer()
+    tokenizer = tokenizer or tokenizer_for(model.config)
     check_lengths(model, [tokenizer.encode(p, bos=True) for p in prompts], sampling.max_new_tokens)
     generator = generator or torch.Generator(device=model.device).manual_seed(seed)
     if stream:
@@ -109,7 +109,7 @@ def _stop_rule(stop: str | StopRule) -> StopRule | None:
 
 
 def _pieces(model: GLM53, prompts: list[str], sampling: Sampling, generator: torch.Generator,
-            stop: str | StopRule, rule: StopRule | None, tokenizer: ByteTokenizer,
+            stop: str | StopRule, rule: StopRule | None, tokenizer: Tokenizer,
             generations: list[Generation]) -> Iterator[str]:
     for prompt in prompts:
         record = yield from completion_pieces(model, prompt, sampling, generator,

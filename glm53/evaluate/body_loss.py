@@ -1,8 +1,11 @@
 """Body loss: how well a model predicts a task's reference body from its prompt, teacher-forced. The mean
-cross-entropy, in nats a byte, of the body's bytes and EOS after the prompt, pooled over a split (summed nats over
-summed bytes). A smooth score where greedy pass@1 is still near 0 (a short pretraining), and one that needs no
-sandbox. Tasks without a reference body (a task file's) cannot be scored this way; the broad suite's generated
-splits carry theirs (BroadTask.body) and the human split its hand-written `solution`s.
+cross-entropy, in nats a byte, of the body's tokens and EOS after the prompt, pooled over a split (summed nats
+over the summed bytes of the bodies, plus one for each EOS): with the byte tokenizer, the mean over the targets;
+with a byte-pair one (data/bpe_tokenizer.py, whose tokens never span the prompt's end) the same unit, so models
+that cut text differently compare fairly. A smooth score where greedy pass@1 is still near 0 (a short
+pretraining), and one that needs no sandbox. Tasks without a reference body (a task file's) cannot be scored
+this way; the broad suite's generated splits carry theirs (BroadTask.body) and the human split its hand-written
+`solution`s.
 
 Two forms: `body_loss` (plain: one forward per task, unbatched) and `body_loss_batched` (rows right-padded into
 batches of 16: a causal model's outputs at a row's real positions do not depend on the padding after them; it
@@ -16,12 +19,17 @@ import torch
 
 from ..data.broad.human import HUMAN_SPLIT, human_rows
 from ..data.suites import get_suite
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import tokenizer_for
 
 
-def body_nats(model, prompt: str, body: str, tokenizer: ByteTokenizer | None = None) -> tuple[float, int]:
-    """Summed cross-entropy of the body's bytes and EOS after the prompt, and how many targets that is."""
-    tokenizer = tokenizer or ByteTokenizer()
+def body_units(body: str) -> int:
+    """What a body's loss is divided by: its UTF-8 bytes, plus one for the EOS after it."""
+    return len(body.encode("utf-8", errors="surrogatepass")) + 1
+
+
+def body_nats(model, prompt: str, body: str, tokenizer=None) -> tuple[float, int]:
+    """Summed cross-entropy of the body's tokens and EOS after the prompt, and its bytes + 1 (body_units)."""
+    tokenizer = tokenizer or tokenizer_for(model.config)
     prompt_ids = tokenizer.encode(prompt, bos=True, eos=False)
     body_ids = tokenizer.encode(body, bos=False, eos=True)
     ids = torch.tensor([prompt_ids + body_ids], device=next(model.parameters()).device)
@@ -30,7 +38,7 @@ def body_nats(model, prompt: str, body: str, tokenizer: ByteTokenizer | None = N
     targets = ids[0, 1:]
     first = len(prompt_ids) - 1  # the position whose next token is the body's first byte
     picked = log_probs[first:, :].gather(1, targets[first:, None])
-    return -float(picked.sum()), len(body_ids)
+    return -float(picked.sum()), body_units(body)
 
 
 def reference_bodies(suite_name: str, split: str, count: int | None) -> list[tuple[str, str, str]]:
@@ -46,7 +54,7 @@ def reference_bodies(suite_name: str, split: str, count: int | None) -> list[tup
 
 def body_loss(model, items: list[tuple[str, str, str]]) -> float:
     """Pooled body loss (nats a byte) of `items` as reference_bodies gives them."""
-    tokenizer, nats, targets = ByteTokenizer(), 0.0, 0
+    tokenizer, nats, targets = tokenizer_for(model.config), 0.0, 0
     was_training = model.training
     model.eval()
     try:
@@ -60,7 +68,7 @@ def body_loss(model, items: list[tuple[str, str, str]]) -> float:
 
 def body_loss_batched(model, items: list[tuple[str, str, str]], batch_size: int = 16) -> float:
     """body_loss with `batch_size` tasks a forward, each row right-padded to its batch's longest."""
-    tokenizer, nats, targets = ByteTokenizer(), 0.0, 0
+    tokenizer, nats, targets = tokenizer_for(model.config), 0.0, 0
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -71,7 +79,7 @@ def body_loss_batched(model, items: list[tuple[str, str, str]], batch_size: int 
                 prompt_ids = tokenizer.encode(prompt, bos=True, eos=False)
                 body_ids = tokenizer.encode(body, bos=False, eos=True)
                 rows.append(prompt_ids + body_ids)
-                spans.append((len(prompt_ids) - 1, len(body_ids)))
+                spans.append((len(prompt_ids) - 1, len(body_ids), body_units(body)))
             width = max(len(r) for r in rows)
             ids = torch.full((len(rows), width), tokenizer.pad_id, dtype=torch.long)
             for r, row in enumerate(rows):
@@ -79,9 +87,9 @@ def body_loss_batched(model, items: list[tuple[str, str, str]], batch_size: int 
             ids = ids.to(device)
             with torch.no_grad():
                 log_probs = torch.log_softmax(model(ids[:, :-1]).float(), dim=-1)
-            for r, (start, count) in enumerate(spans):
+            for r, (start, count, units) in enumerate(spans):
                 picked = log_probs[r, start:start + count].gather(1, ids[r, start + 1:start + 1 + count, None])
-                nats, targets = nats - float(picked.sum()), targets + count
+                nats, targets = nats - float(picked.sum()), targets + units
     finally:
         model.train(was_training)
     return nats / targets

@@ -21,6 +21,15 @@ SPARSE_SELECTIONS = ("fixed", "indexer")
 POSITIONS = ("rope", "none")
 RESIDUALS = ("hc", "mhc")
 ROUTERS = ("softmax-balance", "sigmoid-bias")
+# Tokenizers (data/bpe_tokenizer.py): the reference's 260-symbol bytes, or a byte-pair vocabulary trained on the broad
+# stream, whose name ends in its size (the model's vocab_size must equal it).
+TOKENIZERS = ("byte", "broad-bpe-1024", "broad-bpe-2048")
+
+
+def tokenizer_vocab_size(name: str) -> int | None:
+    """The vocabulary a byte-pair tokenizer's name states (None for the byte tokenizer, which fits any size >= 260:
+    the vision models add 3 image ids)."""
+    return None if name == "byte" else int(name.rsplit("-", 1)[1])
 # the reference's forms of every switch (what `glm53 info` compares a preset against)
 SWITCH_DEFAULTS = {"linear_attention": "elu", "sparse_selection": "fixed", "position": "rope", "residual": "hc",
                    "router": "softmax-balance", "tie_embeddings": True, "mtp_depth": 0}
@@ -47,7 +56,11 @@ class ModelConfig:
     never change the weights, so a checkpoint loads under either.
     """
 
-    vocab_size: int = setting(260, "output vocabulary (the 260 byte-level ids)", at_least=260)
+    vocab_size: int = setting(260, "output vocabulary (the 260 byte-level ids; a byte-pair tokenizer's own size)",
+                              at_least=260)
+    tokenizer: str = setting("byte", "how text becomes ids: byte (4 specials + the 256 byte values, the reference) or "
+                                     "a byte-pair vocabulary trained on the broad stream (set --vocab-size to its "
+                                     "size)", choices=TOKENIZERS)
     dim: int = setting(192, "model width", at_least=1)
     layers: int = setting(12, "number of blocks", at_least=1)
     heads: int = setting(6, "attention heads (head_dim = dim / heads)", at_least=1)
@@ -137,6 +150,10 @@ class ModelConfig:
         need(self.dim % self.heads == 0, f"dim ({self.dim}) must be divisible by heads ({self.heads})")
         need(self.position == "none" or self.head_dim % 2 == 0,
              f"head_dim = dim/heads = {self.head_dim} must be even for RoPE (or position = none)")
+        size = tokenizer_vocab_size(self.tokenizer)
+        need(size is None or self.vocab_size == size,
+             f"tokenizer {self.tokenizer} has {size} ids, so vocab_size must be {size} (got {self.vocab_size}); "
+             f"set --vocab-size {size}")
         need(1 <= self.top_k <= self.experts, f"top_k ({self.top_k}) must lie in [1, experts={self.experts}]")
         tables = self.position_tables_problem()  # before GLM53 allocates them
         need(tables is None, tables or "")

@@ -30,11 +30,12 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from ..data.bpe_tokenizer import tokenizer_for
 from . import runs as run_folders
 from .generation import Busy, Cancelled, Generator
 from .requests import BadRequest, parse_job
 from .serve_config import ServeConfig
-from .trace import byte_label
+from .trace import token_label
 
 PAGE = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 MAX_BODY_BYTES = 1 << 20
@@ -208,7 +209,9 @@ def create_app(generator: Generator, cfg: ServeConfig) -> FastAPI:
             picks = await run_in_threadpool(generator.attention, model, ids, position, threading.Event())
         finally:
             ticket.release()
-        return {"model": model, "position": position, "labels": [byte_label(i) for i in ids], "layers": picks}
+        tokenizer = tokenizer_for(config)
+        return {"model": model, "position": position, "labels": [token_label(i, tokenizer) for i in ids],
+                "layers": picks}
 
     # ---------------------------------------------------------------- the runs view
     def run_folder(name: str) -> Path:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import tokenizer_for
 from ..decode.interactive import stream_completion
 from ..decode.sampling import Sampling
 from ..verify.program import Program
@@ -52,7 +52,6 @@ class Job:
 class Generator:
     def __init__(self, served: list[ServedCheckpoint], cfg: ServeConfig, pool: SandboxPool | None = None):
         self.served, self.cfg = served, cfg
-        self.tokenizer = ByteTokenizer()
         self.pool = pool or SandboxPool(workers=2)
         try:
             self.sandbox = sandbox_record(cfg.accept_partial_isolation, self.pool)
@@ -114,7 +113,8 @@ class Generator:
         started = time.perf_counter()
         first: list[float] = []
         with RoutingRecorder(served.model) as recorder:
-            records, trace = token_trace(recorder)
+            tokenizer = tokenizer_for(served.model.config)
+            records, trace = token_trace(recorder, tokenizer)
 
             def on_token(token_id: int, logits: torch.Tensor) -> None:
                 if cancelled.is_set():
@@ -127,12 +127,12 @@ class Generator:
                 emit("text", {"model": index, "piece": piece})
 
             record = stream_completion(served.model, job.prompt, job.sampling, generator, served.suite.stop, on_text,
-                                       self.tokenizer, on_token=on_token)
+                                       tokenizer, on_token=on_token)
         seconds = time.perf_counter() - started
         kept = len(record["token_ids"])  # the function rule's cut drops the last tokens
         emit("completion", {"model": index, "completion": record["completion"], "token_ids": record["token_ids"],
                             "hit_token_cap": record["hit_token_cap"], "dropped": len(records) - kept,
-                            "prompt": job.prompt, "prompt_ids": self.tokenizer.encode(job.prompt, bos=True),
+                            "prompt": job.prompt, "prompt_ids": tokenizer.encode(job.prompt, bos=True),
                             "seconds": seconds, "first_token_seconds": first[0] if first else None,
                             "tokens_per_second": len(records) / seconds if seconds > 0 else None})
         return record["completion"]

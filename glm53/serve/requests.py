@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 
 from ..data.tasks import PROMPT_TEMPLATE
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import tokenizer_for
 from ..decode.sampling import Sampling
 from ..verify.verifier import encode_cases
 from .generation import Job
@@ -155,7 +155,8 @@ def parse_job(body, cfg: ServeConfig, served: list, tasks) -> Job:
     suite = served[chosen[0]].suite
     cap = _int(body, "max_new_tokens", 1, cfg.max_new_tokens, suite.max_new_tokens)
     for i in chosen:
-        context, length = served[i].model.config.max_sequence_length, len(ByteTokenizer().encode(prompt, bos=True))
+        config = served[i].model.config
+        context, length = config.max_sequence_length, len(tokenizer_for(config).encode(prompt, bos=True))
         if length >= context:
             raise BadRequest(f"the prompt is {length} tokens with BOS; {served[i].name} holds {context} in its "
                              "context, so no byte would fit: shorten it", 413)

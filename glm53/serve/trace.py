@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..data.bpe_tokenizer import BPETokenizer
 from ..data.tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID
 from ..model.indexer_attention import (IndexerSparseAttention, choose_blocks, index_scores, pool_keys,
                                        selection_mask)
@@ -55,17 +56,28 @@ def byte_label(token_id: int) -> str:
     name."""
     if token_id < BYTE_OFFSET or token_id >= BYTE_OFFSET + 256:
         return SPECIAL_NAMES.get(token_id, f"<{token_id}>")
-    byte = token_id - BYTE_OFFSET
+    return _byte_text(token_id - BYTE_OFFSET)
+
+
+def _byte_text(byte: int) -> str:
     return {10: "\\n", 9: "\\t", 32: "·"}.get(byte, chr(byte) if 32 < byte < 127 else f"\\x{byte:02x}")
 
 
-def token_trace(recorder: RoutingRecorder) -> tuple[list[dict], Callable[[int, torch.Tensor], None]]:
+def token_label(token_id: int, tokenizer=None) -> str:
+    """byte_label, or under a byte-pair tokenizer (bpe_tokenizer.py) the token's bytes escaped the same way."""
+    if not isinstance(tokenizer, BPETokenizer) or token_id in SPECIAL_NAMES or not 0 <= token_id < tokenizer.vocab_size:
+        return byte_label(token_id) if not isinstance(tokenizer, BPETokenizer) else SPECIAL_NAMES.get(
+            token_id, f"<{token_id}>")
+    return "".join(_byte_text(b) for b in tokenizer.id_bytes[token_id])
+
+
+def token_trace(recorder: RoutingRecorder, tokenizer=None) -> tuple[list[dict], Callable[[int, torch.Tensor], None]]:
     """A list that fills with one record per drawn token, and the `on_token` callback that fills it."""
     records: list[dict] = []
 
     def on_token(token_id: int, logits: torch.Tensor) -> None:
         prob = float(logits.float().softmax(dim=-1)[token_id])
-        records.append({"index": len(records), "id": token_id, "label": byte_label(token_id),
+        records.append({"index": len(records), "id": token_id, "label": token_label(token_id, tokenizer),
                         "prob": prob if math.isfinite(prob) else 0.0,
                         "experts": [list(e) for e in recorder.last]})
 

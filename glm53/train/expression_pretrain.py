@@ -69,6 +69,8 @@ class ExpressionPretrainConfig:
         check.declared(self)
         check.require(bool(self.eval_at) and all(1 <= s <= self.steps for s in self.eval_at),
                       f"--eval-at {','.join(map(str, self.eval_at))} must name updates in [1, --steps {self.steps}]")
+        check.require(self.model.tokenizer == "byte", f"the expression data is read as bytes; --tokenizer "
+                                                      f"{self.model.tokenizer} is for the broad stream: use byte")
         check.require(self.sequence_length <= self.model.max_sequence_length,
                       f"--sequence-length {self.sequence_length} must be <= --max-sequence-length "
                       f"{self.model.max_sequence_length}")

@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.corpus import Corpus, load_corpus
+from ..data.bpe_tokenizer import tokenizer_for
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
 from ..data.run_order import run_stream
 from ..data.suites import DEFAULT_SUITE, get_suite
@@ -89,7 +90,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     timings), the same on every rank."""
     k = cfg.grad_accumulation
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
-                                       cfg.corpus_mix, cfg.loss_on, run_stream(cfg))
+                                       cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model))
     rows = dp.share(cfg.batch_size * k)
     return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
                            device, precision, dp)

@@ -116,6 +116,9 @@ class PretrainConfig:
             self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
             check.require(self.loss_on == "all", "--loss-on completion needs task-shaped documents, and a corpus's "
                                                  "files have no prompt to leave out; use --loss-on all with --corpus")
+            check.require(self.model.tokenizer == "byte", f"--corpus rows are bytes, and --tokenizer "
+                                                          f"{self.model.tokenizer} was trained on the broad stream; "
+                                                          "use --tokenizer byte with --corpus")
         else:
             check.require(self.corpus_mix is None, "--corpus-mix needs --corpus (the share of rows from it)")
         reordered = self.data_order != "stream" or self.distinct_documents > 0

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import Tokenizer
 from ..verify.rewards import binary_reward, partial_reward
 from ..verify.verifier import Verdict
 from .policy_gradient import step_advantages
@@ -213,7 +213,7 @@ def informative(cfg: RLConfig, task, pairs: list, terms: list[WeightedReward] | 
     return max(rewards) - min(rewards) > 1e-8
 
 
-def score_groups(cfg: RLConfig, tasks: list, judged: list, first: int, tokenizer: ByteTokenizer,
+def score_groups(cfg: RLConfig, tasks: list, judged: list, first: int, tokenizer: Tokenizer,
                  terms: list[WeightedReward] | None = None):
     """Rewards and advantages (cfg.advantage_baseline, cfg.reward_scaling) for each group of (sample, verdict)
     pairs. Returns the rollout records and the update's batch (prompt ids, completion ids, advantages) of the

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from ..data.suites import get_suite
 from ..data.tasks import Task, completion_room_problem, read_tasks
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
 from ..verify.sandbox_policy import sandbox_record
@@ -162,7 +162,7 @@ class _Run:
     dev_tasks: list[Task]
     schedule: list[Task]
     schedule_sha: str
-    tokenizer: ByteTokenizer
+    tokenizer: Tokenizer
     sampling: Sampling
     refill_stream: list[Task] = field(default_factory=list)
     checkpoints: list[dict] = field(default_factory=list)
@@ -254,7 +254,7 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if not cfg.runtime.resume and dp.is_main:
         start_run_folder(out, cfg.to_dict())
         atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
-    tokenizer = ByteTokenizer()
+    tokenizer = tokenizer_for(model.config)
     sampling = cfg.sampling
     sample_precision = resolve_precision(cfg.sample_precision, device, purpose="decode")
     log(f"glm53 rl: {sum(p.numel() for p in trainable):,} trainable parameters ({cfg.train_scope}), "

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
 from ..data.suites import get_suite
-from ..data.tokenizer import ByteTokenizer
+from ..data.bpe_tokenizer import tokenizer_for
 from ..model.model import GLM53
 from ..runtime.device import autocast
 from ..runtime.distributed import SINGLE, DataParallel
@@ -35,15 +35,18 @@ def set_train_scope(model: GLM53, scope: str) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def replay_batch(step: int, batch: int, device, suite: str = "reference") -> tuple[torch.Tensor, torch.Tensor]:
-    """Pretraining-style examples of `suite`'s stream with labels on the solution tokens (body + EOS) only."""
+def replay_batch(step: int, batch: int, device, suite: str = "reference",
+                 tokenizer=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pretraining-style examples of `suite`'s stream with labels on the solution tokens (body + EOS) only (the
+    model's `tokenizer`: bytes by default)."""
+    tokenizer = tokenizer or tokenizer_for("byte")
     texts, prompt_lengths = [], []
     stream = get_suite(suite)
     for r in range(batch):
         task = stream.pretraining_task(REPLAY_STREAM_OFFSET + step * batch + r)
         texts.append(task.prompt + task.canonical_completion)
-        prompt_lengths.append(len(ByteTokenizer().encode(task.prompt, bos=True)))
-    inputs, labels = encode_documents(texts, max(len(t.encode()) for t in texts) + 1)
+        prompt_lengths.append(len(tokenizer.encode(task.prompt, bos=True)))
+    inputs, labels = encode_documents(texts, max(len(tokenizer.encode(t)) for t in texts) + 1, tokenizer)
     for i, n in enumerate(prompt_lengths):
         labels[i, : n - 1] = IGNORE_INDEX
     return inputs.to(device), labels.to(device)
@@ -101,7 +104,7 @@ def _update_pass(model, reference, optimizer, trainable, cfg: RLConfig, precisio
     model.train()
     optimizer.zero_grad(set_to_none=True)
     shares: dict[str, torch.Tensor] = {}
-    replay = _replay_rows(step, cfg, device, dp) if cfg.replay_coef > 0 else None
+    replay = _replay_rows(step, cfg, device, dp, tokenizer_for(model.config)) if cfg.replay_coef > 0 else None
     micro = max(len(chunks), len(replay[0]) if replay else 0)
     step_loss = torch.zeros((), device=device)
     for i in range(micro):
@@ -143,9 +146,9 @@ def _add(shares: dict, name: str, value: torch.Tensor) -> None:
     shares[name] = shares[name] + value if name in shares else value
 
 
-def _replay_rows(step: int, cfg: RLConfig, device, dp: DataParallel):
+def _replay_rows(step: int, cfg: RLConfig, device, dp: DataParallel, tokenizer=None):
     """This rank's replay rows as (inputs per micro-batch, labels per micro-batch, the step's replay token count)."""
-    r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device, cfg.suite)
+    r_inputs, r_labels = replay_batch(step, cfg.replay_batch, device, cfg.suite, tokenizer)
     rows = dp.share(cfg.replay_batch)
     r_inputs, r_labels = r_inputs[rows], r_labels[rows]
     replay_tokens = max(int(dp.sum((r_labels != IGNORE_INDEX).sum())), 1)

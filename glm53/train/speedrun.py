@@ -61,6 +61,7 @@ def speedrun(cfg: SpeedrunConfig, started: float | None = None, log=print) -> di
 def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     import torch
 
+    from ..data.bpe_tokenizer import tokenizer_for
     from ..data.pretrain_batches import pretraining_batch
     from ..evaluate.body_loss import body_loss_batched, reference_bodies
     from ..model.model import GLM53
@@ -83,7 +84,8 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     optimizer = make_optimizer(model, p)
     forward = torch.compile(model) if p.compile else model
     items = reference_bodies("broad", "dev", TARGET_TASKS)
-    pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on)  # the stream's tables
+    pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on,
+                      tokenizer=tokenizer_for(p.model))  # the stream's tables, the tokenizer's vocabulary
     counts = model.parameter_counts()
     log(f"glm53 speedrun: recipe {cfg.recipe} ({' -> '.join(recipe_chain(cfg.recipe))}), seed {cfg.seed}, "
         f"{counts['total']:,} parameters, {p.steps} steps of {p.batch_size} rows, {p.optimization.optimizer}, "

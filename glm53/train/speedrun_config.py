@@ -37,6 +37,9 @@ RECIPES: dict[str, tuple[str | None, str, dict]] = {
     "muon-qk": ("muon", "QK-norm (each head's q and k at unit RMS before RoPE), on a 1,000-step schedule (the screen: "
                         "the target at step 850)",
                 dict(qk_norm=True, steps=1000)),
+    "muon-qk-bpe": ("muon-qk", "a byte-pair tokenizer of 2,048 ids trained on the broad stream (about 5 bytes a token "
+                               "on the dev bodies, against 1), the same 1,000-step schedule",
+                    dict(tokenizer="broad-bpe-2048", vocab_size=2048)),
 }
 
 

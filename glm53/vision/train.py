@@ -168,6 +168,9 @@ def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = 
     keeps those rows still while the digit rows, whose gradients are ~1000x larger, move fast, and the digit
     prior is learned sooner. Over seeds 89-120: mean 82.9 vs 78.0, lowest seed 61 vs 31 (paired t-test p = 0.14)."""
     base = load_model(checkpoint, device, trust_unverified=trust_unverified).model
+    if base.config.tokenizer != "byte":
+        raise ValueError(f"vision: {checkpoint} reads text with the {base.config.tokenizer} tokenizer; the vision "
+                         "pilot adds image ids to the byte vocabulary, so give a byte-tokenizer checkpoint")
     cfg = ModelConfig.from_dict({**base.config.to_dict(), "vocab_size": 263})
     torch.manual_seed(seed)
     lm = GLM53(cfg).to(device)

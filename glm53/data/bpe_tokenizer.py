@@ -1,0 +1,161 @@
+"""A byte-pair tokenizer trained on the broad stream: fewer, longer tokens a function (the speedrun's lever).
+
+The broad stream's functions are written from a grammar, so they repeat: 2,048 ids cut them to about 6 bytes a token
+(1,024 ids: about 4), against 1 for the byte tokenizer. A model then runs about a sixth of the positions a function,
+for a larger embedding and head.
+
+How it is built (`train_bpe`, run by scripts/train_tokenizer.py; the results ship in vocabularies/):
+- Text is first turned into its UTF-8 bytes (lone surrogates kept, as ByteTokenizer keeps them), and each byte into
+  one printable character (`BYTE_CHARS`, the usual byte-level alphabet), so every str round-trips exactly and the
+  merges learn byte sequences, never characters the bytes cannot rebuild.
+- Ids 0-3 are PAD, BOS, EOS and SEP, as in ByteTokenizer; then the 256 byte characters; then the merges, learned by
+  Hugging Face `tokenizers` from the first TRAINING_DOCUMENTS documents of the stream under seed TRAINING_SEED
+  (never a task of any split).
+- Every newline starts a new piece before merging, so no token spans the end of a line. A task's prompt ends where
+  its `def` line ends and its body begins with that newline, so encode(prompt) + encode(body) is exactly
+  encode(prompt + body): the prompt the model is given at evaluation is cut as in training, and the body's loss
+  is its own tokens'.
+
+Decoding is total, as ByteTokenizer's: it stops at the first EOS, skips the specials, and turns bytes that are not
+UTF-8 into U+FFFD. Simplifications vs the released model's tokenizer: no pre-split on words or digits, a few
+thousand ids rather than about 150,000, and no image ids (the vision models keep bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+import tokenizers as hf
+
+from ..model.config import TOKENIZERS, tokenizer_vocab_size
+from .suites import get_suite
+from .tokenizer import BOS_ID, EOS_ID, PAD_ID, SEP_ID, ByteTokenizer
+
+VOCABULARIES = Path(__file__).parent / "vocabularies"
+SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<sep>")  # ids 0-3, as ByteTokenizer's
+TRAINING_DOCUMENTS = 20_000
+TRAINING_SEED = 0  # the stream's documents under this seed; a run's own seed draws other orders of the same grammar
+# sha256 of each shipped vocabulary file (tests/data/test_bpe_tokenizer.py checks that a fresh training rebuilds it)
+VOCABULARY_SHA256 = {
+    "broad-bpe-1024": "3b12b389341281272fb87f9895df184a2e79ed871280b3e9ead279744adc2c41",
+    "broad-bpe-2048": "09e46869fc9672a91a91d59c7717faa516e0bc09b90fd74979cc2f005d30deea",
+}
+
+
+def _byte_chars() -> list[str]:
+    """One printable character per byte value: the printable Latin-1 bytes stand for themselves, the rest take the
+    code points from 256 up, in order."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = [], 0
+    for b in range(256):
+        if b in printable:
+            chars.append(chr(b))
+        else:
+            chars.append(chr(256 + extra))
+            extra += 1
+    return chars
+
+
+BYTE_CHARS = _byte_chars()
+CHAR_BYTES = {c: b for b, c in enumerate(BYTE_CHARS)}
+NEWLINE_CHAR = BYTE_CHARS[ord("\n")]
+
+
+def as_byte_chars(text: str) -> str:
+    """The text's UTF-8 bytes (lone surrogates kept), one character a byte."""
+    return "".join(BYTE_CHARS[b] for b in text.encode("utf-8", errors="surrogatepass"))
+
+
+def new_tokenizer() -> hf.Tokenizer:
+    """An untrained byte-pair model whose pieces start at every newline."""
+    tokenizer = hf.Tokenizer(hf.models.BPE())
+    tokenizer.pre_tokenizer = hf.pre_tokenizers.Split(hf.Regex(NEWLINE_CHAR), behavior="merged_with_next")
+    return tokenizer
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int) -> hf.Tokenizer:
+    """Learn `vocab_size` ids (4 specials, 256 bytes, the rest merges) from `texts`; the same texts give the same
+    ids."""
+    tokenizer = new_tokenizer()
+    trainer = hf.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=BYTE_CHARS, show_progress=False)
+    tokenizer.train_from_iterator((as_byte_chars(t) for t in texts), trainer)
+    return tokenizer
+
+
+def broad_training_texts(count: int = TRAINING_DOCUMENTS, seed: int = TRAINING_SEED) -> list[str]:
+    """The documents a broad vocabulary learns from: the broad stream's first `count` under `seed`."""
+    stream = get_suite("broad")
+    return [stream.pretraining_text(i, seed) for i in range(count)]
+
+
+class BPETokenizer:
+    """ByteTokenizer's interface (encode, decode, the special ids, banned_generation_ids) over a byte-pair model."""
+
+    pad_id, bos_id, eos_id, sep_id = PAD_ID, BOS_ID, EOS_ID, SEP_ID
+    banned_generation_ids = (PAD_ID, BOS_ID, SEP_ID)  # EOS stays allowed
+
+    def __init__(self, tokenizer: hf.Tokenizer, name: str = "bpe"):
+        self.name = name
+        self.model = tokenizer
+        self.vocab_size = tokenizer.get_vocab_size()
+        for i, token in enumerate(SPECIAL_TOKENS):
+            if tokenizer.token_to_id(token) != i:
+                raise ValueError(f"tokenizer {name}: {token} must be id {i}, as in ByteTokenizer; train it with "
+                                 "train_bpe")
+        # each id's bytes (specials: none), so decoding is a table lookup
+        self.id_bytes = [b"" if i < len(SPECIAL_TOKENS) else bytes(CHAR_BYTES[c] for c in tokenizer.id_to_token(i))
+                         for i in range(self.vocab_size)]
+
+    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects a str, got {type(text).__name__}; decode bytes to str first")
+        ids = self.model.encode(as_byte_chars(text), add_special_tokens=False).ids if text else []
+        return ([BOS_ID] if bos else []) + ids + ([EOS_ID] if eos else [])
+
+    def decode(self, ids: Iterable[int]) -> str:
+        out = bytearray()
+        for position, raw in enumerate(ids):
+            i = int(raw)
+            if not 0 <= i < self.vocab_size:
+                raise ValueError(f"token id {i} at position {position} is outside the vocabulary [0, "
+                                 f"{self.vocab_size}) of tokenizer {self.name}")
+            if i == EOS_ID:
+                break
+            out += self.id_bytes[i]
+        return out.decode("utf-8", errors="glm53_surrogate_or_replace")
+
+
+def vocabulary_path(name: str) -> Path:
+    return VOCABULARIES / f"{name}.json"
+
+
+@cache
+def load_bpe(name: str) -> BPETokenizer:
+    """A shipped vocabulary by name, checked against its recorded sha256 (an edited file would silently change
+    every id)."""
+    path = vocabulary_path(name)
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != VOCABULARY_SHA256[name]:
+        raise ValueError(f"{path} has sha256 {digest}, not the {VOCABULARY_SHA256[name]} glm53 shipped; rebuild it "
+                         "with python scripts/train_tokenizer.py or reinstall glm53")
+    tokenizer = BPETokenizer(hf.Tokenizer.from_str(data.decode("utf-8")), name)
+    if tokenizer.vocab_size != tokenizer_vocab_size(name):
+        raise ValueError(f"{path} holds {tokenizer.vocab_size} ids, not the {tokenizer_vocab_size(name)} its name "
+                         "states; rebuild it with python scripts/train_tokenizer.py")
+    return tokenizer
+
+
+Tokenizer = ByteTokenizer | BPETokenizer  # what every encode/decode site takes
+
+
+def tokenizer_for(config) -> Tokenizer:
+    """The tokenizer a model config (or a tokenizer name) names."""
+    name = config if isinstance(config, str) else config.tokenizer
+    if name not in TOKENIZERS:
+        raise ValueError(f"unknown tokenizer {name!r}; choose one of {', '.join(TOKENIZERS)}")
+    return ByteTokenizer() if name == "byte" else load_bpe(name)
