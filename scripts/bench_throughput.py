@@ -97,6 +97,7 @@ def main() -> None:
         train_step(cfg, step, model, forward, optimizer, device, precision)
     figures["warmup_seconds"] = time.perf_counter() - started
 
+    from glm53.data.bpe_tokenizer import tokenizer_for
     from glm53.data.pretrain_batches import pretraining_batch
     from glm53.data.tokenizer import PAD_ID
 
@@ -108,7 +109,7 @@ def main() -> None:
     seconds = time.perf_counter() - started
     for step in timed:  # the same steps' inputs, counted after the clock stopped (the step made them once already)
         inputs = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite,
-                                   loss_on=cfg.loss_on)[0]
+                                   loss_on=cfg.loss_on, tokenizer=tokenizer_for(cfg.model))[0]
         tokens["document"] += int((inputs != PAD_ID).sum())
         tokens["row"] += inputs.numel()
     # the model's arithmetic in one step, counted (on the step after the timed ones, so the timing is not slowed)

@@ -17,7 +17,6 @@ import argparse
 import torch
 
 from glm53.data.broad.splits import frozen_broad_tasks
-from glm53.data.tokenizer import ByteTokenizer
 from glm53.evaluate.body_loss import body_nats
 from glm53.checkpoints.format import load_model
 
@@ -34,18 +33,18 @@ def main() -> None:
     parser.add_argument("--other-description", action="store_true",
                         help="also score with each task's description swapped for the next task's")
     args = parser.parse_args()
-    tasks, tokenizer = frozen_broad_tasks("dev", args.tasks), ByteTokenizer()
+    tasks = frozen_broad_tasks("dev", args.tasks)
     for path in args.checkpoints:
         model = load_model(path, "cpu").model.eval()
         own = other = 0.0
         targets = 0
         with torch.no_grad():
             for i, task in enumerate(tasks):
-                nats, n = body_nats(model, task.prompt, task.body, tokenizer)
+                nats, n = body_nats(model, task.prompt, task.body)
                 own, targets = own + nats, targets + n
                 if args.other_description:
                     prompt = swapped_description(task.prompt, tasks[(i + 1) % len(tasks)].prompt)
-                    other += body_nats(model, prompt, task.body, tokenizer)[0]
+                    other += body_nats(model, prompt, task.body)[0]
         line = f"{path}: body loss {own / targets:.4f} nats a byte over {targets} bytes of {len(tasks)} dev tasks"
         print(line + (f"; with another task's description {other / targets:.4f}" if args.other_description else ""))
 

@@ -13,6 +13,7 @@ import argparse
 
 import torch
 
+from glm53.data.bpe_tokenizer import tokenizer_for
 from glm53.data.pretrain_batches import pretraining_batch
 from glm53.checkpoints.format import load_model
 
@@ -29,7 +30,7 @@ def main() -> None:
         usage = 0
         with torch.no_grad():
             for step in range(start, stop):
-                inputs, _ = pretraining_batch(step, args.batch, 128)
+                inputs, _ = pretraining_batch(step, args.batch, 128, tokenizer=tokenizer_for(model.config))
                 usage = usage + model(inputs, return_aux=True)[1].expert_usage
         cv = usage.std(dim=1, unbiased=False) / usage.mean(dim=1)
         print(f"{path}: expert-load CV mean {float(cv.mean()):.3f}, max {float(cv.max()):.3f} over "

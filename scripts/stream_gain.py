@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 
+from glm53.data.bpe_tokenizer import tokenizer_for
 from glm53.data.pretrain_batches import pretraining_batch
 from glm53.model.manifold_hyper_connections import composite_gain
 from glm53.checkpoints.format import load_model
@@ -27,7 +28,9 @@ def main() -> None:
     start, stop = (int(x) for x in args.steps.split(":"))
     for path in args.checkpoints:
         model = load_model(path).model.eval()
-        gains = [composite_gain(model, pretraining_batch(step, args.batch, 128)[0]) for step in range(start, stop)]
+        tokenizer = tokenizer_for(model.config)
+        gains = [composite_gain(model, pretraining_batch(step, args.batch, 128, tokenizer=tokenizer)[0])
+                 for step in range(start, stop)]
         mean = lambda key: sum(g[key] for g in gains) / len(gains)  # noqa: E731 (every batch has as many tokens)
         peak = lambda key: max(g[key] for g in gains)  # noqa: E731
         print(f"{path} ({model.config.residual}, {gains[0]['layers']} mixings): composite gain mean "

@@ -161,7 +161,7 @@ def _complete_and_write(args, suite, cfg, tasks, started: float) -> int:
     from .task_completions import evaluation_completions
 
     model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified).model
-    problem = suite.context_problem(model.config.max_sequence_length)
+    problem = suite.model_problem(model.config)
     if problem:
         raise ValueError(f"{args.checkpoint}: {problem}")
     completions, precision = evaluation_completions(model, tasks, cfg)

@@ -63,15 +63,31 @@ def function_ended(prompt: str, completion: str) -> bool:
     return function_end(completion) is not None
 
 
-def cut_to_function(record: dict) -> dict:
+def cut_to_function(record: dict, tokenizer=None) -> dict:
     """A record stopped by `function_ended`, cut to the function: the dedented line's first character and the
-    blank lines before it leave the completion and the token ids (one byte token each: a newline, or one
-    character that a lone byte decodes to). Other records are returned as they are."""
+    blank lines before it leave the completion and the token ids. Other records are returned as they are.
+
+    With the byte tokenizer (the default) each dropped character is one token: a newline, or one character that a
+    lone byte decodes to. A byte-pair tokenizer (data/bpe_tokenizer.py) starts a token at every newline, so the
+    dedented line arrives as one token with its newline ("\\nde"): the ids kept are the longest prefix whose bytes
+    fit in the function's text, and the completion is their text, so decode(token_ids) == completion (what RL
+    trains on is what the verifier judged). That text may lack the function's last newline, which changes no
+    program."""
     end = function_end(record["completion"])
     if end is None:
         return record
-    dropped = len(record["completion"]) - end
-    return {**record, "completion": record["completion"][:end], "token_ids": record["token_ids"][:-dropped]}
+    id_bytes = getattr(tokenizer, "id_bytes", None)
+    if id_bytes is None:
+        dropped = len(record["completion"]) - end
+        return {**record, "completion": record["completion"][:end], "token_ids": record["token_ids"][:-dropped]}
+    limit = len(record["completion"][:end].encode("utf-8", errors="surrogatepass"))
+    kept, size = [], 0
+    for token in record["token_ids"]:
+        size += len(id_bytes[token])
+        if size > limit:
+            break
+        kept.append(token)
+    return {**record, "completion": tokenizer.decode(kept), "token_ids": kept}
 
 
 STOP_RULES = {"statement": function_body_complete, "function": function_ended}

@@ -102,7 +102,7 @@ def completion_pieces(model: GLM53, prompt: str, sampling: Sampling, generator: 
         model.train(was_training)
     record = result_record(tokenizer, tokens, stopped, cap)
     if stop == "function":
-        record = cut_to_function(record)
+        record = cut_to_function(record, tokenizer)
     if record["completion"].startswith(shown) and len(record["completion"]) > len(shown):
         yield record["completion"][len(shown):]
     return record

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from ..data.bpe_tokenizer import tokenizer_for
 from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
 from ..model.model import GLM53
@@ -51,7 +52,8 @@ def sample_completions(model: GLM53, tasks: list[Task], group_size: int, samplin
         completions.extend(generate_groups(model, [t.prompt for t in chunk], group_size, sampling,
                                            generator=generator, stop=stop, precision=precision, fit_context=fit))
     if get_suite(suite).stop == "function":
-        completions = [[cut_to_function(s) for s in group] for group in completions]
+        tokenizer = tokenizer_for(model.config)
+        completions = [[cut_to_function(s, tokenizer) for s in group] for group in completions]
     return completions
 
 

@@ -94,7 +94,7 @@ def generate_text(model: GLM53, prompts: str | list[str], sampling: Sampling | N
     decode = generate_groups if cache else generate_uncached
     groups = decode(model, prompts, samples, sampling, generator=generator, stop=rule, tokenizer=tokenizer)
     cut = stop == "end"
-    return [Generation(prompt=prompt, **(cut_to_function(record) if cut else record))
+    return [Generation(prompt=prompt, **(cut_to_function(record, tokenizer) if cut else record))
             for prompt, group in zip(prompts, groups) for record in group]
 
 

@@ -57,7 +57,7 @@ def cmd_eval(args) -> int:
     loaded = load_model(cfg.checkpoint, resolve_device(cfg.runtime.device),
                         trust_unverified=cfg.runtime.trust_unverified)
     model = loaded.model
-    problem = suite.context_problem(model.config.max_sequence_length)
+    problem = suite.model_problem(model.config)
     if problem:
         raise ValueError(f"{cfg.checkpoint}: {problem}")
     result = evaluate(model, tasks, cfg.evaluation, accepted_partial=cfg.runtime.accept_partial_isolation)

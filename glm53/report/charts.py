@@ -50,7 +50,7 @@ def loss_chart(charts: Path, curve: list[dict], checkpoints: list[dict], name: s
                 label="validation (held out)")
         ax.legend(frameon=False)
     ax.set_yscale("log")
-    style(ax, title, "step", "next-byte cross-entropy (log scale)")
+    style(ax, title, "step", "next-token cross-entropy (log scale; a token is a byte unless --tokenizer)")
     return save(fig, charts, name)
 
 

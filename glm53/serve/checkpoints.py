@@ -50,7 +50,7 @@ def open_checkpoints(paths: list[str], trust_unverified: bool) -> list[ServedChe
         loaded = load_model(path, "cpu", trust_unverified=trust_unverified)
         model = loaded.model.eval()
         suite = checkpoint_suite(path)
-        problem = suite.context_problem(model.config.max_sequence_length)
+        problem = suite.model_problem(model.config)
         if problem:
             raise ValueError(f"{path}: {problem}")
         name = "/".join(path.resolve().parts[-2:])

@@ -19,14 +19,14 @@ from collections.abc import Callable
 import torch
 
 from ..data.bpe_tokenizer import BPETokenizer
-from ..data.tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID
+from ..data.tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID, SEP_ID
 from ..model.indexer_attention import (IndexerSparseAttention, choose_blocks, index_scores, pool_keys,
                                        selection_mask)
 from ..model.moe import MixtureOfExperts
 from ..model.sparse_attention import SparseAttention, sparse_pattern
 
 
-SPECIAL_NAMES = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}
+SPECIAL_NAMES = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>", SEP_ID: "<sep>"}
 
 
 class RoutingRecorder:

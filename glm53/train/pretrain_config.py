@@ -102,7 +102,7 @@ class PretrainConfig:
         self.retention.check(check, self.runtime.resume)
         check.declared(self)
         if self.suite in SUITE_NAMES:
-            problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)
+            problem = get_suite(self.suite).model_problem(self.model, self.sequence_length)
             check.require(problem is None, str(problem))
         check.done()
         if self.steps not in self.checkpoints:

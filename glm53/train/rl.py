@@ -228,7 +228,7 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     loaded = load_model(cfg.init, device, trust_unverified=cfg.runtime.trust_unverified)  # checks their recorded hash
     model = loaded.model
     suite = get_suite(cfg.suite)
-    problem = suite.context_problem(model.config.max_sequence_length)
+    problem = suite.model_problem(model.config)
     if problem:
         raise ValueError(f"rl: {cfg.init}: {problem}")
     init_sha = loaded.weights_sha256

@@ -90,8 +90,11 @@ def _follow_moved_folder(recorded: dict, now: dict) -> None:
 def check_resume_settings(out: Path, now: dict, may_change) -> None:
     """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
     recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
-    if isinstance(recorded.get("model"), dict):  # runs started before the plain/fast kernel names
-        recorded["model"] = ModelConfig.from_dict(recorded["model"]).to_dict()
+    # runs started before the plain/fast kernel names or a model field added since (tokenizer, qk_norm, ...): the
+    # model of a pretraining run, or of a stage (the main job's pretrain.model)
+    for held in (recorded, *(v for v in recorded.values() if isinstance(v, dict))):
+        if isinstance(held.get("model"), dict):
+            held["model"] = ModelConfig.from_dict(held["model"]).to_dict()
     now = json.loads(json.dumps(now))
     for key, value in [(None, now), *((k, v) for k, v in now.items() if isinstance(v, dict))]:
         held = recorded if key is None else recorded.get(key)

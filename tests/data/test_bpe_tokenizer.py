@@ -192,3 +192,58 @@ def test_a_corpus_is_bytes_only(tmp_path):
     (tmp_path / "a.py").write_text("def f():\n    return 1\n" * 20)
     with pytest.raises(ValueError, match="use --tokenizer byte with --corpus"):
         tiny_run(tmp_path / "run", corpus=str(tmp_path / "a.py"), model=ModelConfig(**BPE_TINY))
+
+
+def test_special_names_written_in_text_are_text():
+    for text in ['x = "<eos>"', "a<pad>b", 'print("<sep>")', "<bos><eos>"]:
+        ids = tok.encode(text)
+        assert not set(ids) & {PAD_ID, BOS_ID, EOS_ID, SEP_ID} and tok.decode(ids) == text
+
+
+def test_the_function_cut_keeps_ids_and_text_together():
+    """The broad suite's stop rule ends at a dedented line's first character; under byte-pair tokens that character
+    comes inside a token with its newline, so the ids kept are those whose bytes fit in the function, and the
+    completion is their text (what RL trains on is what the verifier judged)."""
+    from glm53.decode.generate import cut_to_function, function_ended
+
+    pieces = ["\n    return ", "x ", "+ 1", "\nde"]
+    ids = [i for p in pieces for i in tok.encode(p)]
+    completion = tok.decode(ids)
+    assert function_ended("", completion)
+    cut = cut_to_function({"completion": completion, "token_ids": ids, "hit_token_cap": False}, tok)
+    assert cut["completion"] == tok.decode(cut["token_ids"]) == "\n    return x + 1"
+    blank = [i for p in ["\n    return 1", "\n", "\n", "\nprint"] for i in tok.encode(p)]
+    cut = cut_to_function({"completion": tok.decode(blank), "token_ids": blank, "hit_token_cap": False}, tok)
+    assert cut["completion"] == tok.decode(cut["token_ids"]) == "\n    return 1\n"
+    byte = ByteTokenizer()  # the byte tokenizer's cut is as before: one token a dropped character
+    ids = byte.encode("\n    return 1\n\nde")
+    cut = cut_to_function({"completion": byte.decode(ids), "token_ids": ids, "hit_token_cap": False})
+    assert cut["completion"] == byte.decode(cut["token_ids"]) == "\n    return 1\n"
+
+
+def test_a_bpe_model_is_refused_where_the_statement_rule_stops_bodies(tmp_path):
+    with pytest.raises(ValueError, match="use a byte-tokenizer model"):
+        tiny_run(tmp_path / "run", suite="reference", model=ModelConfig(**BPE_TINY))
+    assert get_suite("broad").model_problem(ModelConfig(**BPE_TINY)) is None
+
+
+def test_a_main_job_started_before_the_tokenizer_field_resumes(tmp_path):
+    import json
+
+    from glm53.run_config import RunConfig
+    from glm53.runtime.config import RESUMABLE_CHANGES
+    from glm53.train.run_folder import check_resume_settings
+
+    now = RunConfig(out=str(tmp_path)).folder_settings()
+    old = json.loads(json.dumps(now))
+    del old["pretrain"]["model"]["tokenizer"]
+    (tmp_path / "run.json").write_text(json.dumps(old))
+    check_resume_settings(tmp_path, now, RESUMABLE_CHANGES)
+
+
+def test_serve_labels_a_bpe_token_by_its_bytes():
+    from glm53.serve.trace import token_label
+
+    token = tok.encode("\n    return ")
+    assert len(token) == 1 and token_label(token[0], tok) == "\\n····return·"
+    assert token_label(SEP_ID, tok) == "<sep>" and token_label(EOS_ID, tok) == "<eos>"
