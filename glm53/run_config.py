@@ -100,6 +100,8 @@ class RunConfig:
                                 ("--rl.tasks-per-family", self.rl.tasks_per_family),
                                 ("--rl.dev-per-family", self.rl.dev_per_family)):
                 check.require(suite.count_problem(flag, count) is None, str(suite.count_problem(flag, count)))
+            check.require(suite.tokenizer_problem(self.pretrain.model) is None,
+                          str(suite.tokenizer_problem(self.pretrain.model)))
         check.done()
         run = Path(self.out)
         shared = {name: getattr(self.runtime, name) for name in RUN_RUNTIME}

@@ -59,15 +59,20 @@ class Suite:
         """Why a model context (and pretraining rows of `sequence_length`) cannot hold this suite, or None."""
         return None
 
-    def model_problem(self, config, sequence_length: int | None = None) -> str | None:
-        """Why a model (its ModelConfig) cannot be trained or judged on this suite, or None: its context
-        (context_problem), or a byte-pair tokenizer under the statement stop rule, which asks for a completion that
-        ends a line, where byte-pair tokens end lines only at a bare newline (data/bpe_tokenizer.py)."""
+    def tokenizer_problem(self, config) -> str | None:
+        """Why a model's tokenizer cannot serve this suite, or None: a byte-pair tokenizer under the statement stop
+        rule, which asks for a completion that ends a line, where byte-pair tokens end lines only at a bare newline
+        (data/bpe_tokenizer.py)."""
         if self.stop == "statement" and config.tokenizer != "byte":
             return (f"the {self.name} suite stops a body after its first statement, which the {config.tokenizer} "
                     "tokenizer cannot mark (its tokens end a line only at a bare newline); use a byte-tokenizer "
                     "model (--tokenizer byte) with this suite, or the broad suite")
-        return self.context_problem(config.max_sequence_length, sequence_length)
+        return None
+
+    def model_problem(self, config, sequence_length: int | None = None) -> str | None:
+        """Why a model (its ModelConfig) cannot be trained or judged on this suite, or None: its tokenizer
+        (tokenizer_problem) or its context (context_problem)."""
+        return self.tokenizer_problem(config) or self.context_problem(config.max_sequence_length, sequence_length)
 
     def receipt(self) -> dict:
         return {"suite": self.name, "language": self.language}

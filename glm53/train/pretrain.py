@@ -35,7 +35,7 @@ from ..data.corpus import Corpus, load_corpus
 from ..data.bpe_tokenizer import tokenizer_for
 from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch
 from ..data.run_order import run_stream
-from ..data.suites import DEFAULT_SUITE, get_suite
+from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..data.tasks import Task
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
@@ -163,6 +163,8 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     checkpoint records so far) whose weights --keep-last must spare (the main job's RL start)."""
     if not cfg.out:
         raise ValueError("pretrain: out must name the run folder (--out)")
+    if cfg.suite in SUITE_NAMES and get_suite(cfg.suite).tokenizer_problem(cfg.model):
+        raise ValueError(f"pretrain: {get_suite(cfg.suite).tokenizer_problem(cfg.model)}")
     if cfg.batch_size % dp.world_size:
         raise ValueError(f"pretrain: --batch-size {cfg.batch_size} does not divide among {dp.world_size} ranks; use a "
                          f"multiple of {dp.world_size} or another --nproc-per-node")

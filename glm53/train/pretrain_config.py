@@ -102,7 +102,9 @@ class PretrainConfig:
         self.retention.check(check, self.runtime.resume)
         check.declared(self)
         if self.suite in SUITE_NAMES:
-            problem = get_suite(self.suite).model_problem(self.model, self.sequence_length)
+            # the context only: `glm53 run` builds this config before it sets the run's suite, so the tokenizer is
+            # checked where the suite is final (pretrain(), RunConfig)
+            problem = get_suite(self.suite).context_problem(self.model.max_sequence_length, self.sequence_length)
             check.require(problem is None, str(problem))
         check.done()
         if self.steps not in self.checkpoints:

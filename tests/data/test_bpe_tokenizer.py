@@ -223,7 +223,8 @@ def test_the_function_cut_keeps_ids_and_text_together():
 
 def test_a_bpe_model_is_refused_where_the_statement_rule_stops_bodies(tmp_path):
     with pytest.raises(ValueError, match="use a byte-tokenizer model"):
-        tiny_run(tmp_path / "run", suite="reference", model=ModelConfig(**BPE_TINY))
+        pretrain(tiny_run(tmp_path / "run", suite="reference", model=ModelConfig(**BPE_TINY)), dev_tasks=[])
+    assert not (tmp_path / "run").exists()
     assert get_suite("broad").model_problem(ModelConfig(**BPE_TINY)) is None
 
 
