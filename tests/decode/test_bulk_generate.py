@@ -160,7 +160,7 @@ class Scripted(torch.nn.Module):
         from glm53.data.tokenizer import ByteTokenizer
 
         self.script = ByteTokenizer().encode(text) + [ByteTokenizer.eos_id]
-        self.config = SimpleNamespace(max_sequence_length=256, vocab_size=260)
+        self.config = SimpleNamespace(max_sequence_length=256, vocab_size=260, tokenizer="byte")
         self.device = torch.device("cpu")
         self.steps = 0
 

@@ -2,6 +2,7 @@
 and caps that fit the context; the reference suite keeps its first-statement rule and its 48 tokens."""
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -105,10 +106,11 @@ def test_a_broad_body_is_decoded_to_the_function_end_and_verified_at_the_python_
         return out
 
     monkeypatch.setattr(completions_module, "generate_groups", engine)
-    judged = sample_and_verify(None, tasks, 1, Sampling(max_new_tokens=192), None, suite="broad")
+    model = SimpleNamespace(config=SimpleNamespace(tokenizer="byte"))  # no engine runs; the cut reads the tokenizer
+    judged = sample_and_verify(model, tasks, 1, Sampling(max_new_tokens=192), None, suite="broad")
     for task, [(sample, verdict)] in zip(tasks, judged):
         assert sample["completion"] == task.body and sample["token_ids"] == tok.encode(task.body)
         assert verdict.passed, (task.task_id, verdict)
     as_reference = [replace(t, language="reference") for t in tasks]  # each task is verified at its own level
-    judged = sample_and_verify(None, as_reference, 1, Sampling(max_new_tokens=192), None, suite="broad")
+    judged = sample_and_verify(model, as_reference, 1, Sampling(max_new_tokens=192), None, suite="broad")
     assert any(v.status == "invalid" for [(_, v)] in judged)  # loops and methods: refused at the reference level
