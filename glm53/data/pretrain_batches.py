@@ -37,8 +37,6 @@ import torch
 from .suites import DEFAULT_SUITE, get_suite
 from .tokenizer import ByteTokenizer
 
-# ByteTokenizer or bpe_tokenizer.BPETokenizer: the batches take whichever the model names (bpe_tokenizer.tokenizer_for)
-
 IGNORE_INDEX = -100
 VALIDATION_FIRST_INDEX = 1 << 40
 

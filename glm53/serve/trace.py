@@ -65,9 +65,10 @@ def _byte_text(byte: int) -> str:
 
 def token_label(token_id: int, tokenizer=None) -> str:
     """byte_label, or under a byte-pair tokenizer (bpe_tokenizer.py) the token's bytes escaped the same way."""
-    if not isinstance(tokenizer, BPETokenizer) or token_id in SPECIAL_NAMES or not 0 <= token_id < tokenizer.vocab_size:
-        return byte_label(token_id) if not isinstance(tokenizer, BPETokenizer) else SPECIAL_NAMES.get(
-            token_id, f"<{token_id}>")
+    if not isinstance(tokenizer, BPETokenizer):
+        return byte_label(token_id)
+    if token_id in SPECIAL_NAMES or not 0 <= token_id < tokenizer.vocab_size:
+        return SPECIAL_NAMES.get(token_id, f"<{token_id}>")
     return "".join(_byte_text(b) for b in tokenizer.id_bytes[token_id])
 
 
