@@ -35,6 +35,8 @@ def test_tiny_broad_run(tmp_path):
     assert (pretraining["suite"], pretraining["language"], rl["suite"], rl["language"]) == ("broad", "python") * 2
     assert pretraining["run"]["sequence_length"] == 324 and pretraining["config"]["max_sequence_length"] == 384
     assert pretraining["run"]["loss_on"] == "completion" and pretraining["config"]["sparse_every"] == 1
+    # the speedrun's record recipe (muon-qk-bpe): byte pairs, QK-norm, Muon
+    assert (pretraining["config"]["tokenizer"], pretraining["config"]["qk_norm"]) == ("broad-bpe-2048", True)
     assert rl["initial_checkpoint"].endswith("pretrain/checkpoint-0003")  # dev ties: the later checkpoint
     assert all(r["token_ids"] and len(r["token_ids"]) <= 24 for r in rl["rollouts"])
     for split in SPLITS:

@@ -27,16 +27,15 @@ def test_broad_run_parses_and_plans(tmp_path):
     assert (pretraining.suite, pretraining.sequence_length, pretraining.model.max_sequence_length) == ("broad", 324,
                                                                                                      384)
     preset = RunConfig.from_preset(str(tmp_path / "run"), "broad").pretrain  # the spec's setup is the preset's
-    got, wanted = pretraining.to_dict(), preset.to_dict()  # by the recorded names (lr: the optimization block's)
-    for name in ("steps", "checkpoints", "batch_size", "sequence_length", "lr", "warmup_steps", "lr_schedule",
-                 "loss_on", "dev_max_new_tokens", "model", "seed"):
-        assert got[name] == wanted[name], name
+    got, wanted = pretraining.to_dict(), preset.to_dict()  # by the recorded names, every setting the model learns by
+    assert {k for k in wanted if got.get(k) != wanted[k]} <= {"out", "progress", "report_group"}  # where it runs
+    assert (got["optimizer"], got["model"]["tokenizer"], got["model"]["qk_norm"]) == ("muon", "broad-bpe-2048", True)
     jobs = plan_jobs(spec, tmp_path)
     assert len(jobs) == len(spec.seeds) and {j.seed for j in jobs} == set(spec.seeds)
     for job in jobs:
         made = job_kind(job.kind).make(resolve_setup(job.settings, job.setup_dir), job.seed, job.checkpoints,
                                        Path(job.dir))
-        assert made.rl.init == str(tmp_path.resolve() / "setup" / "run" / "checkpoint-3600")
+        assert made.rl.init == str(tmp_path.resolve() / "setup" / "run" / "checkpoint-2400")
         assert (made.rl.suite, made.rl.sampling.max_new_tokens, made.rl.families, made.rl.seed) == ("broad", 192, "all",
                                                                                                     job.seed)
         assert made.splits() == ("dev", "rl", "confirm", "compose", "phrase", "human")
