@@ -10,6 +10,7 @@ from glm53.sweep.analysis import analyze
 from glm53.sweep.jobs import job_kind
 from glm53.sweep.runner import SPEC_FILE, job_dir, plan_jobs, setup_job
 from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
+from glm53.train.speedrun_config import recipe_settings
 from glm53.checkpoints.format import save_checkpoint
 
 from ..tiny import TINY
@@ -113,11 +114,10 @@ def test_rl_splits_jobs_of_one_sweep_share_the_start_scores(tmp_path):
     assert again["start_scores"] == "computed" and json.loads(saved.read_text())["result"]
 
 
-def test_rl_screen_broad_shares_the_broad_run_setup(tmp_path):
-    """The broad RL screen starts from the broad-run spec's pretraining (so --setup-from a broad-run sweep shares
-    it), plans ten seeds of every arm seed by seed, and each arm differs from the baseline in its own settings."""
+def test_rl_screen_broad_plans_its_arms(tmp_path):
+    """The broad RL screen (run e4's start, below) plans ten seeds of every arm seed by seed, and each arm differs from the baseline in its own settings."""
     screen, run = load_spec("rl-screen-broad"), load_spec("broad-run")
-    assert screen.setup == run.setup and screen.job == "rl-splits" and len(screen.seeds) >= 10
+    assert screen.job == "rl-splits" and len(screen.seeds) >= 10
     assert not set(screen.seeds) & set(run.seeds)
     jobs = plan_jobs(screen, tmp_path)
     assert [j.seed for j in jobs[:len(screen.arms)]] == [screen.seeds[0]] * len(screen.arms)  # whole seeds first
@@ -135,3 +135,14 @@ def test_the_confirmation_reruns_the_screens_arms_on_fresh_seeds():
     assert confirm.setup == screen.setup and confirm.base == screen.base and confirm.metrics == screen.metrics
     assert set(confirm.arms) < set(screen.arms) and all(confirm.arms[a] == screen.arms[a] for a in confirm.arms)
     assert len(confirm.seeds) >= 10 and not set(confirm.seeds) & set(screen.seeds)
+
+
+def test_the_broad_rl_screens_of_2026_12_02_keep_their_start(tmp_path):
+    """rl-screen-broad and its confirmation measured RL from run e4 (the preset's pretraining until 2026-12-03):
+    their [setup] stays e4's, so they rerun as their study pages record them."""
+    e4 = recipe_settings("e4")
+    for name in ("rl-screen-broad", "rl-screen-broad-confirm"):
+        setup = setup_job(load_spec(name), tmp_path)
+        made = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
+        assert made.steps == e4["steps"] == 3600 and made.optimization.optimizer == "adamw", name
+        assert (made.model.tokenizer, made.model.qk_norm, made.model.dim) == ("byte", False, e4["dim"]), name
