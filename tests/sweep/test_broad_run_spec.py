@@ -115,7 +115,8 @@ def test_rl_splits_jobs_of_one_sweep_share_the_start_scores(tmp_path):
 
 
 def test_rl_screen_broad_plans_its_arms(tmp_path):
-    """The broad RL screen (run e4's start, below) plans ten seeds of every arm seed by seed, and each arm differs from the baseline in its own settings."""
+    """The broad RL screen (run e4's start, below) plans ten seeds of every arm seed by seed, and each arm differs
+    from the baseline in its own settings."""
     screen, run = load_spec("rl-screen-broad"), load_spec("broad-run")
     assert screen.job == "rl-splits" and len(screen.seeds) >= 10
     assert not set(screen.seeds) & set(run.seeds)
