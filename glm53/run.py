@@ -92,7 +92,7 @@ def refuse_short_context(cfg: RunConfig) -> None:
     """Before the folder exists: every stage's prompts and token cap fit the pretrained model's context (each
     stage checks its own as it starts, but RL and the evaluation start after pretraining has run)."""
     suite, context = get_suite(cfg.suite), cfg.pretrain.model.max_sequence_length
-    rl_tasks = suite.tasks("rl", cfg.rl.tasks_per_family, cfg.rl.families)
+    rl_tasks = cfg.rl.training_tasks()
     rl_dev = suite.dev_tasks_for(rl_tasks, cfg.rl.dev_per_family, cfg.rl.families)
     evaluated = [t for s in suite.eval_splits for t in suite.eval_tasks(s, cfg.confirm_per_family)]
     reference = cfg.suite == "reference"  # its confirm split is scored at the evaluation's own cap, not RL's

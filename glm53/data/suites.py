@@ -29,6 +29,9 @@ from .tasks import (FAMILY_NAMES, MAX_PER_FAMILY, family_list, frozen_tasks, par
 SUITE_NAMES = ("reference", "broad")
 DEFAULT_SUITE = "reference"
 BOS_EOS = 2  # a document's ids: BOS + UTF-8 bytes + EOS
+# RL's tasks from the stream (--task-source stream) start here: far past any pretraining run (the broad preset
+# reads 38,400 documents) and past RL's replay documents (train/rl_update.py: from 50,000,000)
+RL_STREAM_START = 60_000_000
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,14 @@ class BroadSuite(Suite):
 
     def pretrain_dev_tasks(self) -> list:
         return self.tasks("dev", 32)
+
+    def stream_tasks(self, count: int, families=None, seed: int = 42) -> list:
+        """`count` tasks drawn like the pretraining stream from document RL_STREAM_START on (of the root
+        primitives in `families`, as in `tasks`): the stream's whole grammar, no held-out pair or phrasing, no
+        reserved name, and no document a pretraining run of fewer than RL_STREAM_START documents read."""
+        tasks = [broad_pretraining_task(RL_STREAM_START + i, seed) for i in range(count)]
+        roots = self.family_names(families)
+        return tasks if roots is None else [t for t in tasks if t.family in roots]
 
     def max_count(self) -> int:
         return MAX_PER_SPLIT

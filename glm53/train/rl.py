@@ -41,7 +41,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.suites import get_suite
-from ..data.tasks import Task, completion_room_problem, read_tasks
+from ..data.tasks import Task, completion_room_problem
 from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
@@ -126,8 +126,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
 
 def probe_task(cfg: RLConfig, tasks: list[Task] | None) -> Task | None:
     """The task the reward's ordering is probed on: the run's first (of the task file, or of the rl split)."""
-    tasks = tasks or (read_tasks(cfg.tasks_file) if cfg.tasks_file else
-                      get_suite(cfg.suite).tasks("rl", 1, cfg.families))
+    tasks = tasks or cfg.training_tasks(1)
     return tasks[0] if tasks else None
 
 
@@ -238,7 +237,7 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     opt = cfg.optimization  # AdamW's own betas (0.9, 0.999), no decay
     optimizer = torch.optim.AdamW(trainable, lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay)
     if tasks is None:  # a sweep's job names its task file in the config alone
-        tasks = read_tasks(cfg.tasks_file) if cfg.tasks_file else suite.tasks("rl", cfg.tasks_per_family, cfg.families)
+        tasks = cfg.training_tasks()
     if not tasks:
         raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl "
                          "split")

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
+from ..data.tasks import read_tasks
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
 from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
@@ -16,7 +17,11 @@ from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
 from ..checkpoints.retention import Retention
 from .optimization import MUON_SETTINGS, Optimization
 
-TRAIN_SCOPES = ("all", "last-block", "last-block-head")
+TRAIN_SCOPES = ("all", "last-block", "last-block-head", "experts")  # rl_update.py's set_train_scope
+# policy-gradient: RLOO and the GRPO family (advantages from the rewards); rejection-sampling: expert iteration, the
+# STaR / ReST-EM family (the verified programs, weight 1 each, the rest left out: fine-tuning on what passed)
+OBJECTIVES = ("policy-gradient", "rejection-sampling")
+TASK_SOURCES = ("rl-split", "stream")  # the frozen rl split's first N tasks, or N fresh ones drawn like the stream
 # The objective's choices (policy_gradient.py and completion_batch.py take them from here)
 BASELINES = ("leave-one-out", "group-mean")
 REWARD_SCALINGS = ("none", "group-std", "batch-std")
@@ -87,7 +92,12 @@ class RLConfig:
                                          skip=("betas", "weight_decay", "lr_schedule", "warmup_steps", "min_lr_ratio",
                                                *MUON_SETTINGS),
                                          helps={"lr": "learning rate (AdamW, no weight decay)"})
-    train_scope: str = setting("last-block-head", "which parameters train", choices=TRAIN_SCOPES)
+    train_scope: str = setting("last-block-head", "which parameters train (experts: every block's routed and shared "
+                                                  "experts, not the router)", choices=TRAIN_SCOPES)
+    objective: str = setting("policy-gradient", "policy-gradient (advantages from the rewards: RLOO, GRPO, ...) or "
+                                                "rejection-sampling (expert iteration: each update fine-tunes on the "
+                                                "step's programs the verifier passed, weight 1, the rest left out)",
+                             choices=OBJECTIVES)
     reward: str = setting("binary", REWARD_HELP, repeatable=True)
     allow_unordered_reward: bool = setting(False, "train on a reward that breaks the ordering rule (passed > failed "
                                                   ">= invalid), which the run checks on a probe set when it starts")
@@ -140,6 +150,11 @@ class RLConfig:
                                      helps={"precision": "precision of the update"})
     sample_precision: str = setting(DECODE_PRECISION, "precision of the rollouts", choices=PRECISIONS)
     tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
+    task_source: str = setting("rl-split", "rl-split: the first --tasks-per-family tasks of the rl split; stream "
+                                           "(broad suite): --tasks-per-family tasks drawn like the pretraining stream "
+                                           "from document 60,000,000 on, so a run of as many groups never repeats "
+                                           "a task (no held-out pair or phrasing, as in the stream)",
+                               choices=TASK_SOURCES)
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
                                         "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
                                         "unless given)", choices=SUITE_NAMES)
@@ -161,16 +176,39 @@ class RLConfig:
         check.require(self.iterations == 1 or (self.clip_low > 0 and self.clip_high > 0),
                       f"--iterations {self.iterations} needs a clipping range on both sides (--clip-low and "
                       f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
+        if self.objective == "rejection-sampling":  # it keeps what passed: the reward's shape is not used
+            for flag, value, default in (("--reward", self.reward, "binary"),
+                                         ("--advantage-baseline", self.advantage_baseline, "leave-one-out"),
+                                         ("--reward-scaling", self.reward_scaling, "none")):
+                check.require(value == default, f"{flag} {value} has no effect under --objective rejection-sampling, "
+                                                "which fine-tunes on the programs that pass (weight 1) and leaves "
+                                                f"the rest out; drop {flag} or use --objective policy-gradient")
         self.retention.check(check, self.runtime.resume)
-        if self.suite in SUITE_NAMES:  # the splits hold what is asked (a task file replaces the rl split)
+        check.require(self.task_source == "rl-split" or (self.suite == "broad" and not self.tasks_file),
+                      f"--task-source stream draws tasks from the broad suite's pretraining stream: use it with "
+                      f"--suite broad and no --tasks-file (got --suite {self.suite}"
+                      + (f", --tasks-file {self.tasks_file})" if self.tasks_file else ")"))
+        if self.suite in SUITE_NAMES:  # the splits hold what is asked (a task file or the stream replaces the split)
             suite = get_suite(self.suite)
-            counts = (() if self.tasks_file else (("--tasks-per-family", self.tasks_per_family),)) + \
+            from_split = not self.tasks_file and self.task_source == "rl-split"
+            counts = ((("--tasks-per-family", self.tasks_per_family),) if from_split else ()) + \
                 (("--dev-per-family", self.dev_per_family),)
             for flag, count in counts:
                 check.require(suite.count_problem(flag, count) is None, str(suite.count_problem(flag, count)))
         check.done()
         if self.groups not in self.checkpoints:
             self.checkpoints = self.checkpoints + (self.groups,)
+
+    def training_tasks(self, count: int | None = None) -> list:
+        """The tasks RL draws its groups from: the task file's, or the rl split's or the stream's (--task-source)
+        first `count` (default --tasks-per-family; per family in the reference suite)."""
+        if self.tasks_file:
+            return read_tasks(self.tasks_file)
+        count = self.tasks_per_family if count is None else count
+        suite = get_suite(self.suite)
+        if self.task_source == "stream":
+            return suite.stream_tasks(count, self.families)
+        return suite.tasks("rl", count, self.families)
 
     @property
     def dev_eval(self) -> EvalConfig:

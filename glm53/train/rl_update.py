@@ -15,6 +15,7 @@ from ..data.pretrain_batches import IGNORE_INDEX, encode_documents
 from ..data.suites import get_suite
 from ..data.bpe_tokenizer import tokenizer_for
 from ..model.model import GLM53
+from ..model.moe import MixtureOfExperts
 from ..runtime.device import autocast
 from ..runtime.distributed import SINGLE, DataParallel
 from .completion_batch import make_completion_batch
@@ -25,9 +26,16 @@ REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any p
 
 
 def set_train_scope(model: GLM53, scope: str) -> list[torch.nn.Parameter]:
+    """Mark the parameters RL trains (rl_config.TRAIN_SCOPES) and return them. experts: the routed experts' stacked
+    weights and the shared experts of every block, not the router (so the choice of experts stays the start's)."""
     for p in model.parameters():
         p.requires_grad_(scope == "all")
-    if scope != "all":
+    if scope == "experts":
+        for module in model.modules():
+            if isinstance(module, MixtureOfExperts):
+                for p in (module.expert_up, module.expert_down, *module.shared.parameters()):
+                    p.requires_grad_(True)
+    elif scope != "all":
         head = (model.embedding,) + ((model.head,) if model.head is not None else ())  # the head: tied or not
         for module in (model.layers[-1], model.final_norm) + (head if scope == "last-block-head" else ()):
             for p in module.parameters():

@@ -147,3 +147,21 @@ def test_the_broad_rl_screens_of_2026_12_02_keep_their_start(tmp_path):
         made = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
         assert made.steps == e4["steps"] == 3600 and made.optimization.optimizer == "adamw", name
         assert (made.model.tokenizer, made.model.qk_norm, made.model.dim) == ("byte", False, e4["dim"]), name
+
+
+def test_rl_generalize_starts_from_the_preset_and_changes_one_thing_an_arm(tmp_path):
+    """Issue 47's screen: the broad-run spec's start (the preset's pretraining), fresh seeds, and each arm's
+    settings differ from the baseline's; every arm's job builds (the new choices included)."""
+    screen, run = load_spec("rl-generalize"), load_spec("broad-run")
+    assert screen.setup == run.setup and screen.job == "rl-splits" and len(screen.seeds) >= 10
+    used = set(run.seeds) | set(load_spec("rl-screen-broad").seeds) | set(load_spec("rl-screen-broad-confirm").seeds)
+    assert not set(screen.seeds) & used
+    base = screen.settings("baseline")
+    made = {arm: job_kind("rl-splits").make(resolve_setup(screen.settings(arm), str(tmp_path / "setup")), 1, (),
+                                            tmp_path / arm).rl for arm in screen.arms}
+    assert made["baseline"].init.endswith("checkpoint-2400")
+    for arm in screen.arms:
+        assert arm == "baseline" or screen.settings(arm) != base, arm
+    assert (made["rejection-sampling"].objective, made["experts"].train_scope) == ("rejection-sampling", "experts")
+    assert made["budget-4x-stream"].task_source == "stream" and made["budget-4x"].groups == 4 * made["baseline"].groups
+    assert not any(tmp_path.iterdir())
