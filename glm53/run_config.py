@@ -81,7 +81,9 @@ class RunConfig:
                                                          "(offline unless you configure it), grouped by the run "
                                                          "folder"})
     pretrain: PretrainConfig = setting(default_factory=PretrainConfig, skip=("out", "suite") + RUN_RUNTIME)
-    rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file", "suite") + RUN_RUNTIME)
+    # task_source: the run trains on its suite's rl split (the stream source is `glm53 rl`'s and the sweeps')
+    rl: RLConfig = setting(default_factory=RLConfig, skip=("out", "init", "tasks_file", "suite", "task_source")
+                           + RUN_RUNTIME)
 
     def __post_init__(self) -> None:
         check = Checks("run")

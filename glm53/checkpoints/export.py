@@ -69,7 +69,7 @@ def model_card(model, facts: dict, source: Path) -> str:
     tokens = meta.get("tokens_seen", "not recorded")
     suite = run.get("suite", "reference")
     data = (f"generated Python functions ({suite} suite)" if "pretrain" in stage or stage == "random_initialization"
-            else f"RL on the {suite} suite's rl split, from {meta.get('initial_checkpoint', 'not recorded')}")
+            else f"RL on the {suite} suite's tasks, from {meta.get('initial_checkpoint', 'not recorded')}")
     rewarded = stage in ("executable_reward_rl", "pre_rl")
     lines = [
         "---", "library_name: glm53", "tags: [glm53, code, tiny, cpu]", "license: mit", "---", "",

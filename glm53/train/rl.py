@@ -104,6 +104,9 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     -> float, (function, weight) pairs, or names as --reward takes); the run's settings record their names."""
     if not cfg.out or not cfg.init:
         raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
+    if reward_funcs is not None and cfg.objective == "rejection-sampling":
+        raise ValueError("rl: --objective rejection-sampling keeps the programs that pass and uses no reward, so "
+                         "reward_funcs would have no effect: leave them out, or use --objective policy-gradient")
     if reward_funcs is not None and cfg.reward != "binary":
         raise ValueError(f"rl: give the reward either as --reward ({cfg.reward}) or as reward_funcs, not both")
     terms = reward_terms(cfg, reward_funcs)  # imported and checked before anything is written
@@ -125,7 +128,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
 
 
 def probe_task(cfg: RLConfig, tasks: list[Task] | None) -> Task | None:
-    """The task the reward's ordering is probed on: the run's first (of the task file, or of the rl split)."""
+    """The task the reward's ordering is probed on: the run's first (of the task file, the rl split or the stream)."""
     tasks = tasks or cfg.training_tasks(1)
     return tasks[0] if tasks else None
 
@@ -239,8 +242,8 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     if tasks is None:  # a sweep's job names its task file in the config alone
         tasks = cfg.training_tasks()
     if not tasks:
-        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the rl "
-                         "split")
+        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the "
+                         + ("stream's tasks (--task-source stream)" if cfg.task_source == "stream" else "rl split"))
     if dev_tasks is None:
         dev_tasks = suite.dev_tasks_for(tasks, cfg.dev_per_family, cfg.families)
     problem = completion_room_problem([*tasks, *dev_tasks], cfg.sampling.max_new_tokens,
@@ -343,7 +346,8 @@ def _finish(run: _Run, elapsed: float) -> dict:
     """Write the run's receipt (rank 0): settings, hashes, every step's figures and rollout, and the checkpoints."""
     cfg, out = run.cfg, run.out
     steps_log, rollouts = read_jsonl(out / LOG_NAME), read_jsonl(out / ROLLOUTS_NAME)
-    receipt = {"schema_version": "1.0", "algorithm": "RLOO", "status": "completed", "settings": cfg.to_dict(),
+    algorithm = "RLOO" if cfg.objective == "policy-gradient" else "rejection sampling (expert iteration)"
+    receipt = {"schema_version": "1.0", "algorithm": algorithm, "status": "completed", "settings": cfg.to_dict(),
                **get_suite(cfg.suite).receipt(),
                "initial_checkpoint": str(cfg.init), "initial_sha256": run.init_sha, "schedule_sha256": run.schedule_sha,
                "rewards": [term.record() for term in run.rewards],
@@ -356,7 +360,7 @@ def _finish(run: _Run, elapsed: float) -> dict:
                "resumed_from": run.resumed_from, "peak_memory_bytes": peak_memory_bytes(run.device),
                "checkpoints": run.checkpoints, "steps": steps_log, "rollouts": rollouts,
                "retention": apply_retention(out, cfg.retention, run.checkpoints, run.keep),  # finishes a cut prune
-               "updated_groups": sum(r["used"] for r in rollouts) // cfg.group_size,
+               "updated_groups": len({r["group"] for r in rollouts if r["used"]}),
                "zero_variance_groups": sum(r["zero_variance_groups"] for r in steps_log)}
     atomic_write_json(out / RECEIPT_NAME, receipt)
     run.log(f"done: {cfg.groups} groups in {elapsed:.1f} s; {receipt['zero_variance_groups']} groups had no signal")

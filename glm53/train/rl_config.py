@@ -152,8 +152,9 @@ class RLConfig:
     tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
     task_source: str = setting("rl-split", "rl-split: the first --tasks-per-family tasks of the rl split; stream "
                                            "(broad suite): --tasks-per-family tasks drawn like the pretraining stream "
-                                           "from document 60,000,000 on, so a run of as many groups never repeats "
-                                           "a task (no held-out pair or phrasing, as in the stream)",
+                                           "from document 60,000,000 on (no held-out pair or phrasing, as in the "
+                                           "stream; --families keeps those of its roots), so a run of as many groups "
+                                           "over all families sees each once",
                                choices=TASK_SOURCES)
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
                                         "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
@@ -178,6 +179,9 @@ class RLConfig:
                       f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
         if self.objective == "rejection-sampling":  # it keeps what passed: the reward's shape is not used
             for flag, value, default in (("--reward", self.reward, "binary"),
+                                         ("--invalid-penalty", self.invalid_penalty, -0.1),
+                                         ("--exact-bonus", self.exact_bonus, 0.0),
+                                         ("--allow-unordered-reward", self.allow_unordered_reward, False),
                                          ("--advantage-baseline", self.advantage_baseline, "leave-one-out"),
                                          ("--reward-scaling", self.reward_scaling, "none")):
                 check.require(value == default, f"{flag} {value} has no effect under --objective rejection-sampling, "

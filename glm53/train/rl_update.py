@@ -27,11 +27,12 @@ REPLAY_STREAM_OFFSET = 50_000_000  # replay documents come from far beyond any p
 
 def set_train_scope(model: GLM53, scope: str) -> list[torch.nn.Parameter]:
     """Mark the parameters RL trains (rl_config.TRAIN_SCOPES) and return them. experts: the routed experts' stacked
-    weights and the shared experts of every block, not the router (so the choice of experts stays the start's)."""
+    weights and the shared experts of every block, not the router (so the choice of experts stays the start's),
+    nor the MTP block's (RL has no MTP loss)."""
     for p in model.parameters():
         p.requires_grad_(scope == "all")
     if scope == "experts":
-        for module in model.modules():
+        for module in model.layers.modules():
             if isinstance(module, MixtureOfExperts):
                 for p in (module.expert_up, module.expert_down, *module.shared.parameters()):
                     p.requires_grad_(True)

@@ -62,9 +62,10 @@ def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "")
     return diffs
 
 
-# Settings added after runs were started, with what those runs did: the reference suite, and every checkpoint
-# with its trainer state.
-ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True}
+# Settings added after runs were started, with what those runs did: the reference suite, every checkpoint with
+# its trainer state, RL's policy gradient on the rl split.
+ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True, "objective": "policy-gradient",
+                  "task_source": "rl-split"}
 
 
 MOVABLE_PATHS = ("init",)  # path settings that name a place relative to the run (the main job's RL start)
