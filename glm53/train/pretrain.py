@@ -90,7 +90,8 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     timings), the same on every rank."""
     k = cfg.grad_accumulation
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
-                                       cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model))
+                                       cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model),
+                                       width_multiple=cfg.width_multiple)
     rows = dp.share(cfg.batch_size * k)
     return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
                            device, precision, dp)

@@ -50,6 +50,10 @@ class PretrainConfig:
                                    "(recorded in the receipt's config); config: the model flags as given",
                            choices=KERNEL_CHOICES)
     compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
+    width_multiple: int = setting(0, "length-bucketed batches (broad suite): cut each batch to its longest row "
+                                     "rounded up to a multiple of this many tokens (0: to the longest row), so a "
+                                     "compiled step meets a few shapes, not one per width; the extra positions "
+                                     "are padding, outside the loss", at_least=0)
     dev_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the dev completions sampled at each checkpoint",
                                       at_least=1)
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
@@ -141,8 +145,9 @@ class PretrainConfig:
         """A resumed run may go longer (EXTENSIONS), except where its total shapes what each step does."""
         if held_steps == self.steps:
             return
-        if self.optimization.lr_schedule == "cosine":
-            raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
+        if self.optimization.lr_schedule in ("cosine", "wsd"):
+            raise ValueError(f"--resume: steps differ, and a {self.optimization.lr_schedule} schedule depends on the "
+                             "total")
         if self.data_order != "stream":
             raise ValueError(f"--resume: steps differ, and a {self.data_order} data order spans the run's total; "
                              f"resume with --steps {held_steps}, or start a longer run in a new --out")

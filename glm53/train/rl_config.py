@@ -90,7 +90,7 @@ class RLConfig:
     optimization: Optimization = setting(default_factory=lambda: Optimization(lr=5e-5, betas=(0.9, 0.999),
                                                                               weight_decay=0.0), flatten=True,
                                          skip=("betas", "weight_decay", "lr_schedule", "warmup_steps", "min_lr_ratio",
-                                               *MUON_SETTINGS),
+                                               "decay_fraction", *MUON_SETTINGS),
                                          helps={"lr": "learning rate (AdamW, no weight decay)"})
     train_scope: str = setting("last-block-head", "which parameters train (experts: every block's routed and shared "
                                                   "experts, not the router)", choices=TRAIN_SCOPES)
