@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..data.tasks import read_tasks
@@ -178,15 +178,14 @@ class RLConfig:
                       f"--iterations {self.iterations} needs a clipping range on both sides (--clip-low and "
                       f"--clip-high > 0; got {self.clip_low} and {self.clip_high})")
         if self.objective == "rejection-sampling":  # it keeps what passed: the reward's shape is not used
-            for flag, value, default in (("--reward", self.reward, "binary"),
-                                         ("--invalid-penalty", self.invalid_penalty, -0.1),
-                                         ("--exact-bonus", self.exact_bonus, 0.0),
-                                         ("--allow-unordered-reward", self.allow_unordered_reward, False),
-                                         ("--advantage-baseline", self.advantage_baseline, "leave-one-out"),
-                                         ("--reward-scaling", self.reward_scaling, "none")):
-                check.require(value == default, f"{flag} {value} has no effect under --objective rejection-sampling, "
-                                                "which fine-tunes on the programs that pass (weight 1) and leaves "
-                                                f"the rest out; drop {flag} or use --objective policy-gradient")
+            defaults = {f.name: f.default for f in fields(self)}
+            for name in ("reward", "invalid_penalty", "exact_bonus", "allow_unordered_reward", "advantage_baseline",
+                         "reward_scaling"):
+                flag, value = "--" + name.replace("_", "-"), getattr(self, name)
+                check.require(value == defaults[name],
+                              f"{flag} {value} has no effect under --objective rejection-sampling, which fine-tunes on "
+                              f"the programs that pass (weight 1) and leaves the rest out; drop {flag} or use "
+                              "--objective policy-gradient")
         self.retention.check(check, self.runtime.resume)
         check.require(self.task_source == "rl-split" or (self.suite == "broad" and not self.tasks_file),
                       f"--task-source stream draws tasks from the broad suite's pretraining stream: use it with "
