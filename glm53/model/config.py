@@ -116,6 +116,9 @@ class ModelConfig:
     # Two of the public speedruns' levers (docs/speedrun.md); the defaults keep the reference's forms
     qk_norm: bool = setting(False, "RMS-normalise each head's q and k, with a learned gain, before RoPE (softmax and "
                                    "elu attention; KDA normalises its own)")
+    expert_activation: str = setting("silu", "the experts' gate activation: silu (SwiGLU, the reference) or relu2 "
+                                             "(ReLU squared, the public speedruns' choice), in the same gated form",
+                                     choices=("silu", "relu2"))
     zero_init_projections: bool = setting(False, "start every block's output projections (attention out, the experts' "
                                                  "down) at zero, so each block begins as the identity")
     mtp_depth: int = setting(0, "multi-token prediction blocks (0 or 1): from the final hidden state at t and the "

@@ -1,10 +1,13 @@
-"""The speedrun's model levers (docs/speedrun.md): QK-norm and zero-initialised output projections. Each does what
-it says on a tiny model, is off by default, and trains and resumes exactly."""
+"""The speedrun's model levers (docs/speedrun.md): QK-norm, zero-initialised output projections and the experts'
+ReLU-squared gate. Each does what it says on a tiny model, is off by default, and trains and resumes exactly."""
+
+import dataclasses
 
 import torch
 
 from glm53 import ModelConfig
 from glm53.model.model import GLM53
+from glm53.model.moe import MixtureOfExperts, swiglu
 from glm53.train.pretrain import pretrain
 
 from ..tiny import TINY
@@ -13,7 +16,7 @@ from ..train.test_pretrain import losses, tiny_run
 
 def test_the_levers_are_off_by_default():
     config = ModelConfig()
-    assert not config.qk_norm and not config.zero_init_projections
+    assert not config.qk_norm and not config.zero_init_projections and config.expert_activation == "silu"
     assert not any("q_norm" in name for name, _ in GLM53(ModelConfig(**TINY)).named_parameters())
 
 
@@ -39,8 +42,25 @@ def test_zero_init_makes_every_block_start_as_the_identity():
     assert not torch.allclose(plain(x), plain.final_norm(plain.embedding(x)) @ plain.head_weight.T, atol=1e-3)
 
 
+def test_relu2_gates_with_relu_squared_and_its_fast_form_equals_the_plain_one():
+    torch.manual_seed(0)
+    config = ModelConfig(**TINY, expert_activation="relu2")
+    fast = MixtureOfExperts(config).double()
+    plain = MixtureOfExperts(dataclasses.replace(config, moe_impl="plain")).double()
+    plain.load_state_dict(fast.state_dict())
+    x = torch.randn(2, 7, config.dim, dtype=torch.float64)
+    assert torch.allclose(fast(x)[0], plain(x)[0], atol=1e-10)
+    # one expert by hand: down(relu(gate)^2 * value), and it differs from SwiGLU on the same weights
+    up, down = fast.expert_up[0], fast.expert_down[0]
+    gate, value = (x[0] @ up.T).chunk(2, dim=-1)
+    by_hand = (torch.relu(gate) ** 2 * value) @ down.T
+    assert torch.allclose(swiglu(x[0], up, down, "relu2"), by_hand, atol=1e-10)
+    assert not torch.allclose(swiglu(x[0], up, down), by_hand, atol=1e-6)
+
+
 def test_the_levers_train_and_resume_exactly(tmp_path):
-    model = ModelConfig(**{**TINY, "max_sequence_length": 160, "qk_norm": True, "zero_init_projections": True})
+    model = ModelConfig(**{**TINY, "max_sequence_length": 160, "qk_norm": True, "zero_init_projections": True,
+                           "expert_activation": "relu2"})
     whole, part = tmp_path / "whole", tmp_path / "part"
     pretrain(tiny_run(whole, steps=4, checkpoints=(2, 4), model=model), dev_tasks=[], log=lambda *_: None)
     pretrain(tiny_run(part, steps=2, checkpoints=(2,), model=model), dev_tasks=[], log=lambda *_: None)
