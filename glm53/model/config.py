@@ -119,6 +119,9 @@ class ModelConfig:
     expert_activation: str = setting("silu", "the experts' gate activation: silu (SwiGLU, the reference) or relu2 "
                                              "(ReLU squared, the public speedruns' choice), in the same gated form",
                                      choices=("silu", "relu2"))
+    value_embeddings: int = setting(0, "the first N layers' attention add a learned embedding of each input token "
+                                       "to its values, a table a layer (the public speedruns' value embeddings; "
+                                       "softmax layers only); 0: none", at_least=0)
     zero_init_projections: bool = setting(False, "start every block's output projections (attention out, the experts' "
                                                  "down) at zero, so each block begins as the identity")
     mtp_depth: int = setting(0, "multi-token prediction blocks (0 or 1): from the final hidden state at t and the "
@@ -167,6 +170,11 @@ class ModelConfig:
              "hc_double_residual applies to residual = hc only; mhc writes H_post times the update")
         need(isinstance(self.tie_embeddings, bool),
              f"tie_embeddings must be true or false, got {self.tie_embeddings!r}")
+        need(self.value_embeddings <= self.layers, f"value_embeddings ({self.value_embeddings}) must be at most "
+             f"layers ({self.layers})")
+        need(all(self.is_sparse_layer(i) and self.sparse_selection == "fixed" for i in range(self.value_embeddings)),
+             f"value_embeddings reach layers 0..{self.value_embeddings - 1}, which must all be softmax (sparse, "
+             "fixed selection) layers; set --sparse-every 1 or fewer value embeddings")
         need(self.mtp_depth == 0 or self.max_sequence_length >= 3,
              f"mtp_depth = 1 predicts two tokens ahead: max_sequence_length ({self.max_sequence_length}) must be >= 3")
         need(self.position == "none" or self.sparse_selection != "indexer" or self.indexer_dim % 2 == 0,

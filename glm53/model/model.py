@@ -5,7 +5,8 @@
 
 Layer i uses sparse attention when (i + 1) % 4 == 0, linear attention otherwise (L L L S x 3). Switches pick
 the released model's forms instead (ModelConfig: linear_attention, sparse_selection, position, residual,
-router, tie_embeddings, mtp_depth; the `released` preset sets them all).
+router, tie_embeddings, mtp_depth; the `released` preset sets them all). The speedrun's levers (qk_norm,
+expert_activation, value_embeddings, zero_init_projections: docs/speedrun.md) are off in both.
 
 Simplifications vs GLM-5.3-Flash, beyond those in each component's file: byte vocabulary, 12 layers of width
 192, no dense first layers, a tied input/output embedding by default (untied with `tie_embeddings=False`, as
@@ -63,8 +64,10 @@ class HybridBlock(nn.Module):
         self.moe_norm = RMSNorm(config.dim, config.norm_eps)
         self.moe = MixtureOfExperts(config)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None):
-        a = self.attention(self.attention_norm(x), cos, sin, cache, positions)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None,
+                value_embed: torch.Tensor | None = None):
+        extra = {} if value_embed is None else {"value_embed": value_embed}  # softmax layers alone take them
+        a = self.attention(self.attention_norm(x), cos, sin, cache, positions, **extra)
         indexer_loss = (self.attention.take_indexer_loss() if isinstance(self.attention, IndexerSparseAttention)
                         else None)
         m, balance_loss, usage = self.moe(self.moe_norm(x + a))
@@ -153,6 +156,9 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         self.rope = RotaryEmbedding(config.head_dim, config.max_sequence_length, config.rope_base)
         self.layers = nn.ModuleList(residual_for(config, HybridBlock(config, config.is_sparse_layer(i)))
                                     for i in range(config.layers))
+        # value embeddings (a speedrun lever, none in the reference): a table a layer, added to its attention's values
+        self.value_embeddings = nn.ModuleList(nn.Embedding(config.vocab_size, config.dim)
+                                              for _ in range(config.value_embeddings))
         self.final_norm = RMSNorm(config.dim, config.norm_eps)
         self.head = None if config.tie_embeddings else nn.Linear(config.dim, config.vocab_size, bias=False)
         self.mtp = MultiTokenPrediction(config, HybridBlock(config, sparse=False)) if config.mtp_depth else None
@@ -192,6 +198,8 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                 raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got values in "
                                  f"[{int(input_ids.min())}, {int(input_ids.max())}]")
             inputs_embeds = self.embedding(input_ids)
+        elif len(self.value_embeddings):
+            raise ValueError("a model with value embeddings reads token ids: pass input_ids, not inputs_embeds")
         B, T, _ = inputs_embeds.shape
         positions = None
         if cache is None:
@@ -209,7 +217,8 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         balance_losses, usages, indexer_losses = [], [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            streams, balance_loss, usage, indexer_loss = layer(streams, cos, sin, layer_cache, positions)
+            extra = {"value_embed": self.value_embeddings[i](input_ids)} if i < len(self.value_embeddings) else {}
+            streams, balance_loss, usage, indexer_loss = layer(streams, cos, sin, layer_cache, positions, **extra)
             balance_losses.append(balance_loss)
             usages.append(usage)
             if indexer_loss is not None:

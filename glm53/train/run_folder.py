@@ -66,7 +66,7 @@ def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "")
 # its trainer state, RL's policy gradient on the rl split, batches cut to their longest row.
 ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True, "objective": "policy-gradient",
                   "task_source": "rl-split", "width_multiple": 0, "decay_fraction": 0.2,
-                  "expert_activation": "silu"}
+                  "expert_activation": "silu", "value_embeddings": 0}
 
 
 MOVABLE_PATHS = ("init",)  # path settings that name a place relative to the run (the main job's RL start)

@@ -1,8 +1,10 @@
-"""The speedrun's model levers (docs/speedrun.md): QK-norm, zero-initialised output projections and the experts'
-ReLU-squared gate. Each does what it says on a tiny model, is off by default, and trains and resumes exactly."""
+"""The speedrun's model levers (docs/speedrun.md): QK-norm, zero-initialised output projections, the experts'
+ReLU-squared gate and value embeddings. Each does what it says on a tiny model, is off by default, and trains and
+resumes exactly."""
 
 import dataclasses
 
+import pytest
 import torch
 
 from glm53 import ModelConfig
@@ -17,6 +19,7 @@ from ..train.test_pretrain import losses, tiny_run
 def test_the_levers_are_off_by_default():
     config = ModelConfig()
     assert not config.qk_norm and not config.zero_init_projections and config.expert_activation == "silu"
+    assert config.value_embeddings == 0
     assert not any("q_norm" in name for name, _ in GLM53(ModelConfig(**TINY)).named_parameters())
 
 
@@ -58,9 +61,40 @@ def test_relu2_gates_with_relu_squared_and_its_fast_form_equals_the_plain_one():
     assert not torch.allclose(swiglu(x[0], up, down), by_hand, atol=1e-6)
 
 
+SOFTMAX_ONLY = {**TINY, "sparse_every": 1, "sparse_window": 64}  # every layer softmax attention, as the broad model
+
+
+def test_value_embeddings_add_a_token_table_to_the_first_layers_values():
+    torch.manual_seed(0)
+    plain = GLM53(ModelConfig(**SOFTMAX_ONLY))
+    with_tables = GLM53(ModelConfig(**SOFTMAX_ONLY, value_embeddings=2))
+    assert [name for name, _ in with_tables.named_parameters() if "value_embeddings" in name] == [
+        "value_embeddings.0.weight", "value_embeddings.1.weight"]
+    with_tables.load_state_dict(plain.state_dict(), strict=False)
+    x = torch.randint(4, 200, (2, 12))
+    for table in with_tables.value_embeddings:
+        torch.nn.init.zeros_(table.weight)
+    assert torch.allclose(with_tables(x), plain(x), atol=1e-6)  # zero tables: the model without them
+    torch.nn.init.normal_(with_tables.value_embeddings[1].weight)
+    assert not torch.allclose(with_tables(x), plain(x), atol=1e-3)
+    # the cached decoding path adds them too: prefill then one token matches the full forward
+    cache = with_tables.new_cache(2, 16)
+    with_tables(x[:, :11], cache=cache)
+    torch.testing.assert_close(with_tables(x[:, 11:], cache=cache)[:, -1], with_tables(x)[:, -1])
+
+
+def test_value_embeddings_are_refused_where_they_cannot_apply():
+    with pytest.raises(ValueError, match="softmax"):
+        ModelConfig(**TINY, value_embeddings=1)  # layer 0 is linear attention in the reference rhythm
+    with pytest.raises(ValueError, match="at most layers"):
+        ModelConfig(**SOFTMAX_ONLY, value_embeddings=5)
+    with pytest.raises(ValueError, match="input_ids"):
+        GLM53(ModelConfig(**SOFTMAX_ONLY, value_embeddings=1))(inputs_embeds=torch.zeros(1, 3, 32))
+
+
 def test_the_levers_train_and_resume_exactly(tmp_path):
-    model = ModelConfig(**{**TINY, "max_sequence_length": 160, "qk_norm": True, "zero_init_projections": True,
-                           "expert_activation": "relu2"})
+    model = ModelConfig(**{**SOFTMAX_ONLY, "max_sequence_length": 160, "sparse_window": 160, "qk_norm": True,
+                           "zero_init_projections": True, "expert_activation": "relu2", "value_embeddings": 2})
     whole, part = tmp_path / "whole", tmp_path / "part"
     pretrain(tiny_run(whole, steps=4, checkpoints=(2, 4), model=model), dev_tasks=[], log=lambda *_: None)
     pretrain(tiny_run(part, steps=2, checkpoints=(2,), model=model), dev_tasks=[], log=lambda *_: None)
