@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The speedrun's GPU row (docs/speedrun.md): the record recipe on a CUDA machine, seeds 42-44, one after another,
+# from the checkout with what the machine has installed (no install), the target checked every 10 s (the steps are
+# fast there), each run stopped after RUN_LIMIT seconds (150). Each run's speedrun.json, check log and
+# console log land in $OUT/gpu-speedrun.tgz (the weights are left out), beside nvidia-smi's and lscpu's lines.
+#   OUT=/tmp/gpu-out bash scripts/gpu_speedrun.sh [RECIPE]
+set -u
+recipe=${1:-muon-qk-bpe}
+OUT=${OUT:-/tmp/gpu-speedrun}
+W=/tmp/glm53-gpu-speedrun
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+rm -rf "$W"; mkdir -p "$W" "$OUT"
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  lscpu | grep -E "^Model name|^CPU\(s\)"
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+  git rev-parse --short HEAD 2>/dev/null; } > "$W/machine.txt" 2>&1
+cat "$W/machine.txt"
+for seed in 42 43 44; do
+  timeout "${RUN_LIMIT:-150}" python3 -m glm53 speedrun --out "$W/$recipe-seed$seed" --recipe "$recipe" --seed "$seed" \
+    --device cuda --check-every-seconds 10 --no-progress > "$W/$recipe-seed$seed.console.log" 2>&1
+  echo "seed $seed: exit $?"; tail -n 2 "$W/$recipe-seed$seed.console.log"
+done
+(cd "$W" && tar czf "$OUT/gpu-speedrun.tgz" --exclude=final ./*)
