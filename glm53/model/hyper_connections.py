@@ -13,7 +13,8 @@ Two forms (`ModelConfig.residual_impl`), equal up to rounding: plain multiplies 
 fast sees the streams as one [S, B*T*D] matrix, so the read is a matrix-vector product and the write a rank-1
 update (`torch.addr`), each one pass over the streams without a stream-sized temporary. That is why the streams
 are stream-major: with the stream axis inside each token ([B, T, S, D]) the same products need strided copies.
-Both stay in fp32 under bf16 autocast (mv and addr are not autocast ops on the CPU).
+Both stay in fp32 under bf16 autocast: mv and addr are not autocast ops on the CPU, but they are on CUDA, so the fast
+form runs them with autocast off (`_streams_precision`), and the streams keep their dtype on every device.
 
 Simplifications vs GLM-5.3-Flash: the released model's manifold-constrained hyper-connections (mHC) mix
 streams with an input-dependent n x n matrix projected onto doubly stochastic matrices by Sinkhorn-Knopp,
@@ -22,6 +23,8 @@ learned S-vectors and there is no stream-to-stream mixing matrix.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch import nn
@@ -74,7 +77,19 @@ class ReadStreamsFast(torch.autograd.Function):
         return torch.addr(grad_streams, read, grad_mixed), grad_read
 
 
+def _streams_precision(streams: torch.Tensor):
+    """Autocast off around the fast form's products: CUDA's autocast runs mv and addr in bf16, which would round the
+    streams and give backward a bf16 gradient beside fp32 saved tensors (CPU autocast leaves them alone)."""
+    device = streams.device.type
+    return torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else contextlib.nullcontext()
+
+
 def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with _streams_precision(streams):
+        return _read_streams_fast(streams, read)
+
+
+def _read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     S, *rest = streams.shape
     if not (torch.is_grad_enabled() and (streams.requires_grad or read.requires_grad)):  # decoding
         return _weighted_sum(streams.reshape(S, -1), read).view(rest), streams
@@ -98,6 +113,11 @@ class WriteStreamsFast(torch.autograd.Function):
 
 
 def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
+    with _streams_precision(streams):
+        return _write_streams_fast(streams, write, written)
+
+
+def _write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
     flat, flat_written = streams.reshape(write.shape[0], -1), written.reshape(-1)
     if not (torch.is_grad_enabled() and (streams.requires_grad or write.requires_grad or written.requires_grad)):
         return torch.addr(flat, write, flat_written).view(streams.shape)  # decoding

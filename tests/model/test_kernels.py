@@ -298,3 +298,36 @@ def test_rms_norm_keeps_its_statistic_in_fp32_under_bf16_autocast():
         y = norm(x)
     assert y.dtype == torch.float32
     torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, (16,), eps=1e-6), rtol=1e-6, atol=1e-6)
+
+
+def test_hyper_connection_fast_form_runs_its_products_without_autocast(monkeypatch):
+    """CUDA's autocast runs mv and addr in bf16 (the CPU's does not), which rounded the streams and broke backward
+    with a bf16 gradient beside fp32 saved tensors; the fast form turns autocast off around them on every device."""
+    from glm53.model import hyper_connections
+
+    seen = []
+    for name in ("mv", "addr"):
+        real = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, _real=real, **k: seen.append(torch.is_autocast_enabled("cpu"))
+                            or _real(*a, **k))
+    streams = torch.randn(4, 2, 3, 8, requires_grad=True)
+    read, write = torch.softmax(torch.randn(4), 0), torch.softmax(torch.randn(4), 0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed, passed = hyper_connections.read_streams_fast(streams, read)
+        out = hyper_connections.write_streams_fast(passed, write, torch.tanh(mixed))
+    out.sum().backward()
+    assert seen and not any(seen)
+    assert out.dtype == torch.float32 and streams.grad.dtype == torch.float32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_hyper_connection_fast_form_trains_under_cuda_bf16_autocast():
+    from glm53.model.hyper_connections import read_streams_fast, write_streams_fast
+
+    streams = torch.randn(4, 2, 3, 8, device="cuda", requires_grad=True)
+    read, write = (torch.softmax(torch.randn(4, device="cuda"), 0).requires_grad_() for _ in range(2))
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        mixed, passed = read_streams_fast(streams, read)
+        out = write_streams_fast(passed, write, torch.tanh(mixed))
+    out.sum().backward()
+    assert out.dtype == torch.float32 and streams.grad.dtype == torch.float32 and read.grad is not None
