@@ -40,6 +40,12 @@ RECIPES: dict[str, tuple[str | None, str, dict]] = {
     "muon-qk-bpe": ("muon-qk", "a byte-pair tokenizer of 2,048 ids trained on the broad stream (about 5 bytes a token "
                                "on the dev bodies, against 1), the same 1,000-step schedule",
                     dict(tokenizer="broad-bpe-2048", vocab_size=2048)),
+    # candidates from the fourth screen (2026-12-04, docs/speedrun.md), each timed against muon-qk-bpe
+    "muon-qk-bpe-dense": ("muon-qk-bpe", "a dense feed-forward of 768 (one always-chosen expert) in place of 4 routed "
+                                         "experts of 256 (top-2) and a shared one: the same 768 active hidden units",
+                          dict(experts=1, top_k=1, shared_experts=0, expert_hidden=768)),
+    "muon-qk-bpe-b32": ("muon-qk-bpe", "rows of 32 for 500 steps in place of 16 for 1,000 (the same documents)",
+                        dict(batch_size=32, steps=500)),
 }
 
 
