@@ -21,6 +21,7 @@ SPARSE_SELECTIONS = ("fixed", "indexer")
 POSITIONS = ("rope", "none")
 RESIDUALS = ("hc", "mhc")
 ROUTERS = ("softmax-balance", "sigmoid-bias")
+EXPERT_ACTIVATIONS = ("silu", "relu2")  # the experts' gate: SwiGLU (the reference) or ReLU squared
 # Tokenizers (data/bpe_tokenizer.py): the reference's 260-symbol bytes, or a byte-pair vocabulary trained on the broad
 # stream, whose name ends in its size (the model's vocab_size must equal it).
 TOKENIZERS = ("byte", "broad-bpe-1024", "broad-bpe-2048")
@@ -118,7 +119,7 @@ class ModelConfig:
                                    "elu attention; KDA normalises its own)")
     expert_activation: str = setting("silu", "the experts' gate activation: silu (SwiGLU, the reference) or relu2 "
                                              "(ReLU squared, the public speedruns' choice), in the same gated form",
-                                     choices=("silu", "relu2"))
+                                     choices=EXPERT_ACTIVATIONS)
     value_embeddings: int = setting(0, "the first N layers' attention add a learned embedding of each input token "
                                        "to its values, a table a layer (the public speedruns' value embeddings; "
                                        "softmax layers only); 0: none", at_least=0)
@@ -171,10 +172,13 @@ class ModelConfig:
         need(isinstance(self.tie_embeddings, bool),
              f"tie_embeddings must be true or false, got {self.tie_embeddings!r}")
         need(self.value_embeddings <= self.layers, f"value_embeddings ({self.value_embeddings}) must be at most "
-             f"layers ({self.layers})")
-        need(all(self.is_sparse_layer(i) and self.sparse_selection == "fixed" for i in range(self.value_embeddings)),
-             f"value_embeddings reach layers 0..{self.value_embeddings - 1}, which must all be softmax (sparse, "
-             "fixed selection) layers; set --sparse-every 1 or fewer value embeddings")
+             f"layers ({self.layers}): lower --value-embeddings")
+        need(self.value_embeddings == 0 or self.sparse_selection == "fixed",
+             "value embeddings go to softmax attention with fixed selection: set --sparse-selection fixed or "
+             "--value-embeddings 0")
+        linear = [i for i in range(self.value_embeddings) if not self.is_sparse_layer(i)]
+        need(not linear, f"value_embeddings ({self.value_embeddings}) reach layer {linear[0] if linear else 0}, a "
+             "linear attention layer: set --sparse-every 1 (every layer softmax) or --value-embeddings 0")
         need(self.mtp_depth == 0 or self.max_sequence_length >= 3,
              f"mtp_depth = 1 predicts two tokens ahead: max_sequence_length ({self.max_sequence_length}) must be >= 3")
         need(self.position == "none" or self.sparse_selection != "indexer" or self.indexer_dim % 2 == 0,

@@ -14,7 +14,7 @@ fast sees the streams as one [S, B*T*D] matrix, so the read is a matrix-vector p
 update (`torch.addr`), each one pass over the streams without a stream-sized temporary. That is why the streams
 are stream-major: with the stream axis inside each token ([B, T, S, D]) the same products need strided copies.
 Both stay in fp32 under bf16 autocast: mv and addr are not autocast ops on the CPU, but they are on CUDA, so the fast
-form runs them with autocast off (`_streams_precision`), and the streams keep their dtype on every device.
+form runs them with autocast off (`_autocast_off`), and the streams keep their dtype on every device.
 
 Simplifications vs GLM-5.3-Flash: the released model's manifold-constrained hyper-connections (mHC) mix
 streams with an input-dependent n x n matrix projected onto doubly stochastic matrices by Sinkhorn-Knopp,
@@ -77,7 +77,7 @@ class ReadStreamsFast(torch.autograd.Function):
         return torch.addr(grad_streams, read, grad_mixed), grad_read
 
 
-def _streams_precision(streams: torch.Tensor):
+def _autocast_off(streams: torch.Tensor):
     """Autocast off around the fast form's products: CUDA's autocast runs mv and addr in bf16, which would round the
     streams and give backward a bf16 gradient beside fp32 saved tensors (CPU autocast leaves them alone)."""
     device = streams.device.type
@@ -85,7 +85,7 @@ def _streams_precision(streams: torch.Tensor):
 
 
 def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    with _streams_precision(streams):
+    with _autocast_off(streams):
         return _read_streams_fast(streams, read)
 
 
@@ -113,7 +113,7 @@ class WriteStreamsFast(torch.autograd.Function):
 
 
 def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
-    with _streams_precision(streams):
+    with _autocast_off(streams):
         return _write_streams_fast(streams, write, written)
 
 

@@ -12,7 +12,7 @@ from glm53.model.model import GLM53
 from glm53.model.moe import MixtureOfExperts, swiglu
 from glm53.train.pretrain import pretrain
 
-from ..tiny import TINY
+from ..tiny import TINY, assert_cached_decoding_matches
 from ..train.test_pretrain import losses, tiny_run
 
 
@@ -75,32 +75,51 @@ def test_value_embeddings_add_a_token_table_to_the_first_layers_values():
     for table in with_tables.value_embeddings:
         torch.nn.init.zeros_(table.weight)
     assert torch.allclose(with_tables(x), plain(x), atol=1e-6)  # zero tables: the model without them
-    torch.nn.init.normal_(with_tables.value_embeddings[1].weight)
-    assert not torch.allclose(with_tables(x), plain(x), atol=1e-3)
-    # the cached decoding path adds them too: prefill then one token matches the full forward
-    cache = with_tables.new_cache(2, 16)
-    with_tables(x[:, :11], cache=cache)
-    torch.testing.assert_close(with_tables(x[:, 11:], cache=cache)[:, -1], with_tables(x)[:, -1])
+    for table in with_tables.value_embeddings:  # each table reaches the model on its own
+        torch.nn.init.normal_(table.weight)
+        assert not torch.allclose(with_tables(x), plain(x), atol=1e-3)
+        torch.nn.init.zeros_(table.weight)
+    # layer 2 has no table: its values are its projection's alone
+    assert len(with_tables.value_embeddings) == 2 and with_tables.config.layers == 4
+    for table in with_tables.value_embeddings:
+        torch.nn.init.normal_(table.weight)
+    assert_cached_decoding_matches(with_tables, torch.randint(4, 200, (2, 32)))  # the cached path adds them too
 
 
 def test_value_embeddings_are_refused_where_they_cannot_apply():
-    with pytest.raises(ValueError, match="softmax"):
+    with pytest.raises(ValueError, match="reach layer 0, a linear attention layer: set --sparse-every 1"):
         ModelConfig(**TINY, value_embeddings=1)  # layer 0 is linear attention in the reference rhythm
+    with pytest.raises(ValueError, match="--sparse-selection fixed"):
+        ModelConfig(**SOFTMAX_ONLY, value_embeddings=1, sparse_selection="indexer")
     with pytest.raises(ValueError, match="at most layers"):
         ModelConfig(**SOFTMAX_ONLY, value_embeddings=5)
     with pytest.raises(ValueError, match="input_ids"):
         GLM53(ModelConfig(**SOFTMAX_ONLY, value_embeddings=1))(inputs_embeds=torch.zeros(1, 3, 32))
 
 
-def test_the_levers_train_and_resume_exactly(tmp_path):
-    model = ModelConfig(**{**SOFTMAX_ONLY, "max_sequence_length": 160, "sparse_window": 160, "qk_norm": True,
-                           "zero_init_projections": True, "expert_activation": "relu2", "value_embeddings": 2})
+def test_value_embeddings_are_not_decayed_like_the_embedding():
+    from glm53.train.optimizers import decay_groups
+
+    model = GLM53(ModelConfig(**SOFTMAX_ONLY, value_embeddings=2))
+    decayed = {id(p) for p in decay_groups(model, 0.1)[0]["params"]}
+    assert not any(id(t.weight) in decayed for t in model.value_embeddings)
+    assert id(model.embedding.weight) not in decayed and id(model.layers[0].layer.attention.qkv.weight) in decayed
+
+
+@pytest.mark.parametrize("base", ["softmax", "reference"])
+def test_the_levers_train_and_resume_exactly(tmp_path, base):
+    """Every lever at once on the broad model's layout (every layer softmax), and QK-norm, zero init and ReLU2 on the
+    reference rhythm (linear attention layers too; value embeddings need softmax layers)."""
+    layout = ({**SOFTMAX_ONLY, "sparse_window": 160, "value_embeddings": 2} if base == "softmax" else dict(TINY))
+    levers = {"qk_norm": True, "zero_init_projections": True, "expert_activation": "relu2"}
+    model = ModelConfig(**{**layout, **levers, "max_sequence_length": 160})
     whole, part = tmp_path / "whole", tmp_path / "part"
     pretrain(tiny_run(whole, steps=4, checkpoints=(2, 4), model=model), dev_tasks=[], log=lambda *_: None)
     pretrain(tiny_run(part, steps=2, checkpoints=(2,), model=model), dev_tasks=[], log=lambda *_: None)
     (part / "training-receipt.json").unlink()
     pretrain(tiny_run(part, steps=4, checkpoints=(2, 4), resume=True, model=model), dev_tasks=[], log=lambda *_: None)
     assert losses(part) == losses(whole)
-    plain = tmp_path / "plain"
-    pretrain(tiny_run(plain, steps=4, checkpoints=(4,)), dev_tasks=[], log=lambda *_: None)
-    assert losses(plain) != losses(whole)  # the switch changes the training
+    plain = tmp_path / "plain"  # the same layout without the levers
+    layout_only = ModelConfig(**{**layout, "value_embeddings": 0, "max_sequence_length": 160})
+    pretrain(tiny_run(plain, steps=4, checkpoints=(4,), model=layout_only), dev_tasks=[], log=lambda *_: None)
+    assert losses(plain) != losses(whole)  # the switches change the training
