@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The speedrun's GPU row (docs/speedrun.md): the record recipe on a CUDA machine, seeds 42-44, one after another,
-# from the checkout with what the machine has installed (no install), the target checked every 10 s (the steps are
-# fast there), each run stopped after RUN_LIMIT seconds (150). Each run's speedrun.json, check log and
-# console log land in $OUT/gpu-speedrun.tgz (the weights are left out), beside nvidia-smi's and lscpu's lines.
+# The speedrun's GPU row (docs/speedrun.md): a recipe (the row's, muon-qk-bpe, by default) on a CUDA machine, seeds
+# 42-44, one after another, from the checkout with what the machine has installed (no install), the target checked
+# every CHECK_EVERY seconds (10, as the 2026-12-04 row was run), each run stopped after RUN_LIMIT seconds (150).
+# Each run's speedrun.json, check log and console log land in $OUT/gpu-speedrun.tgz (the weights are left out),
+# beside nvidia-smi's and lscpu's lines.
 #   OUT=/tmp/gpu-out bash scripts/gpu_speedrun.sh [RECIPE]
 set -u
 recipe=${1:-muon-qk-bpe}
@@ -17,7 +18,7 @@ rm -rf "$W"; mkdir -p "$W" "$OUT"
 cat "$W/machine.txt"
 for seed in 42 43 44; do
   timeout "${RUN_LIMIT:-150}" python3 -m glm53 speedrun --out "$W/$recipe-seed$seed" --recipe "$recipe" --seed "$seed" \
-    --device cuda --check-every-seconds 10 --no-progress > "$W/$recipe-seed$seed.console.log" 2>&1
+    --device cuda --check-every-seconds "${CHECK_EVERY:-10}" --no-progress > "$W/$recipe-seed$seed.console.log" 2>&1
   echo "seed $seed: exit $?"; tail -n 2 "$W/$recipe-seed$seed.console.log"
 done
 (cd "$W" && tar czf "$OUT/gpu-speedrun.tgz" --exclude=final ./*)

@@ -40,7 +40,8 @@ RECIPES: dict[str, tuple[str | None, str, dict]] = {
     "muon-qk-bpe": ("muon-qk", "a byte-pair tokenizer of 2,048 ids trained on the broad stream (about 5 bytes a token "
                                "on the dev bodies, against 1), the same 1,000-step schedule",
                     dict(tokenizer="broad-bpe-2048", vocab_size=2048)),
-    # candidates from the fourth screen (2026-12-04, docs/speedrun.md), each timed against muon-qk-bpe
+    # timed against muon-qk-bpe on 2026-12-04 (docs/speedrun.md): dense, from the fourth screen, is the fourth record;
+    # rows of 32, the third screen's candidate, missed the target and was dropped
     "muon-qk-bpe-dense": ("muon-qk-bpe", "a dense feed-forward of 768 (one always-chosen expert) in place of 4 routed "
                                          "experts of 256 (top-2) and a shared one: the same 768 active hidden units",
                           dict(experts=1, top_k=1, shared_experts=0, expert_hidden=768)),
@@ -79,8 +80,8 @@ class SpeedrunConfig:
     budget_minutes: float = setting(40.0, "give up (exit 1) when the clock passes this many minutes", above=0)
     target: float = setting(TARGET_BODY_LOSS, "body loss to reach, nats a byte of the first 64 dev tasks' reference "
                                               "bodies", above=0)
-    # 5 s: a check of 64 tasks takes 0.2-0.3 s off the clock, and every 30 s quantized 3-minute runs to the 30 s
-    # (docs/speedrun.md, the fourth record)
+    # 5 s: a check of 64 tasks takes 0.2-0.3 s off the clock with byte pairs (about 1.5 s with bytes, e4), and every
+    # 30 s quantized 3-minute runs to the 30 s (docs/speedrun.md, the fourth record); the 2026-12-03 records used 30
     check_every_seconds: float = setting(5.0, "check the target every this many seconds on the clock (and at the "
                                               "schedule's last step)", above=0)
     check_every_steps: int = setting(0, "instead, check every this many steps (0: by --check-every-seconds): a "
