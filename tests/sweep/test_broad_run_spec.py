@@ -165,3 +165,13 @@ def test_rl_generalize_starts_from_the_preset_and_changes_one_thing_an_arm(tmp_p
     assert (made["rejection-sampling"].objective, made["experts"].train_scope) == ("rejection-sampling", "experts")
     assert made["budget-4x-stream"].task_source == "stream" and made["budget-4x"].groups == 4 * made["baseline"].groups
     assert not any(tmp_path.iterdir())
+
+
+def test_the_rl_generalize_confirmation_reruns_its_leaders_on_fresh_seeds():
+    screen, confirm = load_spec("rl-generalize"), load_spec("rl-generalize-confirm")
+    assert confirm.setup == screen.setup and confirm.base == screen.base and confirm.metrics == screen.metrics
+    assert "baseline" in confirm.arms and set(confirm.arms) < set(screen.arms)
+    assert all(confirm.arms[a] == screen.arms[a] for a in confirm.arms)
+    used = set(screen.seeds) | set(load_spec("broad-run").seeds) | set(load_spec("rl-screen-broad").seeds) | set(
+        load_spec("rl-screen-broad-confirm").seeds)
+    assert len(confirm.seeds) >= 10 and not set(confirm.seeds) & used
