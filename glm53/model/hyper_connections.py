@@ -86,15 +86,11 @@ def _autocast_off(streams: torch.Tensor):
 
 def read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     with _autocast_off(streams):
-        return _read_streams_fast(streams, read)
-
-
-def _read_streams_fast(streams: torch.Tensor, read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    S, *rest = streams.shape
-    if not (torch.is_grad_enabled() and (streams.requires_grad or read.requires_grad)):  # decoding
-        return _weighted_sum(streams.reshape(S, -1), read).view(rest), streams
-    mixed, passed = ReadStreamsFast.apply(streams.reshape(S, -1), read)
-    return mixed.view(rest), passed.view(streams.shape)
+        S, *rest = streams.shape
+        if not (torch.is_grad_enabled() and (streams.requires_grad or read.requires_grad)):  # decoding
+            return _weighted_sum(streams.reshape(S, -1), read).view(rest), streams
+        mixed, passed = ReadStreamsFast.apply(streams.reshape(S, -1), read)
+        return mixed.view(rest), passed.view(streams.shape)
 
 
 class WriteStreamsFast(torch.autograd.Function):
@@ -114,14 +110,10 @@ class WriteStreamsFast(torch.autograd.Function):
 
 def write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
     with _autocast_off(streams):
-        return _write_streams_fast(streams, write, written)
-
-
-def _write_streams_fast(streams: torch.Tensor, write: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
-    flat, flat_written = streams.reshape(write.shape[0], -1), written.reshape(-1)
-    if not (torch.is_grad_enabled() and (streams.requires_grad or write.requires_grad or written.requires_grad)):
-        return torch.addr(flat, write, flat_written).view(streams.shape)  # decoding
-    return WriteStreamsFast.apply(flat, write, flat_written).view(streams.shape)
+        flat, flat_written = streams.reshape(write.shape[0], -1), written.reshape(-1)
+        if not (torch.is_grad_enabled() and (streams.requires_grad or write.requires_grad or written.requires_grad)):
+            return torch.addr(flat, write, flat_written).view(streams.shape)  # decoding
+        return WriteStreamsFast.apply(flat, write, flat_written).view(streams.shape)
 
 
 class HyperConnection(nn.Module):
