@@ -40,7 +40,21 @@ def test_broad_run_parses_and_plans(tmp_path):
         assert (made.rl.suite, made.rl.sampling.max_new_tokens, made.rl.families, made.rl.seed) == ("broad", 192, "all",
                                                                                                     job.seed)
         assert made.splits() == ("dev", "rl", "confirm", "compose", "phrase", "human")
+    # the spec's RL is the preset's, by every recorded name but where and with which seed it runs
+    got, wanted = _flat(made.rl.to_dict()), _flat(RunConfig.from_preset(str(tmp_path / "run"), "broad").rl.to_dict())
+    assert {k for k in got.keys() | wanted.keys() if got.get(k) != wanted.get(k)} <= {
+        "init", "seed", "out", "progress", "report_group", "checkpoints", "dev_per_family", "dev_samples",
+        "dev_temperature"}  # each job its own seed; the run chooses its checkpoint on dev, the job scores the last
+    assert (got["groups"], got["lr"], got["train_scope"]) == (512, 2e-4, "all")
     assert not any(tmp_path.iterdir())  # planning wrote nothing
+
+
+def _flat(settings: dict) -> dict:
+    """A recorded config's settings by their last names (the flags' names), nested sections opened."""
+    out = {}
+    for key, value in settings.items():
+        out.update(_flat(value) if isinstance(value, dict) else {key: value})
+    return out
 
 
 def test_rl_splits_job_on_a_tiny_model(tmp_path):
@@ -175,3 +189,19 @@ def test_the_rl_generalize_confirmation_reruns_its_leaders_on_fresh_seeds():
     used = set(screen.seeds) | set(load_spec("broad-run").seeds) | set(load_spec("rl-screen-broad").seeds) | set(
         load_spec("rl-screen-broad-confirm").seeds)
     assert len(confirm.seeds) >= 10 and not set(confirm.seeds) & used
+
+
+def test_the_adoption_test_reads_the_leaders_against_the_presets_own_rl():
+    """rl-generalize-adopt: the preset's RL as the baseline (the same settings as glm53/run_config.py's broad
+    preset), the screen's leaders unchanged, one exploratory arm, and seeds no other study used."""
+    screen, adopt = load_spec("rl-generalize"), load_spec("rl-generalize-adopt")
+    assert adopt.setup == screen.setup and adopt.base == screen.base and adopt.metrics == screen.metrics
+    assert adopt.baseline == "preset" and set(adopt.arms) - set(screen.arms) == {"budget-8x-stream"}
+    assert all(adopt.arms[a] == screen.arms[a] for a in set(adopt.arms) & set(screen.arms))
+    used = set().union(*(load_spec(name).seeds for name in ("broad-run", "rl-screen-broad", "rl-screen-broad-confirm",
+                                                            "rl-generalize", "rl-generalize-confirm")))
+    assert len(adopt.seeds) >= 10 and not set(adopt.seeds) & used
+    wider = adopt.settings("budget-8x-stream")
+    assert wider["groups"] == 2 * adopt.settings("budget-4x-stream")["groups"] and wider["task_source"] == "stream"
+    assert wider["groups"] // wider["groups_per_step"] == adopt.settings("budget-4x")["groups"] // adopt.settings(
+        "budget-4x")["groups_per_step"]  # the same number of updates
