@@ -64,7 +64,7 @@ class RunConfig:
 
     out: str = setting("", "run folder (must not exist)", required=True)
     preset: str = setting("full", "full: the main job (~6 min); quick: a small version; broad: the broad suite "
-                                  "(about 13 min on 2 cores: docs/broad-run.md)", choices=tuple(PRESETS))
+                                  "(10-13 min on 2 cores: docs/broad-run.md)", choices=tuple(PRESETS))
     rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from (0: the checkpoint that passes "
                                  "the most dev tasks, the later one on ties)", at_least=0)
     confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end (broad suite: tasks "

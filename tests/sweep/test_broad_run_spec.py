@@ -192,8 +192,8 @@ def test_the_rl_generalize_confirmation_reruns_its_leaders_on_fresh_seeds():
 
 
 def test_the_adoption_test_reads_the_leaders_against_the_presets_own_rl():
-    """rl-generalize-adopt: the preset's RL as the baseline (the same settings as glm53/run_config.py's broad
-    preset), the screen's leaders unchanged, one exploratory arm, and seeds no other study used."""
+    """rl-generalize-adopt: the preset's RL until 2026-12-04 as the baseline, the screen's leaders unchanged, one
+    exploratory arm, and seeds no other study used."""
     screen, adopt = load_spec("rl-generalize"), load_spec("rl-generalize-adopt")
     assert adopt.setup == screen.setup and adopt.base == screen.base and adopt.metrics == screen.metrics
     assert adopt.baseline == "preset" and set(adopt.arms) - set(screen.arms) == {"budget-8x-stream"}
@@ -205,3 +205,33 @@ def test_the_adoption_test_reads_the_leaders_against_the_presets_own_rl():
     assert wider["groups"] == 2 * adopt.settings("budget-4x-stream")["groups"] and wider["task_source"] == "stream"
     assert wider["groups"] // wider["groups_per_step"] == adopt.settings("budget-4x")["groups"] // adopt.settings(
         "budget-4x")["groups_per_step"]  # the same number of updates
+    assert wider["tasks_per_family"] == wider["groups"]  # every group a fresh stream task
+
+
+def test_the_broad_presets_rl_is_the_adopted_arm(tmp_path):
+    """--preset broad runs the RL that rl-generalize-adopt measured as budget-4x, by every recorded name but where
+    and with which seed it runs and the run's choice of checkpoint on dev (the job scores its last)."""
+    spec = load_spec("rl-generalize-adopt")
+    made = job_kind("rl-splits").make(resolve_setup(spec.settings("budget-4x"), str(tmp_path / "setup")), 1, (),
+                                      tmp_path / "job").rl
+    got, wanted = _flat(made.to_dict()), _flat(RunConfig.from_preset(str(tmp_path / "run"), "broad").rl.to_dict())
+    assert {k for k in got.keys() | wanted.keys() if got.get(k) != wanted.get(k)} <= {
+        "init", "seed", "out", "progress", "report_group", "checkpoints", "dev_per_family", "dev_samples",
+        "dev_temperature"}
+    assert wanted["checkpoints"][-1] == got["groups"] and not any(tmp_path.iterdir())
+
+
+def test_the_compose_screen_changes_one_thing_of_budget_4x_stream_on_fresh_seeds():
+    """rl-generalize-compose: budget-4x-stream as screened is the baseline, each arm one change of it."""
+    screen, compose = load_spec("rl-generalize"), load_spec("rl-generalize-compose")
+    assert compose.setup == screen.setup and compose.base == screen.base and compose.metrics == screen.metrics
+    leader = "budget-4x-stream"
+    assert compose.baseline == leader and compose.arms[leader] == screen.arms[leader]
+    base = compose.settings("budget-4x-stream")
+    for arm in set(compose.arms) - {"budget-4x-stream"}:
+        changed = {k for k in base.keys() | compose.settings(arm).keys() if base.get(k) != compose.settings(arm).get(k)}
+        assert len(changed) == 1, (arm, changed)
+    used = set().union(*(load_spec(name).seeds for name in (
+        "broad-run", "rl-screen-broad", "rl-screen-broad-confirm", "rl-generalize", "rl-generalize-confirm",
+        "rl-generalize-adopt")))
+    assert len(compose.seeds) >= 10 and not set(compose.seeds) & used
