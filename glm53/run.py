@@ -274,7 +274,8 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     rows = split_rows(results)
     info = {"seed": cfg.pretrain.seed, "rl_seed": cfg.rl.seed, "preset": cfg.preset, "device": str(device),
             **suite.receipt(), "rl_start": str(start.relative_to(run)) if start.is_relative_to(run) else str(start),
-            "rl_tasks": cfg.rl.tasks_per_family, "selected_rl_group": best["group"]}
+            "rl_tasks": cfg.rl.tasks_per_family, "rl_task_source": cfg.rl.task_source,
+            "selected_rl_group": best["group"]}
     charts = training_charts(run, pretrain_receipt, rl_receipt, "pass@1 (dev tasks)") + [split_chart(run, rows)]
     seconds["report"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - started

@@ -72,6 +72,9 @@ def _code(text: str) -> list[str]:
 
 def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) -> str:
     rows = split_rows(results)
+    from_stream = info.get("rl_task_source") == "stream"  # RL's tasks came from the stream, not the rl split
+    notes = {**SPLIT_NOTES, "rl": "drawn like the stream, unseen (RL trained on other such tasks)"} if from_stream \
+        else SPLIT_NOTES
     seconds = info["seconds"]
     lines = [f"# glm53 run: {run.name} ({info['suite']} suite)", "",
              f"Seed {info['seed']}, preset `{info['preset']}`, device {info['device']}, verifier level "
@@ -84,12 +87,15 @@ def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) 
              "bootstrap] |", "|---|---|---|---|---|---|---|---|"]
     for split, r in rows.items():
         lo, hi = r["bootstrap_95"]
-        lines.append(f"| {split} | {SPLIT_NOTES.get(split, '')} | {_pct(r['before'], r['tasks'])} | "
+        lines.append(f"| {split} | {notes.get(split, '')} | {_pct(r['before'], r['tasks'])} | "
                      f"{_pct(r['after'], r['tasks'])} | {r['gains']} | {r['losses']} | {r['mcnemar_p']:.3g} | "
                      f"{r['mean_difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] |")
     lines += ["", "Tasks are treated as independent (tasks of one split share primitives and phrasings). "
-              "dev chose both checkpoints, and RL trained on the rl split's first "
-              f"{info['rl_tasks']} tasks, so only confirm, compose, phrase and human are untouched by the run.", ""]
+              + (f"dev chose both checkpoints, and RL trained on the rl split's first {info['rl_tasks']} tasks, so "
+                 "only confirm, compose, phrase and human are untouched by the run." if not from_stream else
+                 f"dev chose both checkpoints; RL trained on {info['rl_tasks']} tasks drawn like the pretraining "
+                 "stream (--task-source stream), none of the rl split's, so rl, confirm, compose, phrase and human "
+                 "are untouched by the run."), ""]
     depth = breakdown(results, lambda r: r.get("depth"))
     if depth:
         lines += ["## By depth (generated splits pooled)", "", "| depth | tasks | RL start | after RL |",

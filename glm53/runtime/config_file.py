@@ -54,7 +54,10 @@ def add_config_file_flags(parser) -> None:
 def config_from_command(cls, args, preset: Callable[[Callable], dict] | None = None, **fixed):
     """`cls` from its defaults, then `preset(given)` (a suite's or preset's settings, in config_from_args' `base`
     form; `given(name)`: the value a flag or the file gives, else None), then --config FILE, then the flags given.
-    With --print-config it prints the settings as TOML and returns None."""
+    With --print-config it prints the settings as TOML and returns None. A class with `inherited_settings(value)`
+    names the nested settings it sets itself and no flag reaches ({"rl.suite": ...}), from `value(name)`, its own
+    setting as the flags, the file or the preset give it (None if none does), so that its nested configs are checked
+    with them as they are built."""
     path = getattr(args, "config_file", None)
     from_file = file_settings(cls, path, getattr(args, "command", None)) if path else {}
 
@@ -66,8 +69,15 @@ def config_from_command(cls, args, preset: Callable[[Callable], dict] | None = N
     printing = getattr(args, "print_config", False)
     if not printing:
         _require(cls, given, path, getattr(args, "command", None))
+    base = merged(preset(given) if preset else {}, from_file)
+    if hasattr(cls, "inherited_settings"):
+        def value(name: str):
+            found = given(name)
+            found = _lookup(base, name) if found is None else found
+            return None if found is MISSING else found
+        fixed = {**cls.inherited_settings(value), **fixed}
     try:
-        cfg = config_from_args(cls, args, base=merged(preset(given) if preset else {}, from_file), **fixed)
+        cfg = config_from_args(cls, args, base=base, **fixed)
     except ValueError as err:
         raise ValueError(f"{err} (with --config {path})" if path else str(err)) from None
     if printing:

@@ -45,7 +45,8 @@ def test_broad_run_parses_and_plans(tmp_path):
     assert {k for k in got.keys() | wanted.keys() if got.get(k) != wanted.get(k)} <= {
         "init", "seed", "out", "progress", "report_group", "checkpoints", "dev_per_family", "dev_samples",
         "dev_temperature"}  # each job its own seed; the run chooses its checkpoint on dev, the job scores the last
-    assert (got["groups"], got["lr"], got["train_scope"]) == (512, 2e-4, "all")
+    assert (got["groups"], got["lr"], got["train_scope"], got["objective"], got["task_source"]) == (
+        512, 2e-4, "all", "rejection-sampling", "stream")
     assert not any(tmp_path.iterdir())  # planning wrote nothing
 
 
@@ -209,11 +210,12 @@ def test_the_adoption_test_reads_the_leaders_against_the_presets_own_rl():
 
 
 def test_the_broad_presets_rl_is_the_adopted_arm(tmp_path):
-    """--preset broad runs the RL that rl-generalize-adopt measured as budget-4x, by every recorded name but where
-    and with which seed it runs and the run's choice of checkpoint on dev (the job scores its last)."""
-    spec = load_spec("rl-generalize-adopt")
-    made = job_kind("rl-splits").make(resolve_setup(spec.settings("budget-4x"), str(tmp_path / "setup")), 1, (),
-                                      tmp_path / "job").rl
+    """--preset broad runs the RL that rl-generalize-compose-confirm measured as stream-rejection-sampling, by every
+    recorded name but where and with which seed it runs and the run's choice of checkpoint on dev (the job scores
+    its last)."""
+    spec = load_spec("rl-generalize-compose-confirm")
+    made = job_kind("rl-splits").make(resolve_setup(spec.settings("stream-rejection-sampling"),
+                                                    str(tmp_path / "setup")), 1, (), tmp_path / "job").rl
     got, wanted = _flat(made.to_dict()), _flat(RunConfig.from_preset(str(tmp_path / "run"), "broad").rl.to_dict())
     assert {k for k in got.keys() | wanted.keys() if got.get(k) != wanted.get(k)} <= {
         "init", "seed", "out", "progress", "report_group", "checkpoints", "dev_per_family", "dev_samples",
@@ -235,3 +237,15 @@ def test_the_compose_screen_changes_one_thing_of_budget_4x_stream_on_fresh_seeds
         "broad-run", "rl-screen-broad", "rl-screen-broad-confirm", "rl-generalize", "rl-generalize-confirm",
         "rl-generalize-adopt")))
     assert len(compose.seeds) >= 10 and not set(compose.seeds) & used
+
+
+def test_the_compose_confirmation_reruns_its_leader_on_fresh_seeds_against_the_preset():
+    screen, compose = load_spec("rl-generalize"), load_spec("rl-generalize-compose")
+    confirm = load_spec("rl-generalize-compose-confirm")
+    assert confirm.setup == screen.setup and confirm.base == screen.base and confirm.metrics == screen.metrics
+    assert confirm.baseline == "budget-4x" and confirm.arms["budget-4x"] == screen.arms["budget-4x"]
+    assert all(confirm.arms[a] == compose.arms[a] for a in set(confirm.arms) - {"budget-4x"})
+    used = set().union(*(load_spec(name).seeds for name in (
+        "broad-run", "rl-screen-broad", "rl-screen-broad-confirm", "rl-generalize", "rl-generalize-confirm",
+        "rl-generalize-adopt", "rl-generalize-compose")))
+    assert len(confirm.seeds) >= 10 and not set(confirm.seeds) & used
