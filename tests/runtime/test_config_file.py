@@ -228,3 +228,19 @@ def test_a_pretraining_run_replays_from_its_run_json_to_the_same_weights(tmp_pat
         file_settings(PretrainConfig, first / RUN_CONFIG_NAME)
     assert main(["pretrain", "--config", str(first), "--out", str(again), "--tasks", str(tasks)]) == 2  # refused:
     assert "never overwrites" in capsys.readouterr().err  # a run folder (its run.json) replays into a new --out only
+
+
+def test_the_run_builds_its_stages_with_its_suite(capsys, tmp_path):
+    """The broad preset's RL draws its tasks from the broad stream, which RLConfig refuses for any other suite:
+    built from flags or a file, the stages must see the run's suite as they are built, not the default."""
+    out = str(tmp_path / "r")
+    for argv in (["run", "--preset", "broad"], ["run", "--suite", "broad"]):
+        rl = tomllib.loads(printed(capsys, [*argv, "--out", out]))["rl"]
+        assert (rl["task_source"], rl["objective"]) == ("stream", "rejection-sampling")
+    f = tmp_path / "broad.toml"
+    f.write_text(config_toml(RunConfig.from_preset(out, "broad")))
+    assert config_from_command(RunConfig, Namespace(config_file=str(f))) == RunConfig.from_preset(out, "broad")
+    assert "--suite broad" in refused(capsys, ["run", "--preset", "broad", "--suite", "reference", "--out", out])
+    back = tomllib.loads(printed(capsys, ["run", "--preset", "broad", "--rl.task-source", "rl-split",
+                                          "--rl.tasks-per-family", "256", "--out", out]))["rl"]
+    assert (back["task_source"], back["tasks_per_family"]) == ("rl-split", 256)
