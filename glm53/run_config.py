@@ -47,7 +47,7 @@ PRESETS = {
               # from the start on ten fresh seeds, Holm p = 0.008, no split down; compose +5.8 over budget-4x, the
               # preset's RL for the afternoon of 2026-12-04, which kept confirm 2.8 points higher:
               # docs/studies/rl-generalize.md)
-              "rl": dict(suite="broad", groups=512, group_size=4, tasks_per_family=512, task_source="stream",
+              "rl": dict(groups=512, group_size=4, tasks_per_family=512, task_source="stream",
                          objective="rejection-sampling", checkpoints=(256, 512), groups_per_step=16, lr=2e-4,
                          train_scope="all", temperature=0.8, families="all", max_new_tokens=BROAD_MAX_NEW_TOKENS,
                          dev_per_family=32, dev_samples=1, dev_temperature=0.0),
@@ -135,8 +135,9 @@ class RunConfig:
         spec = {k: dict(v) if isinstance(v, dict) else v for k, v in PRESETS[preset].items()}
         for key, value in overrides.items():
             spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
-        return cls(out=out, preset=preset, pretrain=PretrainConfig(**spec.pop("pretrain")),
-                   rl=RLConfig(**spec.pop("rl")), **spec)
+        inherited = cls.inherited_settings(spec.get)  # built with the run's suite, as from flags or a file
+        pretrain, rl = ({**spec.pop(stage), "suite": inherited[f"{stage}.suite"]} for stage in ("pretrain", "rl"))
+        return cls(out=out, preset=preset, pretrain=PretrainConfig(**pretrain), rl=RLConfig(**rl), **spec)
 
     def to_dict(self) -> dict:
         settings = record(self)

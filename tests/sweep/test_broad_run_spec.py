@@ -41,13 +41,16 @@ def test_broad_run_parses_and_plans(tmp_path):
                                                                                                     job.seed)
         assert made.splits() == ("dev", "rl", "confirm", "compose", "phrase", "human")
     # the spec's RL is the preset's, by every recorded name but where and with which seed it runs
-    got, wanted = _flat(made.rl.to_dict()), _flat(RunConfig.from_preset(str(tmp_path / "run"), "broad").rl.to_dict())
-    assert {k for k in got.keys() | wanted.keys() if got.get(k) != wanted.get(k)} <= {
-        "init", "seed", "out", "progress", "report_group", "checkpoints", "dev_per_family", "dev_samples",
-        "dev_temperature"}  # each job its own seed; the run chooses its checkpoint on dev, the job scores the last
+    got, differing = _differences_from_the_presets_rl(made.rl, tmp_path)
+    assert differing <= WHERE_AND_HOW_SCORED
     assert (got["groups"], got["lr"], got["train_scope"], got["objective"], got["task_source"]) == (
         512, 2e-4, "all", "rejection-sampling", "stream")
     assert not any(tmp_path.iterdir())  # planning wrote nothing
+
+
+# each job its own seed and folder; the run chooses its checkpoint on dev, the job scores the last
+WHERE_AND_HOW_SCORED = {"init", "seed", "out", "progress", "report_group", "checkpoints", "dev_per_family",
+                        "dev_samples", "dev_temperature"}
 
 
 def _flat(settings: dict) -> dict:
@@ -56,6 +59,21 @@ def _flat(settings: dict) -> dict:
     for key, value in settings.items():
         out.update(_flat(value) if isinstance(value, dict) else {key: value})
     return out
+
+
+def _differences_from_the_presets_rl(rl, tmp_path) -> tuple[dict, set]:
+    """An RL config's settings by name, and the names where --preset broad's RL differs from it."""
+    got, wanted = _flat(rl.to_dict()), _flat(RunConfig.from_preset(str(tmp_path / "run"), "broad").rl.to_dict())
+    return got, {k for k in got.keys() | wanted.keys() if got.get(k) != wanted.get(k)}
+
+
+# the broad suite's RL studies in the order they ran: each draws seeds none before it used
+BROAD_RL_STUDIES = ("broad-run", "rl-screen-broad", "rl-screen-broad-confirm", "rl-generalize", "rl-generalize-confirm",
+                    "rl-generalize-adopt", "rl-generalize-compose", "rl-generalize-compose-confirm")
+
+
+def _seeds_before(study: str) -> set:
+    return set().union(*(load_spec(name).seeds for name in BROAD_RL_STUDIES[:BROAD_RL_STUDIES.index(study)]))
 
 
 def test_rl_splits_job_on_a_tiny_model(tmp_path):
@@ -169,7 +187,7 @@ def test_rl_generalize_starts_from_the_preset_and_changes_one_thing_an_arm(tmp_p
     settings differ from the baseline's; every arm's job builds (the new choices included)."""
     screen, run = load_spec("rl-generalize"), load_spec("broad-run")
     assert screen.setup == run.setup and screen.job == "rl-splits" and len(screen.seeds) >= 10
-    used = set(run.seeds) | set(load_spec("rl-screen-broad").seeds) | set(load_spec("rl-screen-broad-confirm").seeds)
+    used = _seeds_before("rl-generalize")
     assert not set(screen.seeds) & used
     base = screen.settings("baseline")
     made = {arm: job_kind("rl-splits").make(resolve_setup(screen.settings(arm), str(tmp_path / "setup")), 1, (),
@@ -187,8 +205,7 @@ def test_the_rl_generalize_confirmation_reruns_its_leaders_on_fresh_seeds():
     assert confirm.setup == screen.setup and confirm.base == screen.base and confirm.metrics == screen.metrics
     assert "baseline" in confirm.arms and set(confirm.arms) < set(screen.arms)
     assert all(confirm.arms[a] == screen.arms[a] for a in confirm.arms)
-    used = set(screen.seeds) | set(load_spec("broad-run").seeds) | set(load_spec("rl-screen-broad").seeds) | set(
-        load_spec("rl-screen-broad-confirm").seeds)
+    used = _seeds_before("rl-generalize-confirm")
     assert len(confirm.seeds) >= 10 and not set(confirm.seeds) & used
 
 
@@ -199,8 +216,7 @@ def test_the_adoption_test_reads_the_leaders_against_the_presets_own_rl():
     assert adopt.setup == screen.setup and adopt.base == screen.base and adopt.metrics == screen.metrics
     assert adopt.baseline == "preset" and set(adopt.arms) - set(screen.arms) == {"budget-8x-stream"}
     assert all(adopt.arms[a] == screen.arms[a] for a in set(adopt.arms) & set(screen.arms))
-    used = set().union(*(load_spec(name).seeds for name in ("broad-run", "rl-screen-broad", "rl-screen-broad-confirm",
-                                                            "rl-generalize", "rl-generalize-confirm")))
+    used = _seeds_before("rl-generalize-adopt")
     assert len(adopt.seeds) >= 10 and not set(adopt.seeds) & used
     wider = adopt.settings("budget-8x-stream")
     assert wider["groups"] == 2 * adopt.settings("budget-4x-stream")["groups"] and wider["task_source"] == "stream"
@@ -216,11 +232,10 @@ def test_the_broad_presets_rl_is_the_adopted_arm(tmp_path):
     spec = load_spec("rl-generalize-compose-confirm")
     made = job_kind("rl-splits").make(resolve_setup(spec.settings("stream-rejection-sampling"),
                                                     str(tmp_path / "setup")), 1, (), tmp_path / "job").rl
-    got, wanted = _flat(made.to_dict()), _flat(RunConfig.from_preset(str(tmp_path / "run"), "broad").rl.to_dict())
-    assert {k for k in got.keys() | wanted.keys() if got.get(k) != wanted.get(k)} <= {
-        "init", "seed", "out", "progress", "report_group", "checkpoints", "dev_per_family", "dev_samples",
-        "dev_temperature"}
-    assert wanted["checkpoints"][-1] == got["groups"] and not any(tmp_path.iterdir())
+    got, differing = _differences_from_the_presets_rl(made, tmp_path)
+    assert differing <= WHERE_AND_HOW_SCORED
+    wanted = RunConfig.from_preset(str(tmp_path / "run"), "broad").rl
+    assert wanted.checkpoints[-1] == got["groups"] and not any(tmp_path.iterdir())
 
 
 def test_the_compose_screen_changes_one_thing_of_budget_4x_stream_on_fresh_seeds():
@@ -233,9 +248,7 @@ def test_the_compose_screen_changes_one_thing_of_budget_4x_stream_on_fresh_seeds
     for arm in set(compose.arms) - {"budget-4x-stream"}:
         changed = {k for k in base.keys() | compose.settings(arm).keys() if base.get(k) != compose.settings(arm).get(k)}
         assert len(changed) == 1, (arm, changed)
-    used = set().union(*(load_spec(name).seeds for name in (
-        "broad-run", "rl-screen-broad", "rl-screen-broad-confirm", "rl-generalize", "rl-generalize-confirm",
-        "rl-generalize-adopt")))
+    used = _seeds_before("rl-generalize-compose")
     assert len(compose.seeds) >= 10 and not set(compose.seeds) & used
 
 
@@ -245,7 +258,5 @@ def test_the_compose_confirmation_reruns_its_leader_on_fresh_seeds_against_the_p
     assert confirm.setup == screen.setup and confirm.base == screen.base and confirm.metrics == screen.metrics
     assert confirm.baseline == "budget-4x" and confirm.arms["budget-4x"] == screen.arms["budget-4x"]
     assert all(confirm.arms[a] == compose.arms[a] for a in set(confirm.arms) - {"budget-4x"})
-    used = set().union(*(load_spec(name).seeds for name in (
-        "broad-run", "rl-screen-broad", "rl-screen-broad-confirm", "rl-generalize", "rl-generalize-confirm",
-        "rl-generalize-adopt", "rl-generalize-compose")))
+    used = _seeds_before("rl-generalize-compose-confirm")
     assert len(confirm.seeds) >= 10 and not set(confirm.seeds) & used
