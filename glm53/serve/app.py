@@ -10,6 +10,8 @@
 
 Every refusal is a 4xx whose JSON body is {"error": one sentence}; an unexpected error is a 500 with one sentence
 (its traceback goes to the server's log, never to the page). A stream's problems arrive as an `error` event.
+Before any route, guard.py refuses another Host or Origin than the playground's own, a POST that is not JSON and a
+body past the cap, and gives every answer nosniff and a Content-Security-Policy.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -33,19 +35,28 @@ from starlette.exceptions import HTTPException
 from ..data.bpe_tokenizer import tokenizer_for
 from . import runs as run_folders
 from .generation import Busy, Cancelled, Generator
+from .guard import Guard, sentence
 from .requests import BadRequest, parse_job
 from .serve_config import ServeConfig
 from .trace import token_label
 
 PAGE = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
-MAX_BODY_BYTES = 1 << 20
+MAX_JSON_DEPTH = 8  # the page's bodies nest 2 deep; a deeper one is refused before anything walks it
+SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"  # a run's SVG opened alone runs no script
 TASKS_SHOWN = 16
 HEARTBEAT_S = 1.0
 log = logging.getLogger("glm53.serve")
 
 
-def sentence(status: int, text: str) -> JSONResponse:
-    return JSONResponse({"error": " ".join(str(text).split())}, status_code=status)
+def depth(value) -> int:
+    """How deep lists and objects nest in a parsed JSON value, counted without recursion, up to MAX_JSON_DEPTH + 1."""
+    deepest, stack = 0, [(value, 1)]
+    while stack and deepest <= MAX_JSON_DEPTH:
+        value, level = stack.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def sse(event: str, data: dict) -> bytes:
@@ -68,6 +79,7 @@ class Ticket:
 
 def create_app(generator: Generator, cfg: ServeConfig) -> FastAPI:
     app = FastAPI(title="glm53 serve", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(Guard, host=cfg.host)
     served, runs_root = generator.served, Path(cfg.runs) if cfg.runs else None
     workers = ThreadPoolExecutor(max_workers=cfg.max_waiting, thread_name_prefix="glm53-serve")
     app.router.on_shutdown.append(lambda: workers.shutdown(wait=False, cancel_futures=True))
@@ -108,13 +120,18 @@ def create_app(generator: Generator, cfg: ServeConfig) -> FastAPI:
         return sentence(500, f"the server met an unexpected {type(err).__name__}; its log has the details")
 
     async def json_body(request: Request):
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise BadRequest(f"the request body is {len(raw):,} bytes; at most {MAX_BODY_BYTES:,} are accepted", 413)
+        raw = await request.body()  # JSON, and at most guard.MAX_BODY_BYTES: the guard has seen to both
         try:
-            return json.loads(raw)
+            body = json.loads(raw)
+            deep = depth(body) > MAX_JSON_DEPTH
         except ValueError:
             raise BadRequest("the request body is not JSON") from None
+        except RecursionError:  # json's own limit, far past ours
+            deep = True
+        if deep:
+            raise BadRequest(f"the request body is nested deeper than {MAX_JSON_DEPTH} levels; send the flat JSON "
+                             "object the page sends")
+        return body
 
     # ---------------------------------------------------------------- the page
     @app.get("/")
@@ -244,6 +261,7 @@ def create_app(generator: Generator, cfg: ServeConfig) -> FastAPI:
             path, media = run_folders.run_file(run_folder(name), relative)
         except LookupError as err:
             raise BadRequest(str(err), 404) from None
-        return FileResponse(path, media_type=media)
+        return FileResponse(path, media_type=media,
+                            headers={"Content-Security-Policy": SVG_CSP} if media == "image/svg+xml" else None)
 
     return app

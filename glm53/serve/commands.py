@@ -10,8 +10,8 @@ from pathlib import Path
 from ..runtime.settings import add_config_arguments, config_from_args
 from .serve_config import MAX_CHECKPOINTS, ServeConfig, exposure_line
 
-MISSING_EXTRA = ("glm53 serve needs the serve extra (FastAPI and uvicorn): pip install -e '.[serve]', or "
-                 "bash scripts/install.sh --serve")
+MISSING_EXTRA = ("glm53 serve needs the serve extra (FastAPI, uvicorn, Markdown and nh3): pip install -e "
+                 "'.[serve]', or bash scripts/install.sh --serve")
 
 
 def add_serve_parser(sub) -> None:
@@ -64,6 +64,8 @@ def cmd_serve(args) -> int:
     cfg = serve_config(args)
     try:
         import fastapi  # noqa: F401
+        import markdown  # noqa: F401
+        import nh3  # noqa: F401
         import uvicorn
     except ImportError:
         raise ValueError(MISSING_EXTRA) from None

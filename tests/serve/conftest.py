@@ -4,6 +4,7 @@ need the serve extra skip, with the reason, where it is not installed: `require_
 import json
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ NEEDS_EXTRA = "the serve extra is not installed (bash scripts/install.sh --serve
 
 
 def require_serve_extra() -> None:
-    for name in ("fastapi", "uvicorn", "httpx", "markdown"):
+    for name in ("fastapi", "uvicorn", "httpx", "markdown", "nh3"):
         pytest.importorskip(name, reason=NEEDS_EXTRA)
 
 CONTEXT = 256
@@ -76,7 +77,29 @@ def client(generator_pair):
 
     from glm53.serve.app import create_app
 
-    return TestClient(create_app(*generator_pair), raise_server_exceptions=False)
+    # the Host a browser on this machine sends (the app refuses TestClient's own `testserver`, as any other name)
+    return TestClient(create_app(*generator_pair), base_url="http://127.0.0.1:8053", raise_server_exceptions=False)
+
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1000")
+
+
+def start_browser(profile, *flags):
+    """Debian's headless Chromium driven by Selenium, or a skip saying what to install."""
+    if not (CHROMIUM.is_file() and DRIVER.is_file()):
+        pytest.skip("no Chromium: apt-get install chromium chromium-driver (.ci/run does)")
+    webdriver = pytest.importorskip("selenium.webdriver",
+                                    reason="Selenium is not installed (bash scripts/install.sh --serve)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*BROWSER_FLAGS, *flags, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(DRIVER)))
+    driver.set_page_load_timeout(60)
+    return driver
 
 
 class LoopbackServer:

@@ -16,6 +16,7 @@ from .conftest import CONTEXT, events, require_serve_extra
 require_serve_extra()
 
 PROMPT = "# Complete this Python function.\n# Return x plus one.\ndef add_one(x):"
+JSON = {"Content-Type": "application/json"}
 ASK = {"mode": "prompt", "prompt": PROMPT, "cases": "1 -> 2\n-3 -> -2", "checkpoints": [0], "max_new_tokens": 12}
 
 
@@ -189,7 +190,7 @@ def test_a_request_past_a_bound_gets_a_4xx_with_one_sentence(client, changes, st
     ("post", "/api/attention", b'{"model": 3, "ids": [1], "position": 0}', 400, "model must be the index"),
 ])
 def test_malformed_requests_are_refused_in_one_sentence(client, method, url, body, status, words):
-    response = client.post(url, content=body) if method == "post" else client.get(url)
+    response = client.post(url, content=body, headers=JSON) if method == "post" else client.get(url)
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert words in error and "\n" not in error and "Traceback" not in error

@@ -9,27 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import require_serve_extra
+from .conftest import require_serve_extra, start_browser
 
 require_serve_extra()
-CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000")
 
 
 @pytest.fixture
 def browser(tmp_path):
-    if not (CHROMIUM.is_file() and DRIVER.is_file()):
-        pytest.skip("no Chromium: apt-get install chromium chromium-driver (.ci/run does)")
-    webdriver = pytest.importorskip("selenium.webdriver",
-                                    reason="Selenium is not installed (scripts/install.sh --serve)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(DRIVER)))
-    driver.set_page_load_timeout(60)
+    driver = start_browser(tmp_path / "profile")
     yield driver
     driver.quit()
 

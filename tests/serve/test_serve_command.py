@@ -11,6 +11,8 @@ from glm53.cli import main
 from glm53.serve.commands import MISSING_EXTRA
 from glm53.serve.serve_config import ServeConfig, exposure_line
 
+from .conftest import require_serve_extra
+
 
 def refused(capsys, *argv) -> str:
     assert main(["serve", *argv]) == 2
@@ -20,7 +22,7 @@ def refused(capsys, *argv) -> str:
 
 
 def test_an_unreadable_or_unverified_checkpoint_is_refused_as_eval_refuses_it(serve_files, tmp_path, capsys):
-    pytest.importorskip("fastapi", reason="the serve extra is not installed (bash scripts/install.sh --serve)")
+    require_serve_extra()  # the command checks the whole extra before it loads or listens
     good = serve_files / "a" / "checkpoint-0000"
     unverified = tmp_path / "unverified"
     shutil.copytree(good, unverified)
@@ -62,7 +64,7 @@ def test_a_sandbox_below_full_isolation_is_refused_unless_accepted(serve_files, 
 
 
 def test_a_taken_port_is_one_line_before_anything_loads(serve_files, capsys):
-    pytest.importorskip("fastapi", reason="the serve extra is not installed (bash scripts/install.sh --serve)")
+    require_serve_extra()  # the command checks the whole extra before it loads or listens
     import socket
 
     with socket.socket() as held:
