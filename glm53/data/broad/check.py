@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 
-from ...verify import static_check, verify_many
+from ...verify import verify_many
 from ...verify.program import Program
 from .task_draw import check_by_exec
 
@@ -19,18 +19,6 @@ LANGUAGE = "python"
 
 def verifier_has_python_level() -> bool:
     return "language" in inspect.signature(verify_many).parameters
-
-
-def static_problem(source: str, entry_point: str) -> str | None:
-    """What the verifier's static stage (python level) refuses in `source`, or None (also when that level
-    does not exist yet)."""
-    if "language" not in inspect.signature(static_check.check_source).parameters:
-        return None
-    try:
-        static_check.check_source(source, entry_point, language=LANGUAGE)
-    except static_check.StaticCheckError as err:
-        return f"is refused by the verifier's static check ({err})"
-    return None
 
 
 def verify_references(tasks, pool=None, timeout_s: float = 5.0) -> list[tuple[str, str]]:

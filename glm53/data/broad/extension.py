@@ -1,7 +1,10 @@
 """A user's own primitives and phrasings, merged into the registry.
 
-The file is TOML (read with tomllib; a Python file is not accepted, so loading a file runs only the
-templates it declares, on generated inputs). It may hold:
+The file is TOML (read with tomllib; a Python file is not accepted). Its templates are code, judged as a model's
+program is: each must pass the verifier's static check at the `python` level (no imports, no dunder names, only
+allow-listed attributes...), then runs on its examples in the verifier's sandbox; only then does it run in this
+process, on generated inputs, with only the builtins a template may name (registry.py). Not bounded in this
+process: the time a template that passed those checks takes on a generated input. It may hold:
 
     [[primitive]]          a new primitive, in the built-in format (registry.py)
     [[phrasing]]           a phrasing for a primitive of the registry or of this file:
@@ -25,7 +28,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from .cases import Degenerate, select_cases
-from .check import static_problem
 from .task_draw import check_by_exec
 from .identifiers import draw_arg_names
 from .registry import Registry, RegistryError, builtin_registry, check_phrasings, parse_primitive, read_toml
@@ -53,7 +55,7 @@ def self_check(prim, registry: Registry, where: str) -> None:
             continue
         names = draw_arg_names(rng, program.arg_types)
         source = f"def f({', '.join(names)}):" + write_body(program, names, rng)
-        problem = static_problem(source, "f") or check_by_exec(source, "f", cases)
+        problem = check_by_exec(source, "f", cases)  # the verifier's static check, then restricted exec
         if problem:
             raise RegistryError(f"{where}: the reference body ({form}) {problem}: {source.splitlines()[1:]}")
         forms.remove(form)

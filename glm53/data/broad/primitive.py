@@ -5,6 +5,9 @@ Templates use str.format placeholders: the primitive's slots ({a}, {xs}...), loo
 (fresh names chosen when a program is written), and in a block form {out}, the variable holding the result.
 A slot that declares `consts` is always a literal drawn from them. `requires` is a condition on the slots'
 values; an input where it is false (or where the expression raises) is not used as a case.
+
+Templates run in this process (the generator evaluates them on thousands of inputs) with only the builtins they
+may name: a user's file is untrusted, and its templates pass the verifier's static check first (registry.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from functools import cached_property
 from .types import resolve
 
 LOOP_VARS = ("v", "w", "i")
+# builtins a template may call: ordinary Python at the verifier's `python` language level
+TEMPLATE_BUILTINS = frozenset({"abs", "all", "any", "bool", "divmod", "enumerate", "int", "len", "list", "max",
+                               "min", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip"})
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,20 @@ class Primitive:
     def loop_vars(self, template: str) -> tuple[str, ...]:
         return tuple(v for v in LOOP_VARS if "{" + v + "}" in template)
 
-    def _compile(self, lines: list[str]):
-        namespace = {"__builtins__": builtins}
-        source = f"def _f({', '.join(self.slots)}):\n" + "".join(f"    {line}\n" for line in lines)
-        exec(compile(source, f"<primitive {self.name}>", "exec"), namespace)  # our own or the user's own file
+    def source(self, form: str) -> str:
+        """The template `form` (expr, block or requires) as the source of a function `_f` of the slots."""
+        if form == "block":
+            lines = self._internal(self.block).strip("\n").splitlines() + ["return _out"]
+        elif form == "requires":
+            lines = [f"return bool({self._internal(self.requires)})"]
+        else:
+            lines = [f"return {self._internal(self.expr)}"]
+        return f"def _f({', '.join(self.slots)}):\n" + "".join(f"    {line}\n" for line in lines)
+
+    def _compile(self, form: str):
+        # only the builtins a template may name: no __import__, open or eval for code that got past the checks
+        namespace = {"__builtins__": {name: getattr(builtins, name) for name in TEMPLATE_BUILTINS}}
+        exec(compile(self.source(form), f"<primitive {self.name}>", "exec"), namespace)
         return namespace["_f"]
 
     def _internal(self, template: str) -> str:
@@ -83,16 +99,12 @@ class Primitive:
     @cached_property
     def function(self):
         """The expression as a Python function of the slots (positional, in slot order)."""
-        return self._compile([f"return {self._internal(self.expr)}"])
+        return self._compile("expr")
 
     @cached_property
     def block_function(self):
-        if self.block is None:
-            return None
-        return self._compile(self._internal(self.block).strip("\n").splitlines() + ["return _out"])
+        return None if self.block is None else self._compile("block")
 
     @cached_property
     def precondition(self):
-        if self.requires is None:
-            return None
-        return self._compile([f"return bool({self._internal(self.requires)})"])
+        return None if self.requires is None else self._compile("requires")

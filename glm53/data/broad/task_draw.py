@@ -6,14 +6,18 @@ longer than MAX_BYTES, or the description conflicts: `conflicts` maps (descripti
 types) to the program's outputs on fixed probe inputs, over a window of tasks (a whole frozen split, or one
 block of the pretraining stream); the same description for a program that behaves differently is refused.
 Simplification: the window is not global, so a description may mean another function in another window.
-Every reference body is run by plain `exec` on its cases as it is made; the verifier checks them in tests and
-export (check.py).
+Every reference body is checked as it is made: the verifier's static check (python level), then `exec` on its
+cases with that level's builtins only (a user's templates are in it); the verifier runs them in its sandbox in
+tests and export (check.py).
 """
 
 from __future__ import annotations
 
+import builtins
 import random
 
+from ...verify.languages import get_language
+from ...verify.static_check import StaticCheckError, check_source
 from .cases import Degenerate, probe_signature, select_cases
 from .describe import comment_lines, describe
 from .heldout import held_out_pairs, is_held_out_pair, stream_pair_ok
@@ -44,9 +48,15 @@ def _draw_program(rng: random.Random, registry, mode: str):
 
 
 def check_by_exec(source: str, entry_point: str, cases) -> str | None:
-    """None when `source` returns every expected value (same type and value), else what went wrong."""
-    namespace: dict = {}
-    exec(compile(source, "<broad task>", "exec"), namespace)  # our own generated reference only
+    """None when `source` passes the verifier's static check (python level) and returns every expected value
+    (same type and value), else what went wrong."""
+    try:
+        check_source(source, entry_point, language="python")
+    except StaticCheckError as err:
+        return f"is refused by the verifier's static check ({err})"
+    # the builtins the sandbox gives that level's programs: a body may hold a user's templates
+    namespace: dict = {"__builtins__": {name: getattr(builtins, name) for name in get_language("python").builtins}}
+    exec(compile(source, "<broad task>", "exec"), namespace)
     function = namespace[entry_point]
     for args, expected in cases:
         try:

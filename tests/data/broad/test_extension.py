@@ -43,6 +43,7 @@ def test_export_with_an_extra_file(tmp_path):
     (GOOD.replace('name = "triple"', 'name = "add"'), "already defined"),
     (GOOD.replace('result = "int"', 'result = "float"'), "unknown type"),
     (GOOD + 'block = """\n{out} = {a} + 3\n"""\n', "block returns 5 on example 0"),
+    (GOOD + 'requires = "{a} > 5"\n', "requires returns False on example 0, expected True"),
     (GOOD.replace('"{a} * 3"', '"{a} * 0"').replace("[[[2], 6]]", "[[[2], 0]]"), "no usable task"),
     ('[[phrasing]]\nprimitive = "nope"\ntext = "x"\n', "unknown primitive"),
 ])
