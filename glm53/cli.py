@@ -110,6 +110,16 @@ def cmd_run(args) -> int:
     cfg = config_from_command(RunConfig, args, preset)
     if cfg is None:  # --print-config printed it (without loading torch)
         return 0
+    from .train.rl_config import check_rewards_named
+
+    check_rewards_named(cfg.rl.reward, getattr(args, "rl.reward"), "--rl.reward", args.config_file)
+    from .runtime.memory import rollout_memory_problem, training_memory_problem
+
+    # both stages' memory now, not after pretraining (RL's policy is the pretrained model)
+    problem = (training_memory_problem(cfg.pretrain, "pretrain.")
+               or rollout_memory_problem(cfg.rl, cfg.pretrain.model, "rl."))
+    if problem:
+        raise ValueError(problem)
     from .run import run_pipeline
 
     require_isolation(cfg.runtime.accept_partial_isolation, "run")
@@ -209,6 +219,8 @@ def interrupted_message(args, argv: list[str]) -> str:
         return f"glm53 {args.command}: interrupted; outputs are written whole, so nothing partial was left."
     what = f"the newest complete checkpoint is {saved[-1]}" if saved else "no checkpoint was complete yet"
     again = " ".join(shlex.quote(a) for a in ["glm53", *argv] if a != "--resume")
+    if not saved and args.command != "run":  # nothing to resume from: the same command starts it again
+        return f"glm53 {args.command}: interrupted; {what}. Start it again with: {again}"
     return f"glm53 {args.command}: interrupted; {what}. Continue with: {again} --resume"
 
 

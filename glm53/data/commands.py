@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from ..runtime.files import refuse_unusable_output
-from .broad.human import human_tasks
 from .broad.task_file import export_tasks
 from .suites import ALL_SPLITS, SUITE_NAMES, get_suite
 from .tasks import write_tasks
@@ -52,8 +51,8 @@ def split_tasks(args) -> list:
         flag = "--count"
     if count is not None and count < 1:
         raise ValueError(f"{flag} must be >= 1, got {count}")
-    if count is None:  # a split scored whole: the human split
-        return human_tasks()
+    if count is None:  # a split scored whole (broad's human, humaneval), whatever --families says
+        return suite.tasks(args.split, None)
     return suite.tasks(args.split, count, args.families)
 
 

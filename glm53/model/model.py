@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
-from ..runtime.files import atomic_write_json
+from ..runtime.files import AtomicDirectory, atomic_write_json
 from .cache import InferenceCache
 from .config import ModelConfig
 from .hyper_connections import HyperConnection
@@ -106,13 +106,23 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                         **kwargs):
         """The hub mixin's save (model.safetensors, config.json, a model card), then metadata.json with the
         weights' and the config's sha256: what `from_pretrained` and the commands check. Pushing saves again into
-        the mixin's own temporary folder, through this method, so the pushed folder has its metadata too."""
+        the mixin's own temporary folder, through this method, so the pushed folder has its metadata too.
+        The folder is written whole or not at all (built under a temporary name, then renamed into place), and a
+        folder that already holds anything is refused before anything is written: a saved model is never
+        overwritten (its files would no longer match the hashes another save recorded)."""
         from pathlib import Path
 
+        folder = Path(save_directory)
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise FileExistsError(f"{folder} already exists{' and is not empty' if folder.is_dir() else ' as a file'}; "
+                                  "save_pretrained never overwrites a saved model: save into a new folder, or move "
+                                  "the old one away first")
+        if folder.is_dir():  # an empty folder: the atomic write below puts the saved one in its place
+            folder.rmdir()
         push = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("config", "model_card_kwargs")}
-        super().save_pretrained(save_directory, **kwargs)
-        atomic_write_json(Path(save_directory) / METADATA_NAME,
-                          {**saved_hashes(save_directory), "parameter_counts": self.parameter_counts()})
+        with AtomicDirectory(folder) as tmp:
+            super().save_pretrained(tmp, **kwargs)
+            atomic_write_json(tmp / METADATA_NAME, {**saved_hashes(tmp), "parameter_counts": self.parameter_counts()})
         if push_to_hub:
             return self.push_to_hub(repo_id=repo_id or Path(save_directory).name, **kwargs, **push)
         return None
@@ -280,7 +290,9 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         completion, token_ids, hit_token_cap), or with `stream=True` an iterator of text pieces whose
         `.generations` holds them once it is exhausted. `sampling`: a glm53.decode.sampling.Sampling (default
         greedy, 48 new tokens); `stop`: "function" (the first complete statement), "end" (the function's end),
-        "eos", or a function (prompt, completion) -> bool; `options`: samples, seed, generator, cache, tokenizer.
+        "eos", or a function (prompt, completion) -> bool; `options`: samples, seed, generator, cache, tokenizer,
+        and transformers' temperature, top_k, top_p and do_sample in place of `sampling` (do_sample=False or
+        temperature=0: greedy; do_sample=True: sampled, at temperature 1.0 unless one is given).
 
         It is glm53.decode.text_generation.generate_text, the function `glm53 generate --prompt` calls. That
         module lies on a floor above this one (decode/ builds on model/), so it is looked up by name when called
@@ -288,6 +300,11 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         from importlib import import_module
 
         text_generation = import_module("glm53.decode.text_generation")
+        unknown = sorted(set(options) - set(text_generation.KEYWORDS))
+        if unknown:  # said here, in the caller's terms, not as a TypeError from inside the library
+            raise TypeError(f"GLM53.generate() got an unexpected keyword argument {', '.join(map(repr, unknown))}; "
+                            f"it takes prompts, sampling, max_new_tokens, stop, stream and by keyword "
+                            f"{', '.join(text_generation.KEYWORDS)}")
         return text_generation.generate_text(self, prompts, sampling, max_new_tokens, stop, stream, **options)
 
     def parameter_counts(self) -> dict[str, int]:

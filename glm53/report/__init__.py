@@ -1,5 +1,7 @@
 """Reports of run folders: charts and tables drawn from what the commands wrote. Read in this order:
 
+    escape.py         untrusted text (completions, prompts, corpus text) as Markdown code that nothing renders
+                      live: every report writes such text through it
     charts.py         the PNG charts and Markdown tables every report draws with (the main job's too:
                       glm53/run_report.py); matplotlib loads when a chart is drawn
     folder_report.py  `glm53 report RUN_DIR`: any run folder's curves, summary and examples, as REPORT.md

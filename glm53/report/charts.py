@@ -4,7 +4,10 @@ modules that import this one load without it."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
+
+from .escape import Markdown
 
 COLORS = {"before": "#9aa5b1", "after": "#2f6fdf", "line": "#2f6fdf", "accent": "#e8743b"}
 SERIES_COLORS = ("#2f6fdf", "#e8743b", "#3a9d5d", "#9b59b6", "#c0392b", "#7f8c8d")
@@ -71,10 +74,13 @@ def line_chart(charts: Path, name: str, title: str, xlabel: str, ylabel: str,
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:
-    """A Markdown table's lines; cells are written with str(), floats to 4 significant digits, | escaped."""
+    """A Markdown table's lines; cells are written with str(), floats to 4 significant digits, `|` and `&<>`
+    escaped (no HTML in a cell is live), line breaks as spaces; a cell made by escape.code_span is written as it is."""
     def cell(v) -> str:
+        if isinstance(v, Markdown):
+            return v
         text = f"{v:.4g}" if isinstance(v, float) else str(v)
-        return text.replace("|", "\\|").replace("\n", " ")
+        return html.escape(text, quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
         ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]

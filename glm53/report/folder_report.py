@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..runtime.files import read_jsonl
 from . import charts as draw
+from .escape import code_span
 
 MARKER = ".glm53-report"
 LOGS = ("train_log.jsonl", "rl_log.jsonl", "sweep-log.jsonl", "training-receipt.json")
@@ -76,12 +77,13 @@ def _pretrain_section(folder: Path, charts: Path, prefix: str) -> list[str]:
     if last.get("corpus_samples"):
         lines += ["", f"Held-out corpus text completed at step {last['step']} (validation loss "
                       f"{last.get('val_loss', float('nan')):.4f}):", ""]
-        lines += draw.table(["prompt", "completion"], [[f"`{s['prompt']!r}`", f"`{s['completion']!r}`"]
+        lines += draw.table(["prompt", "completion"], [[code_span(repr(s["prompt"])), code_span(repr(s["completion"]))]
                                                         for s in last["corpus_samples"][:EXAMPLES]])
     elif last.get("dev_completions"):
         lines += ["", f"Dev completions at step {last['step']}:", ""]
-        lines += draw.table(["task", "status", "completion"], [[s["task_id"], s["status"], f"`{s['completion']!r}`"]
-                                                               for s in last["dev_completions"][:EXAMPLES]])
+        lines += draw.table(["task", "status", "completion"],
+                            [[s["task_id"], s["status"], code_span(repr(s["completion"]))]
+                             for s in last["dev_completions"][:EXAMPLES]])
     return lines
 
 
@@ -107,7 +109,7 @@ def _rl_section(folder: Path, charts: Path, prefix: str) -> list[str]:
         lines += ["", "The last rollouts:", ""]
         lines += draw.table(["task", "status", "reward", "completion"],
                             [[r.get("task_id", ""), r.get("verdict", {}).get("status", ""), float(r.get("reward", 0)),
-                              f"`{r.get('completion', '')!r}`"] for r in rollouts])
+                              code_span(repr(r.get("completion", "")))] for r in rollouts])
     return lines
 
 
@@ -151,7 +153,8 @@ def write_folder_report(run_dir: str | os.PathLike, out: str | os.PathLike | Non
     try:
         charts = tmp / "charts"
         charts.mkdir()
-        lines = [f"# glm53 report: {run.resolve().name}", "", f"Drawn by `glm53 report` from `{run}`.", ""]
+        lines = [f"# glm53 report: {run.resolve().name}", "",
+                 f"Drawn by `glm53 report` from {code_span(str(run))}.", ""]
         if (run / "sweep-log.jsonl").is_file():
             lines += ["## Sweep", ""] + _sweep_section(run, charts) + [""]
         for name, folder in stages(run):

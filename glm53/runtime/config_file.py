@@ -135,9 +135,13 @@ def read_config_file(path) -> tuple[dict, bool]:
             raise ValueError(f"--config {path} holds no settings (expected a JSON object such as a run's run.json)")
         return next((raw[k] for k in RECORD_SECTIONS if isinstance(raw.get(k), dict)), raw), True
     try:
-        return tomllib.loads(text), False
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"--config {path} is not valid TOML: {err}") from None
+    if not raw:  # an empty file (or comments alone) would run the defaults as if it had been read
+        raise ValueError(f"--config {path} holds no settings (an empty TOML file changes nothing); give a file of "
+                         "settings, such as the command's --print-config writes, or leave --config out")
+    return raw, False
 
 
 def run_kind(settings: dict) -> str:

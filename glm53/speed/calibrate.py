@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -33,7 +34,7 @@ from ..decode.sampling import Sampling
 from ..model.config import KERNEL_FIELDS, ModelConfig
 from ..model.model import GLM53
 from ..runtime.cpu import cpu_has_native_bf16
-from ..runtime.files import atomic_write_text
+from ..runtime.files import atomic_write_text, refuse_unwritable
 from ..runtime.kernel_settings import cache_file, machine_key, read_cache
 from ..train.pretrain import make_optimizer, training_update
 from ..train.pretrain_config import PretrainConfig
@@ -123,9 +124,23 @@ def tune_kernels(model_kwargs: dict, precision: str, steps: int, log=print) -> d
     return {"precision": precision, "choice": choice, "seconds_per_step": seconds}
 
 
+def refuse_unwritable_cache(path: Path) -> None:
+    """One line, before any timing, when the cache file cannot be written where it lives."""
+    if path.is_dir():
+        raise ValueError(f"calibrate: its cache {path} is a folder, not a file; move it away, or set GLM53_CACHE_DIR "
+                         "to another folder")
+    try:
+        refuse_unwritable(path)
+    except ValueError as err:
+        reason = str(err).partition(": ")[2].partition("; choose")[0]
+        raise ValueError(f"calibrate: cannot write its cache {path}: {reason}; set GLM53_CACHE_DIR to a writable "
+                         "folder, or make that one writable (nothing was timed)") from None
+
+
 def calibrate(model_kwargs: dict | None = None, steps: int = 6, log=print) -> dict:
     """Time fp32 and (where the CPU has native bf16) bf16 for training and decoding; cache and return the choice."""
     model_kwargs = model_kwargs or {}
+    refuse_unwritable_cache(cache_file())  # before a minute and more of timing
     candidates = ["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"]
     train = dict(zip(candidates, _time_training([(model_kwargs, p) for p in candidates], steps)))
     decode = dict(zip(candidates, _time_decoding(model_kwargs, candidates)))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from ..runtime.config import RuntimeConfig
+from ..runtime.config import RuntimeConfig, available_cores
 from ..runtime.settings import add_config_arguments, config_from_args
 from ..verify.sandbox_policy import require_isolation
 from ..verify.verifier import SandboxPool
@@ -16,8 +17,9 @@ from .spec import load_spec, parse_seeds, shipped_specs
 EXECUTORS = ("local", "ray")
 
 
-# a spec's settings and the folder decide these (threads: --threads-per-worker)
-SWEEP_RUNTIME_SKIP = ("device", "precision", "threads", "force_threads", "resume")
+# a spec's settings and the folder decide these (threads: --threads-per-worker; --force-threads stays: it lets
+# --workers x --threads-per-worker pass the cores)
+SWEEP_RUNTIME_SKIP = ("device", "precision", "threads", "resume")
 
 
 def add_sweep_parser(sub) -> None:
@@ -42,7 +44,11 @@ def add_sweep_parser(sub) -> None:
     plan.add_argument("--metric", help="with --plan and --pilot: the metric (default: the spec's first)")
     p.add_argument("--seeds", help="comma-separated seeds (or start:stop:step) replacing the spec's")
     p.add_argument("--workers", type=int, help="jobs at a time (default: cores / --threads-per-worker)")
-    p.add_argument("--threads-per-worker", type=int, default=1, help="torch threads of each job (default: 1)")
+    p.add_argument("--threads-per-worker", type=int, default=1,
+                   help="torch threads of each job (default: 1); --workers x --threads-per-worker at most this "
+                        "machine's cores unless --force-threads")
+    # named, so that argparse does not take `--threads 8` for --threads-per-worker 8 (a prefix of it) silently
+    p.add_argument("--threads", dest="sweep_threads", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--setup-from", metavar="DIR", help="another sweep folder whose finished [setup] job is this "
                                                         "spec's: start from its result instead of rerunning it")
     p.add_argument("--reuse-from", metavar="DIR", action="append", default=[],
@@ -60,7 +66,9 @@ def add_sweep_parser(sub) -> None:
     add_config_arguments(p, RuntimeConfig, title="runtime", skip=SWEEP_RUNTIME_SKIP, helps={
         "report_to": "also log every training run's figures to a tracker, one run per (arm, seed), grouped by the "
                      "spec's name",
-        "progress": "show a progress bar of the jobs (--no-progress: a log line per job)"})
+        "progress": "show a progress bar of the jobs (--no-progress: a log line per job)",
+        "force_threads": "allow --workers x --threads-per-worker above this machine's cores (the jobs then wait "
+                         "on each other and slow every other job)"})
     p.set_defaults(func=cmd_sweep)
 
 
@@ -86,6 +94,29 @@ def check_isolation(spec, runtime) -> None:
             require_isolation(runtime.accept_partial_isolation, "sweep", pool)
 
 
+def workers_problem(workers: int | None, threads: int, force: bool | None,
+                    available: int | None = None) -> str | None:
+    """Why the local pool's jobs would not fit this machine, said before any job starts: more torch threads than
+    its cores (--workers x --threads-per-worker; they would wait on each other, every job slower and the sweep no
+    sooner done) unless --force-threads, or more job processes than its available memory holds (each at least
+    torch's own, JOB_PROCESS_BYTES). `workers` None: the default, cores / --threads-per-worker."""
+    from ..runtime.memory import JOB_PROCESS_BYTES, too_much_memory
+
+    cores = available_cores()
+    if not force and threads > cores:
+        return (f"--threads-per-worker {threads} is more than this machine's {cores} cores (threads beyond the "
+                f"cores wait on each other and slow every job); give at most {cores}, or add --force-threads")
+    if not force and workers is not None and workers * threads > cores:
+        return (f"--workers {workers} x --threads-per-worker {threads} is {workers * threads} torch threads, more "
+                f"than this machine's {cores} cores (jobs beyond the cores wait on each other: each runs slower and "
+                f"the sweep ends no sooner); give --workers {max(1, cores // threads)} or fewer (the default: cores / "
+                "--threads-per-worker), or add --force-threads")
+    if workers is None:
+        return None
+    return too_much_memory("--workers", workers, JOB_PROCESS_BYTES, "a process of its own a job, each holding at "
+                           "least torch's 256 MiB before its model", available=available)
+
+
 PLAN_ONLY = (("--time", "time"), ("--pilot", "pilot"), ("--effect", "effect"), ("--metric", "metric"))
 
 
@@ -98,6 +129,14 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.threads_per_worker < 1:
         raise ValueError(f"--threads-per-worker must be >= 1, got {args.threads_per_worker}")
+    if args.sweep_threads is not None:
+        raise ValueError(f"--threads {args.sweep_threads}: a sweep runs --workers jobs at once, each with "
+                         "--threads-per-worker torch threads; give those two instead (their product at most this "
+                         f"machine's {available_cores()} cores)")
+    if args.executor == "local":  # a Ray cluster's machines have their own cores (Ray schedules by them)
+        problem = workers_problem(args.workers, args.threads_per_worker, args.force_threads)
+        if problem:
+            raise ValueError(problem)
     if args.plan:
         from .plan import plan_text
         from .timing import RL_KINDS

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import json
 import multiprocessing
 import os
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from ..runtime.config import RuntimeConfig
-from ..runtime.files import atomic_write_json, run_lock
+from ..runtime.files import atomic_write_json, disk_full_message, run_lock
 from ..verify.sandbox_policy import sandbox_record
 from ..verify.verifier import close_default_pool
 from .jobs import job_kind
 from .spec import resolve_setup
 
 RECEIPT = "receipt.json"
+DISK_FULL_STATUS = 28  # a job process's exit status when the disk filled under it (ENOSPC's number)
 ERROR = "error.json"
 JOB_LOG = "log.txt"
 # torch._dynamo is imported by the first optimizer a process builds: 1.5 s of every job, paid once here instead
@@ -85,10 +87,14 @@ def run_job(job: Job, threads: int) -> int:
             atomic_write_json(job_dir / RECEIPT, receipt)
             return 0
         except Exception as err:  # noqa: BLE001 - recorded for the sweep; other jobs go on
-            log(traceback.format_exc())
-            atomic_write_json(job_dir / ERROR, {"error": f"{type(err).__name__}: {err}",
-                                                "traceback": traceback.format_exc()}, overwrite=True)
-            return 1
+            try:
+                log(traceback.format_exc())
+                atomic_write_json(job_dir / ERROR, {"error": f"{type(err).__name__}: {err}",
+                                                    "traceback": traceback.format_exc()}, overwrite=True)
+            except OSError as unrecorded:
+                if disk_full_message(unrecorded, job_dir) is None:
+                    raise
+            return DISK_FULL_STATUS if disk_full_message(err, job_dir) else 1
         finally:
             close_default_pool()  # its sandbox workers and scratch folder; job processes end by os._exit (no atexit)
 
@@ -124,7 +130,13 @@ def _job_process(job: Job, threads: int) -> None:
     # tqdm's default lock is a multiprocessing semaphore, which os._exit would leave behind for the resource
     # tracker to report at the end of the sweep; a job process has no other process to share its bars with
     tqdm.set_lock(threading.RLock())
-    os._exit(run_job(job, threads))
+    try:
+        status = run_job(job, threads)
+    except BaseException as err:  # noqa: BLE001 - its own bookkeeping failed
+        if disk_full_message(err, job.dir) is None:
+            raise
+        status = DISK_FULL_STATUS  # the sweep says it once, not every job's traceback
+    os._exit(status)
 
 
 def exit_detail(job: Job, exitcode: int | None) -> str:
@@ -160,6 +172,8 @@ class LocalExecutor:
                 for sentinel in wait(list(running), timeout=1.0):
                     process, job = running.pop(sentinel)
                     process.join()
+                    if process.exitcode == DISK_FULL_STATUS:  # the next jobs would meet the same full disk
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), job.dir)
                     ok = process.exitcode == 0 and (Path(job.dir) / RECEIPT).is_file()
                     on_event("done" if ok else "failed", job, "" if ok else exit_detail(job, process.exitcode))
                 if not running and not pending:

@@ -16,7 +16,7 @@ from ..checkpoints.names import RECEIPT_NAME, checkpoint_name
 from ..checkpoints.retention import prune_checkpoints
 from ..data.suites import get_suite, suite_settings
 from ..data.tasks import frozen_tasks, read_tasks
-from ..decode.sampling import MAX_NEW_TOKENS, SAMPLED_TEMPERATURE, Sampling
+from ..decode.sampling import MAX_NEW_TOKENS, SAMPLED_TEMPERATURE, Sampling, temperature_problem
 from ..evaluate.eval_config import EvalConfig, sampled_evaluation
 from ..runtime.config import RuntimeConfig
 from ..runtime.composition import composed, record
@@ -236,6 +236,8 @@ class FinalEvalConfig:
         check.declared(self)
         check.require(self.eval_samples <= 1 or self.eval_temperature > 0,
                       "eval_samples > 1 needs an eval_temperature > 0")
+        check.require(temperature_problem("eval_temperature", self.eval_temperature) is None,
+                      str(temperature_problem("eval_temperature", self.eval_temperature)))
         check.done()
 
 

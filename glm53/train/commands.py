@@ -6,10 +6,11 @@ from ..data.suites import get_suite
 from ..data.tasks import read_tasks
 from ..runtime.config import threads_problem
 from ..runtime.config_file import add_config_file_flags, config_from_command
+from ..runtime.memory import training_memory_problem
 from ..runtime.settings import add_config_arguments
 from ..verify.sandbox_policy import require_isolation
 from .pretrain_config import PretrainConfig
-from .rl_config import RLConfig
+from .rl_config import RLConfig, check_rewards_named
 from .speedrun import speedrun
 from .speedrun_config import SpeedrunConfig, recipe_settings
 
@@ -27,6 +28,7 @@ def cmd_pretrain(args) -> int:
     cfg = config_from_command(PretrainConfig, args, lambda given: get_suite(given("suite")).defaults("pretrain"))
     if cfg is None:  # --print-config printed it (without loading torch)
         return 0
+    refuse(training_memory_problem(cfg))  # before torch loads and the folder is made
     from .pretrain import pretrain
 
     return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
@@ -37,8 +39,7 @@ def run_as_rank(train, cfg, **kwargs) -> int:
     or as the one process; ranks other than 0 log nothing (rank 0 speaks for all)."""
     from ..runtime.distributed import from_environment, shut_down
 
-    if threads_problem(cfg.runtime.threads, cfg.runtime.force_threads):
-        raise ValueError(threads_problem(cfg.runtime.threads, cfg.runtime.force_threads))
+    refuse(threads_problem(cfg.runtime.threads, cfg.runtime.force_threads))
     dp, device = from_environment(cfg.runtime.device, cfg.runtime.threads)
     try:
         train(cfg, log=print if dp.is_main else (lambda *_: None), dp=dp, device=device, **kwargs)
@@ -47,6 +48,12 @@ def run_as_rank(train, cfg, **kwargs) -> int:
         raise
     shut_down(dp)
     return 0
+
+
+def refuse(problem: str | None) -> None:
+    """A problem found before any work, as the command's one-line error."""
+    if problem:
+        raise ValueError(problem)
 
 
 def add_speedrun_parser(sub) -> None:
@@ -68,6 +75,8 @@ def cmd_speedrun(args) -> int:
                                                                                                or "e4")})
     if cfg is None:
         return 0
+    refuse(threads_problem(cfg.runtime.threads, cfg.runtime.force_threads))
+    refuse(training_memory_problem(cfg.pretrain, "pretrain."))
     return 0 if speedrun(cfg, started)["target_reached"] else 1
 
 
@@ -82,6 +91,7 @@ def cmd_rl(args) -> int:
     cfg = config_from_command(RLConfig, args, lambda given: get_suite(given("suite")).defaults("rl"))
     if cfg is None:  # --print-config printed it (without loading torch)
         return 0
+    check_rewards_named(cfg.reward, args.reward, "--reward", args.config_file)
     from .rl import rl_train
 
     require_isolation(cfg.runtime.accept_partial_isolation, "rl")

@@ -65,8 +65,14 @@ class WeightedReward:
     weight: float
     settings: dict = field(default_factory=dict)
 
+    @functools.cached_property
+    def source_sha256(self) -> str:
+        """Its source's sha256, read once (at the run's first checkpoint): the code imported at the start is what
+        runs, whatever the file says later."""
+        return source_sha256(self.function)
+
     def record(self) -> dict:
-        return {"name": self.name, "weight": self.weight, "source_sha256": source_sha256(self.function),
+        return {"name": self.name, "weight": self.weight, "source_sha256": self.source_sha256,
                 **({"settings": self.settings} if self.settings else {})}
 
     def __call__(self, task, completion: str, verdict: Verdict) -> float:
@@ -77,10 +83,22 @@ class WeightedReward:
         except Exception as err:  # noqa: BLE001 - any failure of the user's code stops the run, named
             raise RewardError(f"rl: reward {self.name} raised {type(err).__name__}: {' '.join(str(err).split())} "
                               f"on {where}; fix the function (the run stopped before any update used it)") from err
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise RewardError(f"rl: reward {self.name} returned {value!r:.60} on {where}: a reward must be a finite "
                               f"number; fix the function (the run stopped before any update used it)")
-        return self.weight * float(value)
+        weighted = self.weight * float(value)
+        if not math.isfinite(weighted):  # a large value times its weight overflows (the update would turn it to NaN)
+            raise RewardError(f"rl: reward {self.name} returned {value!r:.60} on {where}, which times its weight "
+                              f"{self.weight:g} is {weighted}: a weighted reward must be a finite number; lower the "
+                              f"weight or the function's values (the run stopped before any update used it)")
+        return weighted
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
 
 
 class RewardError(ValueError):
@@ -154,7 +172,26 @@ def reward_terms(cfg, reward_funcs: list | None = None) -> list[WeightedReward]:
             terms.append(WeightedReward("partial", functools.partial(partial, **settings), weight, settings))
         else:
             terms.append(WeightedReward(name_or_function, import_reward(name_or_function), weight))
+    for term in terms:
+        problem = signature_problem(term)
+        if problem:
+            raise ValueError(problem)
     return terms
+
+
+def signature_problem(term: WeightedReward) -> str | None:
+    """Why a term's function cannot be called as f(task, completion, verdict), said before the run starts; None
+    when it can (or when its signature cannot be read: the probe then calls it)."""
+    try:
+        signature = inspect.signature(term.function)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None, "", None)
+    except TypeError as err:
+        return (f"--reward {term.name}: its function takes {signature}, so it cannot be called as f(task, completion, "
+                f"verdict) ({err}); give it those three parameters")
+    return None
 
 
 def spec_of(terms: list[WeightedReward]) -> str:
@@ -165,7 +202,13 @@ def spec_of(terms: list[WeightedReward]) -> str:
 def total_reward(terms: list[WeightedReward], task, completion: str, verdict: Verdict) -> float:
     """The weighted sum of the terms (one term of weight 1 is that function's value, bit for bit)."""
     values = [term(task, completion, verdict) for term in terms]
-    return sum(values[1:], values[0])
+    total = sum(values[1:], values[0])
+    if not math.isfinite(total):  # finite terms whose sum overflows
+        raise RewardError(f"rl: the reward {spec_of(terms)} sums to {total} on task {task.task_id} (verdict "
+                          f"{verdict.status}; its terms {', '.join(f'{v:g}' for v in values)}): a reward must be a "
+                          f"finite number; lower the weights or the functions' values (the run stopped before any "
+                          f"update used it)")
+    return total
 
 
 def probe_verdicts(total: int) -> list[tuple[str, Verdict]]:
@@ -233,6 +276,12 @@ def score_groups(cfg: RLConfig, tasks: list, judged: list, first: int, tokenizer
     keeping = cfg.objective == "rejection-sampling"
     advantages_of = [kept_weights(pairs) for pairs in judged] if keeping else \
         step_advantages(rewards_of, cfg.advantage_baseline, cfg.reward_scaling)
+    for task, rewards, group in zip(tasks, rewards_of, advantages_of):
+        if max(rewards) - min(rewards) > 1e-8 and not all(math.isfinite(a) for a in group):  # sums that overflow
+            shown = ", ".join(f"{r:g}" for r in rewards)
+            raise RewardError(f"rl: the rewards of task {task.task_id}'s group ({shown}) are too large to compute "
+                              f"their advantages (they overflow); lower the reward's weights or values (the run "
+                              f"stopped before any update used them)")
     for g, (task, pairs) in enumerate(zip(tasks, judged)):
         rewards = rewards_of[g]
         used = max(rewards) - min(rewards) > 1e-8  # all-equal rewards carry no signal

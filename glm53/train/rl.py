@@ -41,7 +41,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.suites import get_suite
-from ..data.tasks import Task, completion_room_problem
+from ..data.tasks import Task
 from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
@@ -120,6 +120,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
         log(f"glm53 rl: --allow-unordered-reward: training on a reward that breaks the ordering rule: "
             f"{problem.partition(' rule: ')[2].partition('; ')[0]}")
     check_loadable(Path(cfg.init), cfg.runtime.trust_unverified)  # before the run folder is made
+    tasks, dev_tasks = cfg.checked_tasks(tasks, dev_tasks)  # before run_lock makes the folder
     if not dp.is_main:
         return _rl_train(cfg, tasks, dev_tasks, log, dp, device, keep, terms)
     with run_lock(cfg.out):
@@ -183,6 +184,8 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
         _resume(run)
     if not cfg.runtime.resume and dp.is_main:
         _save_checkpoint(run, 0)
+    if dp.is_main and not (run.out / SCHEDULE_NAME).is_file():  # once checkpoint 0 exists: a start cut short
+        atomic_write_json(run.out / SCHEDULE_NAME, [t.task_id for t in run.schedule])  # before it is simply retried
     started = time.perf_counter()
     bounds = step_boundaries(cfg.groups, cfg.groups_per_step, cfg.checkpoints)
     rt = cfg.runtime
@@ -229,33 +232,18 @@ def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None
     precision = resolve_precision(cfg.runtime.precision, device)
     loaded = load_model(cfg.init, device, trust_unverified=cfg.runtime.trust_unverified)  # checks their recorded hash
     model = loaded.model
-    suite = get_suite(cfg.suite)
-    problem = suite.model_problem(model.config)
-    if problem:
-        raise ValueError(f"rl: {cfg.init}: {problem}")
+    tasks, dev_tasks = cfg.checked_tasks(tasks, dev_tasks)  # rl_train checked them already; a direct caller too
     init_sha = loaded.weights_sha256
     reference = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     torch.manual_seed(cfg.seed)
     trainable = set_train_scope(model, cfg.train_scope)
     opt = cfg.optimization  # AdamW's own betas (0.9, 0.999), no decay
     optimizer = torch.optim.AdamW(trainable, lr=opt.lr, betas=opt.betas, weight_decay=opt.weight_decay)
-    if tasks is None:  # a sweep's job names its task file in the config alone
-        tasks = cfg.training_tasks()
-    if not tasks:
-        raise ValueError(f"rl: no task of families {cfg.families} among the first {cfg.tasks_per_family} of the "
-                         + ("stream's tasks (--task-source stream)" if cfg.task_source == "stream" else "rl split"))
-    if dev_tasks is None:
-        dev_tasks = suite.dev_tasks_for(tasks, cfg.dev_per_family, cfg.families)
-    problem = completion_room_problem([*tasks, *dev_tasks], cfg.sampling.max_new_tokens,
-                                      model.config.max_sequence_length, "--max-new-tokens", suite.fit_context, None)
-    if problem:  # before the folder exists: the first rollout would fail there
-        raise ValueError(f"rl: {cfg.init}: {problem}")
     schedule = task_schedule(tasks, cfg.groups, cfg.seed)
     schedule_ids = [t.task_id for t in schedule]
     schedule_sha = hashlib.sha256(json.dumps(schedule_ids).encode()).hexdigest()
     if not cfg.runtime.resume and dp.is_main:
         start_run_folder(out, cfg.to_dict())
-        atomic_write_json(out / SCHEDULE_NAME, schedule_ids)
     tokenizer = tokenizer_for(model.config)
     sampling = cfg.sampling
     sample_precision = resolve_precision(cfg.sample_precision, device, purpose="decode")
@@ -274,6 +262,7 @@ def _resume(run: _Run) -> None:
     """Restore the latest checkpoint's weights, optimizer and RNG states, and cut the logs back to it."""
     out, dp = run.out, run.dp
     latest, state = restore_latest(out, run.model, run.optimizer, run.device)
+    check_rewards_unchanged(state.get("rewards", []), run.rewards, out)
     run.done_groups, run.checkpoints, run.resumed_from = state["group"], state["checkpoints"], state["resumed_from"]
     done_groups = run.done_groups
     for record in run.checkpoints:  # each record was stored before its own weights' hash was known
@@ -287,6 +276,18 @@ def _resume(run: _Run) -> None:
     run.log(f"resuming {out} after group {done_groups} ({latest.name})")
 
 
+def check_rewards_unchanged(recorded: list[dict], terms: list[WeightedReward], out: Path) -> None:
+    """Refuse to resume with a reward function whose source changed since the run began (its checkpoints record
+    each term's sha256): the steps before and after would be trained on two rewards under one receipt. A
+    checkpoint saved before the rewards were recorded has nothing to compare."""
+    began = {r["name"]: r["source_sha256"] for r in recorded}
+    for term in terms:
+        if began.get(term.name, term.source_sha256) != term.source_sha256:
+            raise ValueError(f"--resume: the reward {term.name} changed since the run in {out} began (the sha256 of "
+                             "its source differs from the one its checkpoints recorded); put its source back as it "
+                             "was, or start a new --out")
+
+
 def _save_checkpoint(run: _Run, group: int) -> None:
     """Score the dev tasks and save the policy with its optimizer and RNG states (rank 0 only; without them under
     --no-save-optimizer); then prune what --keep-last lets go."""
@@ -298,7 +299,8 @@ def _save_checkpoint(run: _Run, group: int) -> None:
     record = {"group": group, "path": checkpoint_name(group), "dev": dev_summary,
               "dev_by_family": dev["by_family"] if dev else None}
     state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "group": group,
-             "checkpoints": run.checkpoints + [record]} if cfg.retention.save_optimizer else None
+             "checkpoints": run.checkpoints + [record], "rewards": [term.record() for term in run.rewards]} \
+        if cfg.retention.save_optimizer else None
     record["weights_sha256"] = save_checkpoint(run.out / checkpoint_name(group), run.model, meta, state)
     run.checkpoints.append(record)
     apply_retention(run.out, cfg.retention, run.checkpoints, run.keep)

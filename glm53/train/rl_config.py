@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
-from ..data.tasks import read_tasks
+from ..data.tasks import completion_room_problem, read_tasks
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
 from ..evaluate.eval_config import EvalConfig, sampled_evaluation
+from ..model.config import ModelConfig
 from ..runtime.config import DECODE_PRECISION, PRECISIONS, RuntimeConfig
 from ..runtime.composition import composed, record
+from ..runtime.memory import rollout_memory_problem
 from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
 from ..checkpoints.retention import Retention
 from .optimization import MUON_SETTINGS, Optimization
@@ -56,6 +60,19 @@ def parse_reward_spec(text: str) -> list[tuple[str, float]]:
                              f"got {weight_text!r}")
         parsed.append((name, weight))
     return parsed
+
+
+def check_rewards_named(reward: str, given: str | None, flag: str, config_file) -> None:
+    """A reward function is code the run imports, so it is imported only when the command line names it (`given`,
+    the flag's value): never on the word of a --config file or a replayed record (under `python -m glm53` the current
+    folder is on the import path, so a file's `mod:fn` would import whatever mod.py lies there)."""
+    named = {name for name, _ in parse_reward_spec(given)} if given else set()
+    for name, _ in parse_reward_spec(reward):
+        if name not in BUILTIN_REWARDS and name not in named:
+            source = f"--config {config_file}" if config_file else "the run's settings"
+            raise ValueError(f"{flag} {name} comes from {source}, not the command line: glm53 imports a reward's "
+                             f"module only when the command line names it; give {flag} {reward} to run it, or leave "
+                             "it out of the file")
 
 
 @dataclass(frozen=True)
@@ -212,6 +229,37 @@ class RLConfig:
         if self.task_source == "stream":
             return suite.stream_tasks(count, self.families)
         return suite.tasks("rl", count, self.families)
+
+    def checked_tasks(self, tasks: list | None = None, dev_tasks: list | None = None) -> tuple[list, list]:
+        """The run's tasks and dev tasks (`training_tasks` and the suite's dev tasks where not given), refused in
+        one line before anything is written (rl.py calls it before run_lock makes the folder) when there are none,
+        or when the start checkpoint (its config.json, read without loading the weights) cannot take them: another
+        tokenizer or too short a context for the suite, a prompt plus --max-new-tokens past its context, or more
+        rollouts than this machine's memory holds."""
+        try:
+            config = ModelConfig.from_dict(json.loads((Path(self.init) / "config.json").read_text()))
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{Path(self.init) / 'config.json'} is not a valid model config: {err}") from None
+        suite = get_suite(self.suite)
+        problem = suite.model_problem(config)
+        if problem:
+            raise ValueError(f"rl: {self.init}: {problem}")
+        if tasks is None:  # a sweep's job names its task file in the config alone
+            tasks = self.training_tasks()
+        if not tasks:
+            raise ValueError(f"rl: no task of families {self.families} among the first {self.tasks_per_family} of "
+                             + ("the stream's tasks (--task-source stream)" if self.task_source == "stream"
+                                else "the rl split"))
+        if dev_tasks is None:
+            dev_tasks = suite.dev_tasks_for(tasks, self.dev_per_family, self.families)
+        problem = completion_room_problem([*tasks, *dev_tasks], self.sampling.max_new_tokens,
+                                          config.max_sequence_length, "--max-new-tokens", suite.fit_context, None)
+        if problem:  # the first rollout would fail there
+            raise ValueError(f"rl: {self.init}: {problem}")
+        problem = rollout_memory_problem(self, config)  # a group or dev sample count this machine cannot hold
+        if problem:
+            raise ValueError(f"rl: {problem}")
+        return tasks, dev_tasks
 
     @property
     def dev_eval(self) -> EvalConfig:

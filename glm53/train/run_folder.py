@@ -12,11 +12,12 @@ from pathlib import Path
 import torch
 
 from ..checkpoints.format import check_switches, checkpoint_folders, verify_checkpoint
-from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME, WEIGHTS_NAME
+from ..checkpoints.names import METADATA_NAME, RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME, WEIGHTS_NAME
 from ..model.config import ModelConfig
 from ..model.model import GLM53
+from ..model.saved import read_metadata
 from ..runtime.config_file import run_kind
-from ..runtime.files import atomic_write_json, is_housekeeping, refuse_nonempty_dir
+from ..runtime.files import atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
 
 
 def rng_state() -> dict:
@@ -34,14 +35,23 @@ def set_rng_state(state: dict) -> None:
 
 
 def load_trainer_state(path: str | os.PathLike) -> dict:
+    """A checkpoint's optimizer and RNG states, checked against the sha256 in its metadata.json, and loaded as
+    tensors and plain values only (weights_only): a pickle in it never runs. A checkpoint written before the hash
+    was recorded has none to check; weights_only still refuses anything but plain data in it."""
     file = Path(path) / TRAINER_STATE_NAME
     if not file.is_file():
         raise FileNotFoundError(f"{file} is missing: this checkpoint cannot be resumed")
+    recorded = read_metadata(path).get("trainer_state_sha256") if (Path(path) / METADATA_NAME).is_file() else None
+    if recorded is not None and recorded != sha256_file(file):
+        raise ValueError(f"{file}: its sha256 does not match the one recorded in {METADATA_NAME}; the trainer state "
+                         "is damaged or was changed since it was saved. Delete this checkpoint folder to resume from "
+                         "the one before it, or start a new --out")
     try:
-        state = torch.load(file, weights_only=False)
-    except Exception as err:  # noqa: BLE001 - a truncated or foreign file fails in many ways
-        raise ValueError(f"{file} cannot be read ({type(err).__name__}); the trainer state is damaged. "
-                         "Delete this checkpoint folder to resume from the one before it") from None
+        state = torch.load(file, weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a truncated, foreign or code-carrying file fails in many ways
+        raise ValueError(f"{file} cannot be read as tensors and plain values ({type(err).__name__}); the trainer "
+                         "state is damaged, or holds objects that loading would run as code. Delete this checkpoint "
+                         "folder to resume from the one before it") from None
     if not isinstance(state, dict) or "optimizer" not in state or "rng" not in state:
         raise ValueError(f"{file} is not a glm53 trainer state; delete this checkpoint folder to resume from the one "
                          "before it")
@@ -159,7 +169,9 @@ def check_run_folder(out: str | os.PathLike, settings: dict, resume: bool, may_c
 def start_run_folder(out: str | os.PathLike, settings: dict) -> None:
     """Create the run folder and record the settings (once everything that could refuse to start has run)."""
     Path(out).mkdir(parents=True, exist_ok=True)
-    atomic_write_json(Path(out) / RUN_CONFIG_NAME, settings)
+    # check_run_folder let a new run start here, so a run.json already here is a start that stopped before its
+    # first checkpoint (started() ignores it): this retry replaces it
+    atomic_write_json(Path(out) / RUN_CONFIG_NAME, settings, overwrite=True)
 
 
 def restore_latest(out: str | os.PathLike, model: GLM53, optimizer, device) -> tuple[Path, dict]:

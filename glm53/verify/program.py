@@ -19,6 +19,18 @@ class Program:
     entry_point: str
     cases: Sequence
     language: str | None = None
+    # (function name, body): where `source` wraps a model-written body in a suite's own code (HumanEval's prompt and
+    # test, data/humaneval.py), the static stage judges that body alone, as the body of a function of that name;
+    # all of `source` still runs only in the sandbox. None: the static stage judges the whole source.
+    model_body: tuple[str, str] | None = None
+
+    def judged_source(self, entry_point: str) -> tuple[str, str]:
+        """What the static stage judges, and the function it must define: the whole source and `entry_point`, or
+        the model's body alone as the body of its function."""
+        if self.model_body is None:
+            return self.source, entry_point
+        name, body = self.model_body
+        return f"def {name}():\n{body}", name
 
     @classmethod
     def completed(cls, prompt: str, completion: str, entry_point: str, cases: Sequence,

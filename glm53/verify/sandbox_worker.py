@@ -28,7 +28,6 @@ process group is killed by the template before the template reaps it, so a recyc
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import resource
@@ -42,11 +41,13 @@ import unicodedata  # noqa: F401 - loaded before any fork: the parser imports it
 
 if __package__:
     from . import isolation
+    from .candidate_builtins import candidate_builtins
     from .channels import MAX_LINE_BYTES, LineReader, write_all
     from .values import decode, encode, same_value
 else:  # run as a script under -I, which leaves the script's folder off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import isolation  # noqa: E402
+    from candidate_builtins import candidate_builtins  # noqa: E402
     from channels import MAX_LINE_BYTES, LineReader, write_all  # noqa: E402
     from values import decode, encode, same_value  # noqa: E402
 
@@ -80,9 +81,10 @@ def _send(fd: int, record: dict) -> None:
         view = view[os.write(fd, view):]
 
 
-def serve_cases(reader: LineReader, out_fd: int, source: str, entry_point: str, allowed: list) -> None:
+def serve_cases(reader: LineReader, out_fd: int, source: str, entry_point: str, allowed: list,
+                modules: list = (), raw: bool = False) -> None:
     """Define the candidate, then answer one case per line read. Runs after every limit is in place."""
-    namespace = {"__builtins__": {name: getattr(builtins, name) for name in allowed if hasattr(builtins, name)}}
+    namespace = {"__builtins__": candidate_builtins(allowed, modules, raw)}
     try:
         exec(compile(source, "<candidate>", "exec"), namespace)
     except MemoryError:
@@ -133,12 +135,18 @@ def child_main(job_fd: int, out_fd: int, devnull: int, setup: isolation.Template
             except (ValueError, OSError):
                 pass
         # the program's own CPU time (user and system) from here on: SIGPROF, whose default action ends the
-        # process, once `cpu_s` is spent. Set before seccomp, which refuses setitimer.
+        # process, once `cpu_s` is spent. Set before seccomp, which refuses setitimer. A caller that ignores or
+        # blocks SIGPROF or SIGXCPU passes that on through exec and fork: undone here, or the timer is lost.
+        cpu_signals = {signal.SIGPROF, signal.SIGXCPU}
+        for signum in cpu_signals:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, cpu_signals)
         signal.setitimer(signal.ITIMER_PROF, cpu_s)
         if seccomp is not None and not header.get("test_skip_seccomp"):
             seccomp.install()
         sys.setrecursionlimit(RECURSION_LIMIT)
-        serve_cases(reader, out_fd, header["source"], header["entry_point"], header["builtins"])
+        serve_cases(reader, out_fd, header["source"], header["entry_point"], header["builtins"], header["modules"],
+                    header["raw_builtins"])
     except BaseException as err:  # noqa: BLE001
         try:
             _send(out_fd, {"status": "crashed", "message": f"harness: {type(err).__name__}"})
@@ -307,6 +315,7 @@ class Worker:
     @staticmethod
     def _drive(job: dict, job_fd: int, reader: LineReader, deadline: float) -> dict:
         header = {"source": job["source"], "entry_point": job["entry_point"], "builtins": job["builtins"],
+                  "modules": job.get("modules", []), "raw_builtins": bool(job.get("raw_builtins")),
                   "memory_mb": job["memory_mb"], "cpu_s": job["cpu_s"],
                   "test_skip_seccomp": bool(job.get("test_skip_seccomp"))}
         cases, echo = job["cases"], job.get("echo")

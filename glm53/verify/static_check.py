@@ -156,6 +156,8 @@ def _check_body(function: ast.FunctionDef, entry_point: str, level: Language, de
                 raise StaticCheckError("dunder", f"parameter {node.arg!r} is not allowed")
         elif isinstance(node, ast.Attribute):  # reached only where the level allows attribute access
             _check_attribute(node, level)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):  # reached only where the level has modules
+            _check_import(node, level)
         elif isinstance(node, ast.FunctionDef) and node.decorator_list:
             raise StaticCheckError("decorator", "decorators are not allowed")
         elif isinstance(node, ast.ExceptHandler) and node.name and node.name.startswith("__"):
@@ -175,6 +177,28 @@ def _check_attribute(node: ast.Attribute, level: Language) -> None:
     if node.attr.startswith("_") or node.attr not in level.attributes:
         raise StaticCheckError("attribute", f"attribute {node.attr!r} is not in the {level.name} level's "
                                             f"allow-list (line {node.lineno})")
+
+
+def _check_import(node: ast.Import | ast.ImportFrom, level: Language) -> None:
+    """`import m [as n]` of a module the level lists, or `from m import name [as n]` of a name it lists for m."""
+    where = f"(line {node.lineno})"
+    if isinstance(node, ast.ImportFrom):
+        if node.level or node.module not in level.modules:
+            raise StaticCheckError("import", f"import from {node.module!r} is not allowed {where}; the "
+                                             f"{level.name} level imports {', '.join(sorted(level.modules))}")
+        allowed = level.modules[node.module]
+        for alias in node.names:
+            if alias.name not in allowed:
+                raise StaticCheckError("import", f"{node.module}.{alias.name} is not in the {level.name} level's "
+                                                 f"allow-list {where}")
+    else:
+        for alias in node.names:
+            if alias.name not in level.modules:
+                raise StaticCheckError("import", f"import of {alias.name!r} is not allowed {where}; the "
+                                                 f"{level.name} level imports {', '.join(sorted(level.modules))}")
+    for alias in node.names:
+        if (alias.asname or "").startswith("__"):
+            raise StaticCheckError("dunder", f"name {alias.asname!r} is not allowed")
 
 
 def is_valid(source: str, entry_point: str, language: str = DEFAULT_LANGUAGE) -> bool:

@@ -36,6 +36,7 @@ resource limits still apply. Receipts record `isolation_report()`.
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import queue
@@ -46,21 +47,18 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import itertools
-from collections import deque
 
 from .isolation import LAYERS, isolation_level
 from .languages import DEFAULT_LANGUAGE, get_language
 from .channels import LineReader
 from .program import Program, as_program
 from .sandbox_worker import CASE_OVERHEAD_S
-from .values import decode
-from .values import encode, encode_cases, same_value  # noqa: F401 - same_value and encode_cases are part of this API
+from .values import decode, encode, encode_cases, same_value  # noqa: F401 - same_value, encode_cases: this API
 from .static_check import StaticCheckError, check_source, normalized_name
 
 STATUSES = ("passed", "failed", "invalid", "timeout", "memory", "crashed")
@@ -99,10 +97,13 @@ class Verdict:
 class _Worker:
     """One `sandbox_worker.py` process and the isolation report its template sent at start."""
 
-    def __init__(self, scratch: Path, layers: tuple[str, ...]):
+    def __init__(self, pool_scratch: Path, layers: tuple[str, ...]):
+        # a scratch folder of its own (mkdtemp: private, 0o700), removed with it: unprivileged, programs keep the
+        # caller's uid, so in a folder shared by the pool one lane's flood of names broke the others' jobs
+        self.scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=pool_scratch))
         self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(WORKER), ",".join(layers)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     cwd=scratch, env={}, start_new_session=True, bufsize=0)
+                                     cwd=self.scratch, env={}, start_new_session=True, bufsize=0)
         self.reader = LineReader(self.proc.stdout.fileno())
         try:
             line = self.reader.readline(time.monotonic() + START_TIMEOUT_S)
@@ -135,6 +136,7 @@ class _Worker:
                 stream.close()
             except OSError:
                 pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class SandboxPool:
@@ -290,7 +292,8 @@ def _job(job_id: int, source: str, entry_point: str, encoded_cases: list, timeou
          language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S) -> dict:
     """One job for a worker. The CPU budget is never above the wall-clock backstop."""
     return {"id": job_id, "source": source, "entry_point": entry_point, "cases": encoded_cases,
-            "builtins": sorted(get_language(language).builtins), "timeout_s": float(timeout_s),
+            "builtins": sorted(get_language(language).builtins), "modules": sorted(get_language(language).modules),
+            "timeout_s": float(timeout_s),
             "cpu_s": min(float(cpu_s), float(timeout_s)), "memory_mb": memory_mb}
 
 
@@ -313,7 +316,7 @@ def _prepare(n: int, item: Program | Sequence, timeout_s: float, pool: SandboxPo
         raise ValueError(f"item {n}: no test cases; a program can only be judged against at least one case")
     encoded = encode_cases(cases, f"item {n}")
     try:
-        check_source(program.source, entry_point, language=level)
+        check_source(*program.judged_source(entry_point), language=level)
     except StaticCheckError as err:
         return Verdict("invalid", 0, len(cases), str(err), err.rule), None
     return None, _job(pool.next_id(), program.source, entry_point, encoded, timeout_s, pool.memory_mb, level, cpu_s)
@@ -388,7 +391,7 @@ def probe(source: str, entry_point: str, args_per_case: Sequence, pool: SandboxP
     names = sorted(dir(builtins)) if builtin_names is None else list(builtin_names)
     job = _job(pool.next_id(), source, entry_point, encode_cases([(args, None) for args in args_per_case], "probe"),
                10.0, pool.memory_mb, cpu_s=10.0)
-    job.update(builtins=names, echo=True, test_skip_seccomp=skip_seccomp)
+    job.update(builtins=names, raw_builtins=True, echo=True, test_skip_seccomp=skip_seccomp)
     reply = pool.run_one(job)
     if "values" not in reply:
         raise RuntimeError(f"probe did not run: {reply.get('status')}: {reply.get('message')}")

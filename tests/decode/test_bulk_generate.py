@@ -192,10 +192,11 @@ def test_interactive_reads_prompts_from_stdin_and_prints_their_completions(files
     monkeypatch.setattr(sys, "stdin", io.StringIO(typed))
     checkpoint = str(files / "ckpt")
     assert main(["generate", "--checkpoint", checkpoint, "--interactive", "--max-new-tokens", "12",
-                 "--device", "cpu"]) == 0
+                 "--device", "cpu"]) == 1  # the session went on past the prompt that failed, and says so at its end
     out, err = capsys.readouterr()
     model = load_model(checkpoint).model
     expected = [generate_groups(model, [p], 1, Sampling(max_new_tokens=12), stop=STOP_RULES["statement"])[0][0]
                 for p in prompts]
     assert out == "".join(e["completion"] + "\n" for e in expected)
     assert "an empty line ends it" in err and "leaves no room" in err
+    assert err.strip().splitlines()[-1] == "glm53 generate: 1 of 3 prompts failed (said above); exit status 1"

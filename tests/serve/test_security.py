@@ -112,7 +112,7 @@ def test_the_host_the_server_was_given_is_trusted(generator_pair):
     from glm53.serve.app import create_app
 
     generator, cfg = generator_pair
-    lan = TestClient(create_app(generator, replace(cfg, host="glm53.lan")), base_url="http://glm53.lan:8053")
+    lan = TestClient(create_app(generator, replace(cfg, host="lan-host.example")), base_url="http://lan-host.example:8053")
     assert lan.get("/api/info").status_code == 200
     assert lan.get("/api/info", headers={"Host": "other.lan:8053"}).status_code == 400
 

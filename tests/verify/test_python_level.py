@@ -89,13 +89,18 @@ def body(text: str, header: str = "def f(x):") -> str:
 
 
 def test_the_levels_are_named():
-    assert LANGUAGES == ("reference", "python")
+    assert LANGUAGES == ("reference", "python", "python-stdlib")
     with pytest.raises(ValueError, match="unknown language level 'py'"):
         get_language("py")
     assert not any(name.startswith("_") for name in PYTHON_ATTRIBUTES)
-    for forbidden in ("format", "format_map", "mro", "gi_frame", "tb_frame", "f_back", "with_traceback", "gi_code",
-                      "cr_frame", "f_globals", "encode"):
+    reach = ("format", "format_map", "mro", "gi_frame", "tb_frame", "f_back", "with_traceback", "gi_code", "cr_frame",
+             "f_globals")
+    for forbidden in reach + ("encode",):
         assert forbidden not in PYTHON_ATTRIBUTES
+    stdlib = get_language("python-stdlib")  # wider, but never by a name that reaches the interpreter or a module
+    assert not any(name.startswith("_") for name in stdlib.attributes) and not set(reach) & stdlib.attributes
+    assert not {"os", "sys", "builtins", "subprocess", "importlib", "inspect", "types"} & set(stdlib.modules)
+    assert not {"Formatter", "Template", "get_type_hints", "namedtuple", "SystemRandom"} & stdlib.attributes
 
 
 def test_ordinary_programs_pass_at_level_python_and_are_invalid_at_reference(pool):
@@ -124,17 +129,18 @@ LEGITIMATE_AT_PYTHON = {"plain attribute", "lambda", "try", "nonlocal in nested 
                         "rebinding an allowed builtin", "rebinding the entry point", "parameter shadowing a builtin"}
 
 
-def test_every_hostile_program_fails_at_level_python_and_leaves_nothing_behind():
+@pytest.mark.parametrize("level", ["python", "python-stdlib"])  # python-stdlib: the wider level HumanEval needs
+def test_every_hostile_program_fails_at_level_python_and_leaves_nothing_behind(level):
     PWNED.unlink(missing_ok=True)
     programs = {**{n: src for n, (src, _) in HOSTILE.items()}, **{n: body(b) for n, b in PYTHON_ATTACKS.items()}}
     programs["spinning loop"] = body("while True:\n    pass")
     programs["loop of forks"] = body("for i in range(10):\n    x += 1\nreturn x + 1 if False else [0] * 10**10")
     with SandboxPool(workers=2) as pool:
         verdicts = verify_many([(src, "f", [((1,), 2), ((-5,), -4), ((0,), 1)]) for src in programs.values()],
-                               timeout_s=1.0, pool=pool, language="python")
+                               timeout_s=1.0, pool=pool, language=level)
         scratch = pool.scratch
         assert {n for n, v in zip(programs, verdicts) if v.passed} == LEGITIMATE_AT_PYTHON
-        assert list(scratch.iterdir()) == []
+        assert sorted(scratch.rglob("*")) == sorted(w.scratch for w in pool._workers if w is not None)  # each empty
     assert not PWNED.exists()
     assert_nothing_left_of(pool.worker_pids)  # its own processes only: the module's pool forks its next on its own
 

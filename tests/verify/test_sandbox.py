@@ -120,7 +120,7 @@ def _scan(pool, cases):
     import builtins
 
     job = _job(pool.next_id(), LEAK_SCAN, "scan", encode_cases(cases), 10.0, pool.memory_mb)
-    job.update(builtins=sorted(dir(builtins)), echo=True)
+    job.update(builtins=sorted(dir(builtins)), raw_builtins=True, echo=True)
     return [decode(r["value"]) for r in pool.run_one(job)["values"]]
 
 

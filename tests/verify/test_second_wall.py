@@ -354,7 +354,7 @@ def test_a_reply_far_longer_than_its_expected_value_fails_without_being_decoded(
     with _full_pool(workers=1) as pool:
         job = _job(pool.next_id(), FORGED_REPLY, "act", encode_cases([((1,), 2)], "forged"), 10.0, pool.memory_mb,
                    cpu_s=10.0)
-        job["builtins"] = sorted(dir(builtins))  # the static stage bypassed, as after a static-stage escape
+        job.update(builtins=sorted(dir(builtins)), raw_builtins=True)  # the static stage bypassed, as after an escape
         reply = pool.run_one(job)
         assert reply["status"] == "failed" and "not decoded" in reply["message"], reply
         assert verify(INCREMENT, "f", CASES, pool=pool).passed
