@@ -106,11 +106,11 @@ def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) 
     roots = breakdown(results,
                       lambda r: r["family"].removeprefix("broad/") if r["family"].startswith("broad/") else None)
     if roots:
-        lines += ["<details><summary>By root primitive (generated splits pooled)</summary>", "",
+        lines += ["## By root primitive (generated splits pooled)", "",  # plain Markdown: serve renders no raw HTML
                   "| root | tasks | RL start | after RL |", "|---|---|---|---|"]
         order = sorted(roots.items(), key=lambda kv: (-kv[1][2] / kv[1][0], -kv[1][0], kv[0]))
         lines += [f"| {root} | {n} | {b} | {a} |" for root, (n, b, a) in order]
-        lines += ["", "</details>", ""]
+        lines.append("")
     lines += ["## Charts", ""] + [f"![{Path(c).stem}]({c})" for c in charts] + [""]
     lines += ["## Example generations", "", "The first task of each split whose greedy completion RL changed (or the "
               "first task), before and after RL.", ""]

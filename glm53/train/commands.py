@@ -12,7 +12,7 @@ from ..verify.sandbox_policy import require_isolation
 from .pretrain_config import PretrainConfig
 from .rl_config import RLConfig, check_rewards_named
 from .speedrun import speedrun
-from .speedrun_config import SpeedrunConfig, recipe_settings
+from .speedrun_config import RECORD, SpeedrunConfig, recipe_settings
 
 
 def add_pretrain_parser(sub) -> None:
@@ -72,7 +72,7 @@ def cmd_speedrun(args) -> int:
 
     started = time.perf_counter()  # the clock counts everything from here, importing torch included
     cfg = config_from_command(SpeedrunConfig, args, lambda given: {"pretrain": recipe_settings(given("recipe")
-                                                                                               or "e4")})
+                                                                                               or RECORD)})
     if cfg is None:
         return 0
     refuse(threads_problem(cfg.runtime.threads, cfg.runtime.force_threads))

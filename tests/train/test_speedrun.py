@@ -3,7 +3,7 @@ import json
 import pytest
 
 from glm53.cli import main
-from glm53.train.speedrun_config import RECIPES, recipe_chain, recipe_settings
+from glm53.train.speedrun_config import RECIPES, RECORD, recipe_chain, recipe_settings
 
 TINY_FLAGS = ["--pretrain.dim", "32", "--pretrain.layers", "2", "--pretrain.heads", "4", "--pretrain.expert-hidden",
               "32", "--pretrain.batch-size", "2", "--device", "cpu", "--no-progress", "--pretrain.kernels", "config",
@@ -19,7 +19,7 @@ def test_speedrun_stops_at_the_target_and_writes_a_loadable_model(tmp_path, caps
     assert result["target_reached"] and result["steps"] == 1 and result["checks"] == 1
     assert result["seconds_to_target"] == result["seconds"] > 0
     assert result["body_loss"] <= 100 and result["target_tasks"] == 64
-    assert 0 <= result["dev_passed"] <= 32 and result["recipe"] == "e4" and result["seed"] == 42
+    assert 0 <= result["dev_passed"] <= 32 and result["recipe"] == RECORD and result["seed"] == 42
     assert {"cpu", "torch_version", "threads", "check_seconds", "settings"} <= set(result)
     assert result["settings"]["pretrain"]["model"]["dim"] == 32  # the resolved settings, flags over the recipe
     capsys.readouterr()
