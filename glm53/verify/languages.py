@@ -65,17 +65,19 @@ PYTHON_ATTRIBUTES = frozenset(_STR + _LIST + _DICT + _SET + _NUMBER)
 # The modules the python-stdlib level may import, and the names of each it may use (as `from m import name` or
 # `m.name`). Each is pure computation on values: none opens a file, a socket or a process, none reaches the
 # interpreter (no module, frame or code object among the names), and the sandbox imports them before any program
-# runs (a program's process, in an empty root, could not load a module). Left out on purpose: string.Formatter and
-# Template and str.format (a template built at run time can walk attributes), typing.get_type_hints (it evaluates
-# strings), collections.namedtuple (it execs the code it builds), random.SystemRandom (it needs a system call).
+# runs (a program's process, in an empty root, could not load a module). A program gets a view of each module with
+# only these names and no class: a class named here (Counter, deque, Random, ...) comes as a function that makes one
+# (candidate_builtins.py), since a Python class's plain functions take any first argument. Left out on purpose:
+# string.Formatter and Template and str.format (a template built at run time can walk attributes),
+# typing.get_type_hints (it evaluates strings), collections.namedtuple (it execs the code it builds),
+# random.SystemRandom (it needs a system call), and typing's abstract classes (Sequence, Iterable, ...).
 STDLIB_MODULES = {
     "math": ("acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "comb", "copysign", "cos", "cosh",
              "degrees", "dist", "e", "erf", "erfc", "exp", "expm1", "fabs", "factorial", "floor", "fmod", "frexp",
              "fsum", "gamma", "gcd", "hypot", "inf", "isclose", "isfinite", "isinf", "isnan", "isqrt", "lcm",
              "ldexp", "lgamma", "log", "log10", "log1p", "log2", "modf", "nan", "perm", "pi", "pow", "prod",
              "radians", "remainder", "sin", "sinh", "sqrt", "tan", "tanh", "tau", "trunc"),
-    "typing": ("Any", "Callable", "Dict", "FrozenSet", "Iterable", "Iterator", "List", "Optional", "Sequence", "Set",
-               "Tuple", "Union"),
+    "typing": ("Any", "Dict", "List", "Optional", "Tuple", "Union"),
     "collections": ("Counter", "OrderedDict", "defaultdict", "deque"),
     "re": ("A", "ASCII", "I", "IGNORECASE", "M", "MULTILINE", "S", "DOTALL", "compile", "escape", "findall",
            "finditer", "fullmatch", "match", "search", "split", "sub", "subn"),

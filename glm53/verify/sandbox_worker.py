@@ -82,9 +82,9 @@ def _send(fd: int, record: dict) -> None:
 
 
 def serve_cases(reader: LineReader, out_fd: int, source: str, entry_point: str, allowed: list,
-                modules: list = (), raw: bool = False) -> None:
+                modules: dict | None = None, raw: bool = False) -> None:
     """Define the candidate, then answer one case per line read. Runs after every limit is in place."""
-    namespace = {"__builtins__": candidate_builtins(allowed, modules, raw)}
+    namespace = {"__builtins__": candidate_builtins(allowed, modules or {}, raw)}
     try:
         exec(compile(source, "<candidate>", "exec"), namespace)
     except MemoryError:
@@ -315,7 +315,7 @@ class Worker:
     @staticmethod
     def _drive(job: dict, job_fd: int, reader: LineReader, deadline: float) -> dict:
         header = {"source": job["source"], "entry_point": job["entry_point"], "builtins": job["builtins"],
-                  "modules": job.get("modules", []), "raw_builtins": bool(job.get("raw_builtins")),
+                  "modules": job.get("modules", {}), "raw_builtins": bool(job.get("raw_builtins")),
                   "memory_mb": job["memory_mb"], "cpu_s": job["cpu_s"],
                   "test_skip_seccomp": bool(job.get("test_skip_seccomp"))}
         cases, echo = job["cases"], job.get("echo")

@@ -291,10 +291,10 @@ def default_pool() -> SandboxPool:
 def _job(job_id: int, source: str, entry_point: str, encoded_cases: list, timeout_s: float, memory_mb: int,
          language: str = DEFAULT_LANGUAGE, cpu_s: float = DEFAULT_CPU_S) -> dict:
     """One job for a worker. The CPU budget is never above the wall-clock backstop."""
+    level = get_language(language)
     return {"id": job_id, "source": source, "entry_point": entry_point, "cases": encoded_cases,
-            "builtins": sorted(get_language(language).builtins), "modules": sorted(get_language(language).modules),
-            "timeout_s": float(timeout_s),
-            "cpu_s": min(float(cpu_s), float(timeout_s)), "memory_mb": memory_mb}
+            "builtins": sorted(level.builtins), "modules": {m: sorted(names) for m, names in level.modules.items()},
+            "timeout_s": float(timeout_s), "cpu_s": min(float(cpu_s), float(timeout_s)), "memory_mb": memory_mb}
 
 
 def isolation_report(pool: SandboxPool | None = None) -> dict:

@@ -58,6 +58,27 @@ def test_each_bad_completion_fails_with_its_reason():
         assert verdict.status == status and reason in verdict.message, (name, verdict)
 
 
+# found by an attack on the harness: a class's plain function reached through allowed names (Counter.copy(int) is
+# type) built an object equal to everything (157 of 164 passed), or with copy.copy wrote the test's math.fabs
+EQUAL_TO_EVERYTHING = (
+    "    from collections import Counter\n    T = Counter.copy(int)\n    t = lambda *a: True\n"
+    "    U = T('U', (), {'__eq__': t, '__ne__': lambda *a: False, '__hash__': lambda *a: 0, '__lt__': t, '__le__': t,"
+    " '__gt__': t, '__ge__': t, '__abs__': lambda *a: 0, '__bool__': t})\n    return U()\n")
+THROUGH_TYPING = ("    import typing\n    T = typing.Counter.copy(int)\n"
+                  "    return T('U', (), {'__eq__': lambda *a: True})()\n")
+WRITES_MATH = ("    from collections import Counter\n    import copy\n    import math\n    T = Counter.copy(int)\n"
+               "    R = T('R', (), {'__reduce_ex__': lambda self, proto: ((lambda: math), (), (None, "
+               "{'fabs': lambda x: 0.0}))})\n    copy.copy(R())\n    return 0.0\n")
+
+
+def test_no_class_is_in_reach_to_build_an_object_equal_to_everything():
+    tasks = humaneval_tasks()
+    verdicts = _verdicts([(t, EQUAL_TO_EVERYTHING) for t in tasks] + [(tasks[0], THROUGH_TYPING),
+                                                                     (tasks[32], WRITES_MATH)])
+    assert not any(v.passed for v in verdicts)
+    assert all("AttributeError" in v.message for v in verdicts[:3] + verdicts[-2:]), verdicts[-2:]
+
+
 def test_the_allowed_modules_and_the_calculator_work_inside_the_sandbox():
     task = humaneval_tasks(1)[0]
     body = ("    import math\n    from collections import Counter\n    import re, hashlib\n"
@@ -76,7 +97,7 @@ def test_the_sandboxs_import_and_eval_refuse_at_run_time():
     from glm53.verify.languages import get_language
 
     level = get_language("python-stdlib")
-    table = candidate_builtins(sorted(level.builtins), sorted(level.modules))
+    table = candidate_builtins(sorted(level.builtins), {m: sorted(n) for m, n in level.modules.items()})
     with pytest.raises(ImportError):
         table["__import__"]("os")
     assert table["__import__"]("math").sqrt(4) == 2

@@ -258,3 +258,42 @@ def test_glm53_verify_takes_a_language_for_the_whole_file_and_rows_may_name_thei
     conflicting.write_text(json.dumps({**row, "language": "reference"}) + "\n")
     with pytest.raises(ValueError, match="names language 'reference' but --language python"):
         verify_file(conflicting, tmp_path / "never.jsonl", pool=pool, language="python")
+
+
+def test_no_plain_function_of_a_class_is_in_reach_at_the_stdlib_level():
+    """A Python class's plain functions take any first argument: `Counter.copy(int)` is `type`, from which a program
+    builds an object equal to everything. At python-stdlib a program gets module views whose classes are functions
+    that make them; walking every allowed attribute name from everything it can name (and from values of each kind
+    it can make) reaches no class and no function of a class, but bound methods."""
+    import types
+
+    from glm53.verify.candidate_builtins import candidate_builtins
+
+    level = get_language("python-stdlib")
+    table = candidate_builtins(sorted(level.builtins), {m: sorted(n) for m, n in level.modules.items()})
+    view = table["__import__"]
+    collections, rand, regex, hashes = (view(m) for m in ("collections", "random", "re", "hashlib"))
+    made = [collections.Counter("ab"), collections.deque([1]), collections.OrderedDict(a=1),
+            collections.defaultdict(int), rand.Random(1), regex.compile("a"), regex.match("a", "a"), hashes.md5(b"x"),
+            1, 1.5, "s", b"b", [1], (1,), {1: 2}, {1}, frozenset(), True, None]
+    frontier = [view(m) for m in level.modules] + [v for k, v in table.items() if k != "__import__"] + made
+    seen, found = set(), []
+    for _ in range(4):
+        reached = []
+        for obj in frontier:
+            for name in level.attributes:
+                try:
+                    value = getattr(obj, name)
+                except Exception:  # noqa: BLE001 - an attribute the object does not have
+                    continue
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    reached.append(value)
+                    if isinstance(value, type) or (isinstance(value, types.FunctionType) and "." in value.__qualname__):
+                        found.append(f"{obj!r}.{name} -> {value!r}")
+        frontier = reached
+    assert found == []
+    with pytest.raises(AttributeError):
+        collections.Counter.copy  # noqa: B018 - the class is not given, only a function that makes one
+    with pytest.raises(AttributeError):
+        view("typing").Counter  # noqa: B018 - a module view holds its listed names only
