@@ -152,7 +152,8 @@ class SandboxPool:
         self.memory_mb = memory_mb
         self.layers = tuple(layers)
         remove_abandoned_scratch()
-        self.scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(os.getpid())))
+        self._pid = os.getpid()  # a forked child's copy of this pool is not its to use or close
+        self.scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(self._pid)))
         self._workers: list[_Worker | None] = [None] * self.size
         self._idle: queue.SimpleQueue[int] = queue.SimpleQueue()
         for i in range(self.size):
@@ -221,9 +222,10 @@ class SandboxPool:
         if self._closed:
             return
         self._closed = True
-        for i in range(self.size):
+        for i in range(self.size if os.getpid() == self._pid else 0):  # a forked copy's workers are the parent's
             self._replace(i)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if os.getpid() == self._pid:  # and so is its scratch folder
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "SandboxPool":
         return self
@@ -282,7 +284,7 @@ def close_default_pool() -> None:
 def default_pool() -> SandboxPool:
     global _default_pool
     with _default_lock:
-        if _default_pool is None or _default_pool._closed:
+        if _default_pool is None or _default_pool._closed or _default_pool._pid != os.getpid():
             _default_pool = SandboxPool()
             atexit.register(_default_pool.close)
         return _default_pool

@@ -119,3 +119,20 @@ def test_unprivileged_a_flood_of_names_on_one_lane_does_not_crash_another_lanes_
         pytest.skip(f"no user namespace for an unprivileged user here: {out['report']['namespaces']}")
     assert out["made"][0] > 0, out["made"]  # the flood did run
     assert set(out["statuses"]) == {"passed"}, out["statuses"]
+
+
+def test_a_forked_child_that_closes_the_default_pool_leaves_the_parents_alone():
+    """A sweep's job process closes its default pool as it ends; forked (not from the fork server), its copy of the
+    parent's pool must neither kill the parent's workers nor remove the parent's scratch folder, and a default pool
+    it asks for is its own."""
+    import multiprocessing
+
+    from glm53.verify import verifier
+
+    pool = verifier.default_pool()
+    assert verifier.verify("def f(x):\n    return x\n", "f", [((1,), 1)]).passed
+    child = multiprocessing.get_context("fork").Process(target=verifier.close_default_pool)
+    child.start()
+    child.join()
+    assert child.exitcode == 0 and pool.scratch.is_dir() and not pool._closed
+    assert verifier.verify("def f(x):\n    return x\n", "f", [((1,), 1)]).passed
