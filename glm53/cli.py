@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .checkpoints.commands import add_export_parser
-from .data.commands import add_tasks_parser
+from .data.commands import add_corpus_parser, add_tasks_parser
 from .decode.commands import add_generate_parser
 from .evaluate.commands import add_compare_parser, add_eval_parser
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
@@ -171,7 +171,8 @@ def cmd_verify(args) -> int:
 COMMANDS = (add_info_parser, add_pretrain_parser, add_generate_parser, add_bench_parser, add_calibrate_parser,
             add_run_parser, add_sweep_parser, add_analyze_parser,
             add_rl_parser, add_eval_parser, add_compare_parser, add_verify_parser, add_vision_parser,
-            add_tasks_parser, add_export_parser, add_speedrun_parser, add_serve_parser, add_report_parser)
+            add_tasks_parser, add_corpus_parser, add_export_parser, add_speedrun_parser, add_serve_parser,
+            add_report_parser)
 
 
 def package_version() -> str:

@@ -9,5 +9,10 @@
     broad/               the broad suite: a registry of primitives as data, trees, descriptions, cases, splits
     suites.py            the suites as one registry (reference, broad): tasks per split, stream, level, stop rule
     expressions.py       the pretraining-data studies' expression data ("88 structures") and held-out scores
-    commands.py          `glm53 tasks export`
+    python_sources.py    real Python to learn from: the standard library and installed distributions, file filters
+    python_functions.py  their top-level functions with the imports they use, and the rules each must meet
+    dedup.py             exact duplicates (normalized hash) and near-duplicates (datasketch MinHash LSH)
+    decontaminate.py     13-word overlaps with HumanEval and the broad evaluation splits
+    corpus_build.py      `glm53 corpus build`: the pipeline, corpus.jsonl and its receipt (corpus_build_config.py)
+    commands.py          `glm53 tasks export`, `glm53 corpus build`
 """

@@ -1,11 +1,14 @@
-"""The `glm53 tasks` command: task files of the frozen splits, and the task-choosing flags `glm53 eval` shares."""
+"""The `glm53 tasks` command: task files of the frozen splits, and the task-choosing flags `glm53 eval` shares; and
+`glm53 corpus build`, whose work is corpus_build.py's."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..runtime.files import refuse_unusable_output
+from ..runtime.settings import add_config_arguments, config_from_args
 from .broad.task_file import export_tasks
+from .corpus_build_config import SOURCES, CorpusBuildConfig
 from .suites import ALL_SPLITS, SUITE_NAMES, get_suite
 from .tasks import write_tasks
 
@@ -85,4 +88,44 @@ def cmd_tasks_export(args) -> int:
         raise ValueError(f"no task of families {args.families} in the split")
     write_tasks(tasks, args.out)
     print(f"wrote {len(tasks)} tasks of split {args.split} ({suite.name} suite) to {args.out}")
+    return 0
+
+
+def add_corpus_parser(sub) -> None:
+    p = sub.add_parser("corpus", help="pretraining corpora of real code")
+    csub = p.add_subparsers(dest="corpus_command", required=True)
+    b = csub.add_parser("build", help="harvest documented, self-contained Python functions into a JSON Lines corpus",
+                        description="Top-level functions with a docstring, each with the import lines it uses, from "
+                                    "the standard library (and with --site-packages the installed distributions): "
+                                    "tests, generated files and duplicates left out, and every function sharing 13 "
+                                    "words with a HumanEval or broad evaluation task dropped. Writes DIR/corpus.jsonl "
+                                    "(for pretrain --corpus) and DIR/receipt.json.")
+    b.add_argument("--from", dest="source", required=True, choices=SOURCES,
+                   help="where the code comes from (python-sources: this Python's standard library, then with "
+                        "--site-packages the environment's installed distributions)")
+    add_config_arguments(b, CorpusBuildConfig, title="corpus build")
+    b.set_defaults(func=cmd_corpus_build)
+
+
+def cmd_corpus_build(args) -> int:
+    import time
+
+    from .corpus_build import build_corpus
+    from .python_sources import site_package_sources, stdlib_source
+
+    cfg = config_from_args(CorpusBuildConfig, args)
+    refuse_unusable_output(cfg.out)  # before any file is read
+    start = time.perf_counter()
+    sources, unlisted = [stdlib_source()], None
+    if cfg.site_packages:
+        distributions, unlisted = site_package_sources()
+        sources += distributions
+    receipt = build_corpus(cfg, sources, unlisted, args.source)
+    kept, files = receipt["kept"], receipt["files"]
+    print(f"corpus {cfg.out}/corpus.jsonl: {kept['documents']:,} functions ({kept['bytes']:,} bytes, "
+          f"{kept['byte_tokens']:,} byte tokens) from {receipt['functions']['found']:,} found in {files['read']:,} of "
+          f"{files['seen']:,} files; {receipt['exact_duplicates_removed']:,} exact and "
+          f"{receipt['near_duplicates_removed']:,} near duplicates, "
+          f"{sum(receipt['decontamination']['removed'].values()):,} contaminated removed "
+          f"({time.perf_counter() - start:.0f} s; counts in receipt.json)")
     return 0
