@@ -43,6 +43,8 @@ def add_sweep_parser(sub) -> None:
                                                    "units (0.03: 3 points of a rate); prints the seeds needed")
     plan.add_argument("--metric", help="with --plan and --pilot: the metric (default: the spec's first)")
     p.add_argument("--seeds", help="comma-separated seeds (or start:stop:step) replacing the spec's")
+    p.add_argument("--reward", help="the reward modules the spec's jobs may import (mod:fn[,mod:fn...]): a spec's "
+                                    "reward = \"mod:fn\" is code, run only when the command line names it too")
     p.add_argument("--workers", type=int, help="jobs at a time (default: cores / --threads-per-worker)")
     p.add_argument("--threads-per-worker", type=int, default=1,
                    help="torch threads of each job (default: 1); --workers x --threads-per-worker at most this "
@@ -120,11 +122,22 @@ def workers_problem(workers: int | None, threads: int, force: bool | None,
 PLAN_ONLY = (("--time", "time"), ("--pilot", "pilot"), ("--effect", "effect"), ("--metric", "metric"))
 
 
+def refuse_unnamed_rewards(spec, where: str, given: str | None) -> None:
+    """Every reward module a spec's settings name (base, arms, setup) must be named by --reward as well: a spec is a
+    file like a --config file, and its `mod:fn` would import whatever mod.py the jobs' import path holds."""
+    from ..train.rl_config import check_rewards_named
+
+    settings = [spec.base, *spec.arms.values(), (spec.setup or {}).get("settings", {})]
+    for reward in dict.fromkeys(s["reward"] for s in settings if isinstance(s.get("reward"), str)):
+        check_rewards_named(reward, given, "--reward", None, source=f"the spec {where}")
+
+
 def cmd_sweep(args) -> int:
     from .analysis import analyze
     from .runner import default_workers, run_sweep
 
     spec = load_spec(args.spec, parse_seeds(args.seeds) if args.seeds else None)
+    refuse_unnamed_rewards(spec, args.spec, args.reward)
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.threads_per_worker < 1:

@@ -62,14 +62,14 @@ def parse_reward_spec(text: str) -> list[tuple[str, float]]:
     return parsed
 
 
-def check_rewards_named(reward: str, given: str | None, flag: str, config_file) -> None:
+def check_rewards_named(reward: str, given: str | None, flag: str, config_file, source: str | None = None) -> None:
     """A reward function is code the run imports, so it is imported only when the command line names it (`given`,
     the flag's value): never on the word of a --config file or a replayed record (under `python -m glm53` the current
     folder is on the import path, so a file's `mod:fn` would import whatever mod.py lies there)."""
     named = {name for name, _ in parse_reward_spec(given)} if given else set()
     for name, _ in parse_reward_spec(reward):
         if name not in BUILTIN_REWARDS and name not in named:
-            source = f"--config {config_file}" if config_file else "the run's settings"
+            source = source or (f"--config {config_file}" if config_file else "the run's settings")
             raise ValueError(f"{flag} {name} comes from {source}, not the command line: glm53 imports a reward's "
                              f"module only when the command line names it; give {flag} {reward} to run it, or leave "
                              "it out of the file")

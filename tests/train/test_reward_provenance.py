@@ -99,3 +99,17 @@ def test_resume_refuses_a_reward_edited_since_the_run_began(start, tmp_path, my_
     assert main([*flags, "--resume"]) == 0
     receipt = json.loads((out / "training-receipt.json").read_text())
     assert receipt["rewards"][1]["source_sha256"] == source_sha256(my_rewards.length_penalty)
+
+
+def test_a_sweep_specs_reward_is_refused_unless_the_command_line_names_it(tmp_path):
+    marker = plant(tmp_path)
+    (tmp_path / "spec.toml").write_text('name = "r"\njob = "rl"\nseeds = [1]\ncheckpoints = [2]\n'
+                                        'metrics = ["dev_pass_at_1"]\nbaseline = "a"\n[base]\ninit = "nowhere"\n'
+                                        'reward = "planted:fn"\n[arms.a]\n[arms.b]\nlr = 1e-5\n')
+    argv = [sys.executable, "-m", "glm53", "sweep", "spec.toml", "--out", "out"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    err = result.stderr.strip()
+    assert result.returncode == 2 and len(err.splitlines()) == 1, err
+    assert "--reward planted:fn comes from the spec spec.toml" in err and "give --reward planted:fn" in err, err
+    assert not marker.exists() and not (tmp_path / "out").exists()
