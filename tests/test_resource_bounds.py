@@ -81,8 +81,8 @@ MEMORY_CASES = [
      "--pretrain.batch-size 300 or less (--pretrain.grad-accumulation K takes"),
     ("a main job's rl group", ["run", "--preset", "quick", "--out", "{new}", "--rl.group-size", "200000"], 16 * GIB,
      "--rl.group-size 200,000 needs about"),
-    ("a speedrun's batch", ["speedrun", "--out", "{new}", "--pretrain.batch-size", "100000"], 16 * GIB,
-     "--pretrain.batch-size 100,000 needs about 2,287.5 GiB"),
+    ("a speedrun's batch", ["speedrun", "--out", "{new}", "--recipe", "e4", "--pretrain.batch-size", "100000"],
+     16 * GIB, "--pretrain.batch-size 100,000 needs about 2,287.5 GiB"),
 ]
 
 

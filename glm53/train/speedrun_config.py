@@ -92,9 +92,10 @@ class SpeedrunConfig:
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      skip=("resume", "report_to", "report_name", "report_group", "trust_unverified",
                                            "accept_partial_isolation"))
-    # the recipe's settings (the command puts --recipe's here); checkpoints: none is written, and step 1 is valid for
-    # any --pretrain.steps, so the default instance holds one step (a Python caller gives its own PretrainConfig)
-    pretrain: PretrainConfig = setting(default_factory=lambda: PretrainConfig(**{**recipe_settings(RECORD),
+    # the base the command puts --recipe's whole chain over: the first row, which every chain starts from (a base
+    # of a later recipe would leak its settings into an earlier one's run); checkpoints: none is written, and step 1
+    # is valid for any --pretrain.steps, so the default instance holds one step (a Python caller gives its own)
+    pretrain: PretrainConfig = setting(default_factory=lambda: PretrainConfig(**{**recipe_settings("e4"),
                                                                                  "steps": 1, "warmup_steps": 0,
                                                                                  "checkpoints": (1,)}),
                                        skip=("out", "suite", "seed", "checkpoints", "corpus", "corpus_mix",

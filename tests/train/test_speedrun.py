@@ -57,3 +57,22 @@ def test_a_screen_checks_every_n_steps_whatever_the_clock(tmp_path):
                  "--check-every-steps", "2", "--check-every-seconds", "1e9", *TINY_FLAGS]) == 1
     steps = [json.loads(line)["step"] for line in (out / "speedrun_log.jsonl").read_text().splitlines()]
     assert steps == [2, 4, 5]  # every 2 steps, and the schedule's last
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_each_recipe_runs_its_own_settings_whatever_the_default(name, monkeypatch, tmp_path):
+    """The command puts a recipe's whole chain over the first row: an earlier recipe named by --recipe gets none of
+    the default (the record's) settings, such as its tokenizer."""
+    from glm53.train import commands as speedrun_module
+
+    seen = {}
+    monkeypatch.setattr(speedrun_module, "speedrun", lambda cfg, started: seen.update(cfg=cfg) or
+                        {"target_reached": True})
+    assert main(["speedrun", "--out", str(tmp_path / "x"), "--recipe", name]) == 0
+    pretrain = seen["cfg"].pretrain
+    for key, value in recipe_settings(name).items():
+        owner = next(x for x in (pretrain, pretrain.optimization, pretrain.model) if hasattr(x, key))
+        got = getattr(owner, key)
+        assert got == value, (key, got, value)
+    if "tokenizer" not in recipe_settings(name):
+        assert pretrain.model.tokenizer == "byte"
