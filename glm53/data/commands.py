@@ -7,6 +7,7 @@ import argparse
 
 from ..runtime.files import refuse_unusable_output
 from ..runtime.settings import add_config_arguments, config_from_args
+from .broad.docstring import DEFAULT_STYLE, PROMPT_STYLES, styled_tasks
 from .broad.task_file import export_tasks
 from .corpus_build_config import SOURCES, CorpusBuildConfig
 from .suites import ALL_SPLITS, SUITE_NAMES, get_suite
@@ -15,6 +16,9 @@ from .tasks import write_tasks
 SPLITS = ("dev", "rl", "final", "confirm")  # the reference suite's
 DEFAULT_PER_FAMILY = 8
 DEFAULT_COUNT = 100  # broad suite: tasks of a split (the human split: all 88)
+PROMPT_STYLE_HELP = ("broad suite: how a prompt gives the description: comment (comment lines above the def line, "
+                     "as the tasks are drawn) or docstring (the def line, then a PEP 257 docstring with one of the "
+                     "task's cases as an example; task ids end in -doc)")
 
 
 def add_suite_flag(p: argparse.ArgumentParser) -> None:
@@ -33,10 +37,28 @@ def add_split_flags(p: argparse.ArgumentParser, required: bool) -> None:
                    help=f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; human: all 88)")
     p.add_argument("--families", default="all", help="comma-separated family names, or all (default: all; broad "
                                                      "suite: root primitives)")
+    p.add_argument("--prompt-style", default=DEFAULT_STYLE, choices=PROMPT_STYLES, help=PROMPT_STYLE_HELP)
+
+
+def prompt_style_problem(suite: str | None, style: str) -> str | None:
+    """Why --prompt-style `style` cannot render the tasks of `suite`, or None."""
+    if style == DEFAULT_STYLE or get_suite(suite).name == "broad":
+        return None
+    return (f"--prompt-style {style} renders the broad suite's prompts (generated and human splits); the "
+            f"{get_suite(suite).name} suite's prompts are its own: leave --prompt-style {DEFAULT_STYLE}")
 
 
 def split_tasks(args) -> list:
-    """The tasks --suite, --split, --per-family / --count and --families choose (each checked, one line)."""
+    """The tasks --suite, --split, --per-family / --count, --families and --prompt-style choose (each checked, one
+    line)."""
+    style = getattr(args, "prompt_style", None) or DEFAULT_STYLE
+    problem = prompt_style_problem(args.suite, style)
+    if problem:
+        raise ValueError(problem)
+    return styled_tasks(_split_tasks(args), style)
+
+
+def _split_tasks(args) -> list:
     suite = get_suite(args.suite)
     if args.split not in suite.splits:
         raise ValueError(f"the {suite.name} suite has no split {args.split!r}; its splits are "
@@ -81,7 +103,8 @@ def cmd_tasks_export(args) -> int:
                              "phrase): give --suite broad and one of those splits")
         if args.families != "all" or args.per_family is not None:
             raise ValueError("with --primitives give the split's size as --count, and no --families")
-        tasks = export_tasks(args.split, args.count or DEFAULT_COUNT, extra=args.primitives)
+        tasks = styled_tasks(export_tasks(args.split, args.count or DEFAULT_COUNT, extra=args.primitives),
+                             args.prompt_style)
     else:
         tasks = split_tasks(args)
     if not tasks:

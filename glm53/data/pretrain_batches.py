@@ -16,10 +16,14 @@ g rows, floor(g * mix) are corpus rows, so step t takes corpus rows floor(t * B 
 - 1 of the corpus order, then generated documents from where the earlier steps' generated rows left off (the
 stream in plain order, padded to sequence_length: length bucketing is left out), still a pure function of the step.
 
-With `loss_on="completion"` the targets of each generated document's prompt (its comment lines and `def` line) are
-set to IGNORE_INDEX, so the loss is the body's alone: the model reads the prompt and learns to answer it, as the
-tasks ask, without spending its updates on predicting descriptions (`completion_labels`; corpus rows are left whole,
-and the config refuses the pair). The inputs, and so the data order, are the same either way.
+`docstring_share` (broad suite) renders that share of the generated documents in docstring style, each chosen by a
+hash of (seed, index) (broad/docstring.py), so the data order stays a pure function of the step; 0 is the stream.
+
+With `loss_on="completion"` the targets of each generated document's prompt (its comment lines and `def` line, or
+its `def` line and docstring) are set to IGNORE_INDEX, so the loss is the body's alone: the model reads the prompt
+and learns to answer it, as the tasks ask, without spending its updates on predicting descriptions
+(`completion_labels`; corpus rows are left whole, and the config refuses the pair). The inputs, and so the data
+order, are the same either way.
 
 The validation rows of the generated stream are documents VALIDATION_FIRST_INDEX (2^40) + i of the same seed's
 stream. Training reads documents [0, steps * batch_size) only (bucketing: to the end of the last window of 8
@@ -31,13 +35,16 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import torch
 
+from .broad.docstring import mixed_stream
 from .suites import DEFAULT_SUITE, get_suite
 from .tokenizer import ByteTokenizer
 
 IGNORE_INDEX = -100
+DOCSTRING_OPENING = re.compile(r'    r?"""')  # a function's docstring, on the line after its def line
 VALIDATION_FIRST_INDEX = 1 << 40
 
 
@@ -60,12 +67,17 @@ def encode_documents(texts: list[str], sequence_length: int, tokenizer=None):
 
 def prompt_text(text: str) -> str:
     """A task-shaped document's prompt: everything before the newline that ends its first `def` line (that newline
-    is the body's first byte, as in a task's canonical completion)."""
+    is the body's first byte, as in a task's canonical completion), or where a docstring opens the function (the
+    broad suite's docstring style, broad/docstring.py), before the newline that ends the docstring's last line."""
     start = text.find("def ") if text.startswith("def ") else text.find("\ndef ")
     if start < 0:
         raise ValueError(f"document {text[:60]!r}... has no def line, so it has no completion to take the loss on; "
                          "use --loss-on all")
     end = text.find("\n", start + 1)
+    opening = DOCSTRING_OPENING.match(text, end + 1) if end >= 0 else None
+    closing = text.find('"""', opening.end()) if opening else -1
+    if closing >= 0:
+        end = text.find("\n", closing + 3)
     return text if end < 0 else text[:end]
 
 
@@ -88,13 +100,15 @@ def completion_labels(labels: torch.Tensor, texts: list[str], tokenizer=None) ->
 
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
                       corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None, tokenizer=None,
-                      width_multiple: int = 0):
+                      width_multiple: int = 0, docstring_share: float = 0.0):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
     generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
     or from fewer distinct ones, read in place of the stream; `tokenizer`: the model's (bytes by default; a corpus
-    is bytes only); `width_multiple`: a bucketed batch's width rounded up to a multiple of it (fewer shapes)."""
-    stream = ordered or get_suite(suite)
+    is bytes only); `width_multiple`: a bucketed batch's width rounded up to a multiple of it (fewer shapes);
+    `docstring_share`: the share of the broad stream's documents in docstring style (broad/docstring.py; an
+    `ordered` stream was made with its own)."""
+    stream = ordered or mixed_stream(get_suite(suite), docstring_share)
     if corpus is not None:
         return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix)
     if not stream.bucket_steps:
@@ -136,13 +150,13 @@ def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: 
 
 
 def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None,
-                     loss_on: str = "all", tokenizer=None):
+                     loss_on: str = "all", tokenizer=None, docstring_share: float = 0.0):
     """The held-out rows the validation loss averages over: at most `rows` rows of the corpus's held-out documents,
     or without a corpus the generated documents VALIDATION_FIRST_INDEX .. + rows - 1 (the module docstring), with
     the targets training takes its loss on (`loss_on`)."""
     if corpus is not None:
         return corpus.validation_batch(rows)
-    stream = get_suite(suite)
+    stream = mixed_stream(get_suite(suite), docstring_share)
     texts = [stream.pretraining_text(VALIDATION_FIRST_INDEX + i, seed) for i in range(rows)]
     inputs, labels = encode_documents(texts, sequence_length, tokenizer)
     return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)

@@ -27,6 +27,7 @@ import math
 import random
 from functools import lru_cache
 
+from .broad.docstring import mixed_stream
 from .suites import get_suite
 
 DATA_ORDERS = ("stream", "blocked", "curriculum")
@@ -106,8 +107,9 @@ class OrderedStream:
 
 
 @lru_cache(maxsize=2)
-def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int) -> OrderedStream:
-    return OrderedStream(get_suite(suite), seed, documents, data_order, distinct)
+def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int,
+                    docstring_share: float = 0.0) -> OrderedStream:
+    return OrderedStream(mixed_stream(get_suite(suite), docstring_share), seed, documents, data_order, distinct)
 
 
 def run_stream(cfg) -> OrderedStream | None:
@@ -118,4 +120,5 @@ def run_stream(cfg) -> OrderedStream | None:
         return None
     documents = run_documents(cfg.steps, cfg.batch_size * getattr(cfg, "grad_accumulation", 1),
                               get_suite(cfg.suite).bucket_steps)
-    return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents)
+    return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents,
+                           getattr(cfg, "docstring_share", 0.0))

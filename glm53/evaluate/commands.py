@@ -25,7 +25,7 @@ def _tasks_from(cfg):
         return read_tasks(cfg.tasks)
     return split_tasks(SimpleNamespace(suite=cfg.evaluation.decoding.suite, split=cfg.split,
                                        per_family=cfg.per_family,
-                                       count=cfg.count, families=cfg.families))
+                                       count=cfg.count, families=cfg.families, prompt_style=cfg.prompt_style))
 
 
 def add_eval_parser(sub) -> None:
@@ -87,7 +87,8 @@ def cmd_eval(args) -> int:
     size = {"per_family": cfg.per_family or DEFAULT_PER_FAMILY} if suite.count_unit == "per family" else \
         {"count": len(tasks)}
     result["source"] = {"tasks_file": cfg.tasks} if cfg.tasks else {"split": cfg.split, **size,
-                                                                     "families": cfg.families}
+                                                                     "families": cfg.families,
+                                                                     "prompt_style": cfg.prompt_style}
     if cfg.samples_out:
         atomic_write_text(cfg.samples_out, "".join(json.dumps({"task_id": r["task_id"], "completion": x["completion"]})
                                                    + "\n" for r in result["tasks"] for x in r["samples"]))

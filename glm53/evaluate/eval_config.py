@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data.commands import ALL_SPLITS, DEFAULT_COUNT, DEFAULT_PER_FAMILY
+from ..data.broad.docstring import DEFAULT_STYLE, PROMPT_STYLES
+from ..data.commands import ALL_SPLITS, DEFAULT_COUNT, DEFAULT_PER_FAMILY, PROMPT_STYLE_HELP, prompt_style_problem
 from ..data.suites import get_suite
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling, TaskDecoding
 from ..runtime.config import RuntimeConfig
@@ -61,6 +62,7 @@ class EvalCommandConfig:
     count: int | None = setting(None, f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; "
                                       "human: all 88)", at_least=1)
     families: str = setting("all", "comma-separated family names, or all (broad suite: root primitives)")
+    prompt_style: str = setting(DEFAULT_STYLE, PROMPT_STYLE_HELP, choices=PROMPT_STYLES)
     tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and "
                                       "cap)")
     evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True)
@@ -78,6 +80,12 @@ class EvalCommandConfig:
         check.require(len(sources) == 1, "give one of --checkpoint DIR, --completions FILE or --canonical, got "
                                          + (" and ".join(sources) or "none"))
         check.require(not (self.tasks and self.split), "give either --tasks or --split, not both")
+        check.require(not (self.tasks and self.prompt_style != DEFAULT_STYLE),
+                      f"--prompt-style renders a split's tasks; a --tasks file's prompts are scored as written: "
+                      f"leave --prompt-style {DEFAULT_STYLE} (or export the split with glm53 tasks export "
+                      "--prompt-style)")
+        style_problem = prompt_style_problem(self.evaluation.decoding.suite, self.prompt_style)
+        check.require(self.tasks or style_problem is None, str(style_problem))
         check.require(bool(self.tasks or self.split), "give --split (reference: dev, rl, final, confirm; broad: dev, "
                                                       "rl, confirm, compose, phrase, human) or --tasks FILE")
         check.declared(self)

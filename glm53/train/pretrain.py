@@ -91,7 +91,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     k = cfg.grad_accumulation
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model),
-                                       width_multiple=cfg.width_multiple)
+                                       width_multiple=cfg.width_multiple, docstring_share=cfg.docstring_share)
     rows = dp.share(cfg.batch_size * k)
     return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
                            device, precision, dp)

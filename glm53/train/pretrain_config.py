@@ -76,6 +76,10 @@ class PretrainConfig:
     data_order: str = setting("stream", "order of the generated documents: stream (as generated, the reference), "
                                         "blocked (the run's documents grouped by root function or family) or "
                                         "curriculum (by depth, depth 1 first; broad suite)", choices=DATA_ORDERS)
+    docstring_share: float = setting(0.0, "broad suite: share of the generated documents whose description is a "
+                                          "PEP 257 docstring under the def line (with one of its cases as an "
+                                          "example) instead of comment lines above it, chosen per document by a hash "
+                                          "of (seed, index)", at_least=0, at_most=1)
     distinct_documents: int = setting(0, "distinct generated documents the run cycles over, at the same token "
                                          "budget (0: every document new)", at_least=0)
     eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0)
@@ -137,6 +141,9 @@ class PretrainConfig:
                           f"--distinct-documents {self.distinct_documents} must be fewer than the {documents} "
                           "documents the run reads (--steps x --batch-size x --grad-accumulation), or no document is "
                           "seen twice; use 0 for a stream of new documents")
+        check.require(self.docstring_share == 0 or self.suite == "broad",
+                      f"--docstring-share renders the broad suite's documents with docstrings; the {self.suite} "
+                      "suite's are its own: use --suite broad or --docstring-share 0")
         check.require(self.data_order != "curriculum" or self.suite == "broad",
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
                       "have; use --suite broad or another order")

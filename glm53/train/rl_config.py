@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from ..data.broad.docstring import DEFAULT_STYLE, PROMPT_STYLES, styled_tasks
+from ..data.commands import prompt_style_problem
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..data.tasks import completion_room_problem, read_tasks
 from ..decode.sampling import SAMPLED_TEMPERATURE, Sampling
@@ -173,6 +175,10 @@ class RLConfig:
                                            "stream; --families keeps those of its roots), so a run of as many groups "
                                            "over all families sees each once",
                                choices=TASK_SOURCES)
+    prompt_style: str = setting(DEFAULT_STYLE, "broad suite: how the prompts of the run's tasks and dev tasks give "
+                                               "the description: comment (comment lines above the def line) or "
+                                               "docstring (a PEP 257 docstring with one of the task's cases as an "
+                                               "example); not with --tasks-file", choices=PROMPT_STYLES)
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
                                         "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
                                         "unless given)", choices=SUITE_NAMES)
@@ -208,6 +214,12 @@ class RLConfig:
                       f"--task-source stream draws tasks from the broad suite's pretraining stream: use it with "
                       f"--suite broad and no --tasks-file (got --suite {self.suite}"
                       + (f", --tasks-file {self.tasks_file})" if self.tasks_file else ")"))
+        if self.prompt_style != DEFAULT_STYLE:
+            check.require(not self.tasks_file, f"--prompt-style renders the suite's tasks; a --tasks-file's prompts "
+                                               f"are trained on as written: leave --prompt-style {DEFAULT_STYLE}")
+            if self.suite in SUITE_NAMES:
+                problem = prompt_style_problem(self.suite, self.prompt_style)
+                check.require(problem is None, str(problem))
         if self.suite in SUITE_NAMES:  # the splits hold what is asked (a task file or the stream replaces the split)
             suite = get_suite(self.suite)
             from_split = not self.tasks_file and self.task_source == "rl-split"
@@ -227,8 +239,8 @@ class RLConfig:
         count = self.tasks_per_family if count is None else count
         suite = get_suite(self.suite)
         if self.task_source == "stream":
-            return suite.stream_tasks(count, self.families)
-        return suite.tasks("rl", count, self.families)
+            return styled_tasks(suite.stream_tasks(count, self.families), self.prompt_style)
+        return styled_tasks(suite.tasks("rl", count, self.families), self.prompt_style)
 
     def checked_tasks(self, tasks: list | None = None, dev_tasks: list | None = None) -> tuple[list, list]:
         """The run's tasks and dev tasks (`training_tasks` and the suite's dev tasks where not given), refused in
@@ -251,7 +263,7 @@ class RLConfig:
                              + ("the stream's tasks (--task-source stream)" if self.task_source == "stream"
                                 else "the rl split"))
         if dev_tasks is None:
-            dev_tasks = suite.dev_tasks_for(tasks, self.dev_per_family, self.families)
+            dev_tasks = styled_tasks(suite.dev_tasks_for(tasks, self.dev_per_family, self.families), self.prompt_style)
         problem = completion_room_problem([*tasks, *dev_tasks], self.sampling.max_new_tokens,
                                           config.max_sequence_length, "--max-new-tokens", suite.fit_context, None)
         if problem:  # the first rollout would fail there

@@ -73,10 +73,12 @@ def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "")
 
 
 # Settings added after runs were started, with what those runs did: the reference suite, every checkpoint with
-# its trainer state, RL's policy gradient on the rl split, batches cut to their longest row, the cosine-era WSD share.
+# its trainer state, RL's policy gradient on the rl split, batches cut to their longest row, the cosine-era WSD share,
+# prompts in comment style only.
 # (New model fields need no entry: ModelConfig.from_dict fills a recorded model's missing fields with their defaults.)
 ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True, "objective": "policy-gradient",
-                  "task_source": "rl-split", "width_multiple": 0, "decay_fraction": 0.2}
+                  "task_source": "rl-split", "width_multiple": 0, "decay_fraction": 0.2, "docstring_share": 0.0,
+                  "prompt_style": "comment"}
 
 
 MOVABLE_PATHS = ("init",)  # path settings that name a place relative to the run (the main job's RL start)

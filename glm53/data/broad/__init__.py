@@ -17,6 +17,7 @@ Reading order:
     task.py             BroadTask: a glm53.data.tasks.Task with language "python", split, root, depth, phrasings
     task_draw.py        one task from a seeded draw, redrawn until usable
     splits.py           frozen splits (dev, rl, confirm, compose, phrase) and the pretraining stream
+    docstring.py        a task's prompt in docstring style (PEP 257), and the stream mixed with such documents
     check.py            reference bodies through the verifier's python level (or exec until it exists)
     extension.py        a user's own primitive file, checked and merged (examples/extra_primitives.toml)
     task_file.py        export_tasks, for the CLI

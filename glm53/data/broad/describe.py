@@ -187,8 +187,13 @@ def describe(program, arg_names, rng: random.Random, registry, held: str | None 
     return " ".join(sentences), ids + [fid] + speaker.ids, variables
 
 
-def comment_lines(description: str) -> list[str]:
-    """Wrapped at WIDTH; a quoted literal (' ', 'a b') is never split across lines."""
+def wrap_description(description: str, width: int = WIDTH) -> list[str]:
+    """The description's lines, wrapped at `width`; a quoted literal (' ', 'a b') is never split across lines."""
     protected = re.sub(r"'[^']*'", lambda m: m.group(0).replace(" ", "\x00"), description)
-    return ["# " + line.replace("\x00", " ") for line in textwrap.wrap(protected, WIDTH, break_long_words=False,
-                                                                      break_on_hyphens=False)]
+    return [line.replace("\x00", " ") for line in textwrap.wrap(protected, width, break_long_words=False,
+                                                                break_on_hyphens=False)]
+
+
+def comment_lines(description: str) -> list[str]:
+    """Wrapped at WIDTH (wrap_description), each line a comment."""
+    return ["# " + line for line in wrap_description(description)]
