@@ -29,14 +29,19 @@ def plant(folder: Path) -> Path:
     return marker
 
 
+def refusal_under_python_m(folder: Path, *args: str) -> str:
+    """`python -m glm53 ARGS` run in `folder` (the current folder first on its import path): its one-line refusal."""
+    result = subprocess.run([sys.executable, "-m", "glm53", *args], cwd=folder, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    err = result.stderr.strip()
+    assert result.returncode == 2 and len(err.splitlines()) == 1, err
+    return err
+
+
 def test_under_python_m_a_config_files_reward_is_refused_and_never_imported_from_the_current_folder(tmp_path):
     marker = plant(tmp_path)
     (tmp_path / "settings.toml").write_text('reward = "planted:fn"\n')
-    argv = [sys.executable, "-m", "glm53", "rl", "--config", "settings.toml", "--init", "nowhere", "--out", "out"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    err = result.stderr.strip()
-    assert result.returncode == 2 and len(err.splitlines()) == 1, err
+    err = refusal_under_python_m(tmp_path, "rl", "--config", "settings.toml", "--init", "nowhere", "--out", "out")
     assert "--reward planted:fn comes from --config settings.toml" in err and "give --reward planted:fn" in err, err
     assert not marker.exists() and not (tmp_path / "out").exists()
 
@@ -106,10 +111,6 @@ def test_a_sweep_specs_reward_is_refused_unless_the_command_line_names_it(tmp_pa
     (tmp_path / "spec.toml").write_text('name = "r"\njob = "rl"\nseeds = [1]\ncheckpoints = [2]\n'
                                         'metrics = ["dev_pass_at_1"]\nbaseline = "a"\n[base]\ninit = "nowhere"\n'
                                         'reward = "planted:fn"\n[arms.a]\n[arms.b]\nlr = 1e-5\n')
-    argv = [sys.executable, "-m", "glm53", "sweep", "spec.toml", "--out", "out"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    err = result.stderr.strip()
-    assert result.returncode == 2 and len(err.splitlines()) == 1, err
+    err = refusal_under_python_m(tmp_path, "sweep", "spec.toml", "--out", "out")
     assert "--reward planted:fn comes from the spec spec.toml" in err and "give --reward planted:fn" in err, err
     assert not marker.exists() and not (tmp_path / "out").exists()

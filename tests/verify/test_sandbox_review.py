@@ -4,16 +4,15 @@ scratch folder, so unprivileged a flood of names on one lane crashed correct pro
 
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from glm53.verify.verifier import SandboxPool
+from .unprivileged import run_unprivileged
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,17 +105,7 @@ def test_unprivileged_a_flood_of_names_on_one_lane_does_not_crash_another_lanes_
     """As a user without root, seccomp off for the flooding program only: its lane makes names in its scratch
     folder for 2 s while the other lane judges correct programs. With one folder for the pool, the other lane's
     worker met the flood's names when it emptied the folder after a job (5 of 8 crashed in the review)."""
-    if shutil.which("unshare") is None:
-        pytest.skip("the test needs util-linux's unshare")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), "HOME": "/tmp"}
-    result = subprocess.run(["unshare", "--user", "--map-user=65534", "--map-group=65534", sys.executable, "-c",
-                             FLOOD_RUN], env=env, cwd="/tmp", capture_output=True, text=True, timeout=300)
-    if result.returncode != 0 and "unshare failed" in result.stderr:
-        pytest.skip(f"no user namespace for this user here: {result.stderr.strip()}")
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    if not out["report"]["namespaces"].startswith("on"):
-        pytest.skip(f"no user namespace for an unprivileged user here: {out['report']['namespaces']}")
+    out = run_unprivileged(FLOOD_RUN)
     assert out["made"][0] > 0, out["made"]  # the flood did run
     assert set(out["statuses"]) == {"passed"}, out["statuses"]
 

@@ -4,12 +4,9 @@ a stale reply taken after an interrupted call, a mount with a space left writabl
 sandbox cannot represent."""
 
 import ctypes
-import json
 import errno
 import os
-import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -405,22 +402,11 @@ def unprivileged():
     """A pool run by a caller that is not root, as a user without root runs it: its namespaces through a user
     namespace, level `partial`. Each act with seccomp off. The caller is this process's user seen from a user
     namespace of its own, as uid 65534 (unshare --map-user), so it still reads this interpreter wherever it is."""
-    if shutil.which("unshare") is None:
-        pytest.skip("the test needs util-linux's unshare")
     if os.uname().machine != "x86_64":
         pytest.skip("the test calls add_key and keyctl by their x86_64 syscall numbers")
-    root = Path(__file__).resolve().parents[2]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(root),
-           "GLM53_TEST_DIR": str(Path(__file__).parent), "HOME": "/tmp"}
-    result = subprocess.run(["unshare", "--user", "--map-user=65534", "--map-group=65534", sys.executable, "-c",
-                             UNPRIVILEGED_RUN], env=env, cwd="/tmp", capture_output=True, text=True, timeout=300)
-    if result.returncode != 0 and "unshare failed" in result.stderr:
-        pytest.skip(f"no user namespace for this user here: {result.stderr.strip()}")
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    if not out["report"]["namespaces"].startswith("on"):
-        pytest.skip(f"no user namespace for an unprivileged user here: {out['report']['namespaces']}")
-    return out
+    from .unprivileged import run_unprivileged  # here: the unprivileged script imports this module top-level
+
+    return run_unprivileged(UNPRIVILEGED_RUN, GLM53_TEST_DIR=str(Path(__file__).parent))
 
 
 def test_unprivileged_programs_hold_no_capability_and_cannot_remount_the_root(unprivileged):
