@@ -23,16 +23,17 @@ from .data.commands import add_corpus_parser, add_tasks_parser
 from .decode.commands import add_generate_parser
 from .evaluate.commands import add_compare_parser, add_eval_parser
 from .model.config import MODEL_PRESETS, SWITCH_DEFAULTS, ModelConfig
-from .run_config import PRESETS, RunConfig
+from .recipes.book import run_recipe_names, run_settings
+from .run_config import RunConfig
 from .runtime.config import add_device_flag, under_torchrun
 from .runtime.config_file import add_config_file_flags, config_from_command
 from .runtime.files import disk_full_message, refuse_unusable_output
 from .runtime.settings import add_config_arguments, config_from_args
 from .report.commands import add_report_parser
 from .serve.commands import add_serve_parser
-from .speed.commands import add_bench_parser, add_calibrate_parser
+from .speed.commands import add_bench_parser, add_calibrate_parser, add_speedrun_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
-from .train.commands import add_pretrain_parser, add_rl_parser, add_speedrun_parser
+from .train.commands import add_pretrain_parser, add_rl_parser
 from .verify.sandbox_policy import require_isolation
 from .verify.verifier import DEFAULT_CPU_S, MAX_TIMEOUT_S
 from .verify.verify_file import verify_file
@@ -49,7 +50,7 @@ def add_info_parser(sub) -> None:
                    help="named architecture the flags below start from (default: reference, the 25.7M model; "
                         "released: the released GLM-5.3-Flash's parts switched on; miniature: the 248K model of the "
                         "pretraining-data studies)")
-    add_config_arguments(p, ModelConfig, title="model (defaults: the named --model)")
+    add_config_arguments(p, ModelConfig, block="model", notes={"model": "defaults: the named --model"})
     p.set_defaults(func=cmd_info)
 
 
@@ -105,7 +106,8 @@ def add_run_parser(sub) -> None:
 def cmd_run(args) -> int:
     def preset(given) -> dict:
         name = given("preset") or ("broad" if given("suite") == "broad" else "full")  # --suite broad: its preset
-        return {**PRESETS.get(name, {}), "preset": name}  # an unknown name: RunConfig's check names the choices
+        known = name in run_recipe_names()  # an unknown name: RunConfig's check names the choices
+        return {**(run_settings(name) if known else {}), "preset": name}
 
     cfg = config_from_command(RunConfig, args, preset)
     if cfg is None:  # --print-config printed it (without loading torch)

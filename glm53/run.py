@@ -35,9 +35,9 @@ from .evaluate.compare import compare
 from .evaluate.eval_config import EvalConfig
 from .evaluate.evaluate import evaluate
 from .evaluate.split_scores import evaluate_splits
-from .run_report import REFERENCE_RL_FAMILIES, make_charts, training_charts, write_report
+from .report.run_report import REFERENCE_RL_FAMILIES, make_charts, training_charts, write_report
+from .report.run_suite_report import split_chart, split_rows, write_suite_report
 from .run_config import RUN_RECEIPT_NAME, RunConfig
-from .run_suite_report import split_chart, split_rows, write_suite_report
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
 from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
@@ -46,7 +46,7 @@ from .checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME
 from .train.run_folder import check_run_folder, start_run_folder
 from .train.pretrain import pretrain
 from .checkpoints.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
-from .train.rewards import ordering_problem, reward_terms
+from .verify.rewards import ordering_problem, reward_terms
 from .train.rl import probe_task, rl_train
 
 

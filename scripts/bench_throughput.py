@@ -53,7 +53,7 @@ def parse_value(text: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipe", default="e4", help="a speedrun recipe (glm53/train/speedrun_config.py)")
+    parser.add_argument("--recipe", default="e4", help="a recipe of the book (glm53/recipes/)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="a pretraining setting over the recipe's (PretrainConfig field, model fields flat)")
     parser.add_argument("--steps", type=int, default=30, help="timed steps")
@@ -72,10 +72,10 @@ def main() -> None:
     from glm53.train.optimizers import make_optimizer
     from glm53.train.pretrain import train_step
     from glm53.train.pretrain_config import PretrainConfig
-    from glm53.train.speedrun_config import recipe_settings
+    from glm53.recipes.book import pretraining
 
     overrides = dict(item.split("=", 1) for item in args.set)
-    settings = {**recipe_settings(args.recipe), **{k: parse_value(v) for k, v in overrides.items()}}
+    settings = {**pretraining(args.recipe), **{k: parse_value(v) for k, v in overrides.items()}}
     steps = args.warmup + args.steps + 1
     cfg = PretrainConfig(**{**settings, "steps": max(settings.get("steps", steps), steps)}, out="unused", suite="broad",
                          seed=args.seed, validation_rows=0)

@@ -16,7 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from glm53.train.speedrun_config import RECIPES
+from glm53.recipes.book import read_recipe, recipe_chain, recipe_names
 
 
 def load(folder: Path) -> dict[str, dict[int, dict]]:
@@ -42,7 +42,7 @@ def main() -> int:
         print(f"{args.folder}: no */speedrun.json found; give the folder that holds the record folders",
               file=sys.stderr)
         return 2
-    order = [name for name in RECIPES if name in runs]
+    order = sorted((name for name in recipe_names() if name in runs), key=lambda name: len(recipe_chain(name)))
     print("| recipe | previous record | seeds | minutes to target, per seed | median "
           "| ratio to the previous record, per seed | CPU |")
     print("|---|---|---|---|---|---|---|")
@@ -51,9 +51,9 @@ def main() -> int:
         times = {s: r["seconds_to_target"] for s, r in sorted(seeds.items())}
         reached = [t for t in times.values() if t is not None]
         median = minutes(statistics.median(reached)) if len(reached) == len(times) else "-"
-        parent = RECIPES[name][0]
+        parent = read_recipe(name).parent
         while parent is not None and parent not in runs:  # an ancestor screened but never timed (muon)
-            parent = RECIPES[parent][0]
+            parent = read_recipe(parent).parent
         ratios = []
         for seed, t in times.items():
             before = runs.get(parent, {}).get(seed, {}).get("seconds_to_target")

@@ -4,6 +4,9 @@ import torch
 from glm53 import ModelConfig
 
 from .tiny import TINY
+# a test that trains must be marked slow: the hooks of tests/trains_marked_slow.py, found here by their names
+from .trains_marked_slow import (pytest_configure, pytest_runtest_setup, pytest_runtest_teardown,  # noqa: F401
+                                 pytest_unconfigure)
 
 
 @pytest.fixture

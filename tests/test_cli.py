@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from glm53.cli import main
 from glm53.data.tasks import read_tasks
 
@@ -25,6 +27,7 @@ def test_console_script_is_installed():
     assert json.loads(out)["layer_pattern"] == "LLLS"
 
 
+@pytest.mark.slow
 def test_tasks_export_then_pretrain_and_generate(tmp_path, capsys):
     tasks_file = tmp_path / "confirm.jsonl"
     assert main(["tasks", "export", "--split", "confirm", "--per-family", "2", "--families", "double,even",

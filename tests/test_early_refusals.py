@@ -147,8 +147,9 @@ def test_a_run_whose_rl_never_began_resumes_with_a_corrected_reward(tmp_path, ca
 def test_a_reward_that_overflows_after_weighting_is_refused_naming_it_and_the_value():
     from glm53.data.bpe_tokenizer import tokenizer_for
     from glm53.data.tasks import frozen_tasks
-    from glm53.train.rewards import RewardError, WeightedReward, score_groups, total_reward
     from glm53.train.rl_config import RLConfig
+    from glm53.train.rl_scoring import score_groups
+    from glm53.verify.rewards import RewardError, WeightedReward, total_reward
     from glm53.verify.verifier import Verdict
 
     task, failed = frozen_tasks("rl", 1, "increment")[0], Verdict("failed", 0, 3)

@@ -1,12 +1,15 @@
-"""The package's layout (issue 33): folders by stage of a model's life, no import circles, small modules.
+"""The package's layout (issues 33 and 60): folders by stage of a model's life on floors that import only downward,
+imports by name counted as imports, no import circles, small modules, each folder's modules listed in reading order.
 
-Run as a script (`python tests/test_layout.py`) it prints the module import graph's cycles (none, when all is
-well), the folders' import graph, the longest modules and the longest functions.
+Run as a script (`python tests/test_layout.py`) it prints the floor plan (each room's floor and what it imports,
+the arrows that do not run down, the circles among modules and among rooms), the longest modules and the longest
+functions.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "glm53"
@@ -27,28 +30,46 @@ def modules() -> dict[str, Path]:
 
 def import_graph() -> dict[str, set[str]]:
     """Module -> the glm53 modules it imports, at the top or inside a function (both run, and both can close a
-    circle). `from package import name` counts as importing package.name when that is a module, else package."""
+    circle), by statement or by name (see imports_of)."""
     known = modules()
-    graph: dict[str, set[str]] = {}
-    for name, path in known.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = package[:len(package) - node.level + 1] if node.level else []
-                source = ".".join(base + ([node.module] if node.module else []))
-                for a in node.names:
-                    targets.add(f"{source}.{a.name}" if f"{source}.{a.name}" in known else source)
-        resolved = set()
-        for target in targets:
-            while target not in known and "." in target:
-                target = target.rsplit(".", 1)[0]
-            if target in known and target != name and target.startswith("glm53"):
-                resolved.add(target)
-        graph[name] = resolved
-    return graph
+    return {name: imports_of(path.read_text(), name, path.name == "__init__.py", known)
+            for name, path in known.items()}
+
+
+def imports_of(source: str, name: str, is_package: bool, known: dict[str, Path]) -> set[str]:
+    """The glm53 modules that the module `name` (its text `source`) reaches. By statement: `import a.b`, and
+    `from package import name` as package.name when that is a module, else package. By name: every string whose
+    whole text is a glm53 module path (`"glm53.decode.engine"`, `"glm53.train.rl:rl_train"`), as given to
+    importlib.import_module or __import__, or kept in a registry (the package face's lazy names, the sweep's
+    preload list): a name is written to be imported, so it is an edge like any other. A path that names an
+    attribute counts as its module. A name built at run time is refused instead (test_no_glm53_name_is_built)."""
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            source_module = ".".join(base + ([node.module] if node.module else []))
+            for a in node.names:
+                targets.add(f"{source_module}.{a.name}" if f"{source_module}.{a.name}" in known else source_module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and module_path(node.value):
+            targets.add(module_path(node.value))
+    resolved = set()
+    for target in targets:
+        while target not in known and "." in target:
+            target = target.rsplit(".", 1)[0]
+        if target in known and target != name and target.startswith("glm53"):
+            resolved.add(target)
+    return resolved
+
+
+def module_path(text: str) -> str | None:
+    """The dotted path a string names when its whole text is one under glm53 (`module:attribute` as its module),
+    else None: prose, a file path or a half-built name is no import."""
+    path, _, attribute = text.partition(":")
+    parts = path.split(".") + (attribute.split(".") if attribute else [])
+    return path if path.startswith("glm53.") and all(p.isidentifier() for p in parts) else None
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -106,12 +127,11 @@ def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 FLOORS: list[tuple[str, ...]] = [
     ("runtime",),
     ("model", "verify"),
-    ("checkpoints", "data"),
+    ("checkpoints", "data", "recipes"),  # recipes/ names the model's architectures, and is read by every trainer
     ("decode",),
     ("evaluate", "serve"),  # serve decodes and judges as eval does, and imports nothing of evaluate/
-    ("train", "report"),  # report/ reads run folders' files and imports runtime/ alone
-    ("speed", "vision", "glm53.run_config", "glm53.run_report"),
-    ("glm53.run_suite_report",),
+    ("train", "report"),  # report/ reads run folders' files (the main job's too) and imports runtime/ alone
+    ("speed", "vision", "glm53.run_config"),
     ("glm53.run",),
     ("sweep",),
     ("glm53.cli",),
@@ -204,6 +224,31 @@ def test_every_folder_is_a_package_whose_docstring_says_what_it_holds():
         assert ast.get_docstring(ast.parse(init.read_text())), f"{init} has no docstring"
 
 
+def reading_order(init: Path) -> list[str]:
+    """The modules (`x.py`) and folders (`x/`) a package's docstring lists: the lines indented by 4 spaces that open
+    with such a name (what follows on the line, and lines indented deeper, describe it)."""
+    docstring = ast.get_docstring(ast.parse(init.read_text()), clean=False) or ""
+    return re.findall(r"^    ([\w.]+\.py|\w+/)(?=\s|$)", docstring, re.MULTILINE)
+
+
+def test_every_folder_lists_each_of_its_modules_once_in_reading_order():
+    """A reader starts at a folder's __init__.py: every module and subpackage beside it is named there once, and
+    nothing that is not there (a data folder, such as serve/page/, may be named too). The order is the author's."""
+    problems = []
+    for init in sorted(p for p in PACKAGE.rglob("__init__.py") if "__pycache__" not in p.parts):
+        folder, listed = init.parent, reading_order(init)
+        present = {p.name for p in folder.glob("*.py") if p.name != "__init__.py"} | \
+            {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        missing = sorted(present - set(listed))
+        absent = sorted(n for n in listed if not ((folder / n[:-1]).is_dir() if n.endswith("/")
+                                                  else (folder / n).is_file()))
+        twice = sorted({n for n in listed if listed.count(n) > 1})
+        if missing or absent or twice:
+            problems.append(f"{init.relative_to(PACKAGE.parent)}: not listed {missing}, listed but not there "
+                            f"{absent}, listed twice {twice}")
+    assert problems == [], "\n".join(problems)
+
+
 def test_dotted_paths_written_in_strings_name_what_exists():
     """A module path kept as text (the sweep's fork-server preload list, a test's monkeypatch target) is not
     checked by any import; one left behind by a move would fail quietly (the preload skips what it cannot import)."""
@@ -249,22 +294,34 @@ if __name__ == "__main__":
     print("longest functions:", ", ".join(f"{name} {n}" for n, name in longest_functions()))
 
 
-# Imports made by name at call time (importlib.import_module), which the import graph above cannot see. Each runs up
-# a floor on purpose, and is listed here with its reason, so none is added unseen.
-LATE_BOUND = {
-    ("glm53.model.model", "glm53.decode.text_generation"):
-        "GLM53.generate: the model's own method, as users expect of a model class, runs the decoding engine one "
-        "floor up, loaded when it is called (model/ never loads decode/ on import)",
-}
+def test_imports_by_name_are_edges_of_the_graph():
+    """An arrow up by name fails the floor test as an import statement would: the reader counts the names given to
+    import_module and __import__ and the names kept in registries, and not prose or file paths."""
+    known = modules()
+    source = ("import importlib\n"
+              "def f():\n"
+              "    importlib.import_module('glm53.decode.text_generation')\n"
+              "    __import__('glm53.decode.engine')\n"
+              "HOMES = {'GLM53': 'glm53.model.model', 'run': 'glm53.train.rl:rl_train'}\n"
+              "NOTES = ['glm53.cli is the command', 'glm53/run.py', 'glm53.decode.']\n")
+    assert imports_of(source, "glm53.runtime.files", False, known) == {
+        "glm53.decode.text_generation", "glm53.decode.engine", "glm53.model.model", "glm53.train.rl"}
+    graph = import_graph()
+    assert {"glm53.train.rl", "glm53.decode.task_completions"} <= graph["glm53.sweep.executor"]  # its preload list
+    assert {"glm53.model.model", "glm53.data.tokenizer"} <= graph["glm53"]  # the package face's lazy names
+    up = dict(graph, **{"glm53.runtime.files": graph["glm53.runtime.files"] | {"glm53.decode.engine"}})
+    assert "runtime -> decode" in arrows_up(folder_graph(up))
+    assert "runtime -> decode" not in arrows_up(folder_graph(graph))
 
 
-def test_imports_by_name_at_call_time_are_the_listed_ones():
-    found = set()
+def test_no_glm53_name_is_built_at_run_time():
+    """A module name made of pieces (f"glm53.{stage}", "glm53." + stage) hides its edge from the reader above;
+    write the whole name, or have a higher floor provide the work (runtime/providers.py)."""
+    built = []
     for name, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call)
-                    and getattr(node.func, "id", getattr(node.func, "attr", "")) == "import_module"
-                    and node.args and isinstance(node.args[0], ast.Constant)
-                    and str(node.args[0].value).startswith("glm53")):
-                found.add((name, node.args[0].value))
-    assert found == set(LATE_BOUND)
+            first = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else \
+                node.left if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else None
+            if isinstance(first, ast.Constant) and str(first.value).startswith("glm53."):
+                built.append(f"{name}:{node.lineno}")
+    assert built == []

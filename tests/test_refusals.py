@@ -313,6 +313,7 @@ def test_checkpoints_and_exports_are_readable_like_other_files(tmp_path):
     assert set(modes.values()) == {"0o644"}, modes
 
 
+@pytest.mark.slow
 def test_a_resumed_receipt_carries_the_resume_points_hash(tmp_path):
     import shutil
 

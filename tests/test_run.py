@@ -31,6 +31,7 @@ def _strip_timings(obj):
     return obj
 
 
+@pytest.mark.slow
 def test_same_seed_same_run(tmp_path):
     a, b = _run(tmp_path / "a"), _run(tmp_path / "b")
     assert a["checkpoint_sha256"]["after"] == b["checkpoint_sha256"]["after"]
@@ -84,6 +85,7 @@ def _finished_state(out):
     return receipt["checkpoint_sha256"], receipt["confirm"], evals, hashes, rollouts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["pretraining", "rl", "evaluation"])
 def test_run_resume_after_an_interruption_ends_as_an_uninterrupted_run(tmp_path, monkeypatch, stage):
     import glm53.train.pretrain

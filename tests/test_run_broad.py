@@ -4,6 +4,8 @@ receipts that record the suite, and final/ in the save_pretrained format."""
 
 import json
 
+import pytest
+
 from glm53 import GLM53
 from glm53.data.suites import BROAD_CONTEXT
 from glm53.model.config import MODEL_PRESETS
@@ -16,6 +18,7 @@ from .tiny import TINY
 SPLITS = ["dev", "rl", "confirm", "compose", "phrase", "human"]
 
 
+@pytest.mark.slow
 def test_tiny_broad_run(tmp_path):
     cfg = RunConfig.from_preset(  # the tiny model's settings by their flat names, over the preset's model
         str(tmp_path / "run"), "broad", device="cpu", progress=False,

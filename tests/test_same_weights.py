@@ -122,6 +122,7 @@ def recorded_here() -> dict[str, str]:
     return RECORDED[here["cpu"]]
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_vision_weights_it_gave_before_the_moves():
     assert run_tiny_vision() == recorded_here()["vision"]
 

@@ -10,6 +10,8 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from glm53.cli import main
 
 from .tiny import TINY
@@ -117,6 +119,7 @@ def output_of(argv: list[str]) -> str | None:
     return argv[argv.index("--out") + 1] if "--out" in argv else None
 
 
+@pytest.mark.slow
 def test_the_tour_runs_in_order_at_tiny_sizes(tmp_path, monkeypatch):
     commands = tour_commands()
     assert commands and all(c[0] == "glm53" for c in commands), commands

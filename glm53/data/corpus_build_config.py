@@ -17,7 +17,8 @@ class CorpusBuildConfig:
     """The harvest's settings: which sources, the file filters, the function filters, the near-duplicate and
     decontamination settings. The receipt records them all."""
 
-    out: str = setting("", "folder to write corpus.jsonl and receipt.json in (must not exist)", required=True)
+    out: str = setting("", "folder to write corpus.jsonl and receipt.json in (must not exist)", required=True,
+                       block="command")
     site_packages: bool = setting(False, "after the standard library, also harvest the environment's site-packages, "
                                          "each installed distribution a source with its version and licence")
     # files

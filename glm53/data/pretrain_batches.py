@@ -100,14 +100,13 @@ def completion_labels(labels: torch.Tensor, texts: list[str], tokenizer=None) ->
 
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
                       corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None, tokenizer=None,
-                      width_multiple: int = 0, docstring_share: float = 0.0):
+                      docstring_share: float = 0.0):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
     generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
     or from fewer distinct ones, read in place of the stream; `tokenizer`: the model's (bytes by default; a corpus
-    is bytes only); `width_multiple`: a bucketed batch's width rounded up to a multiple of it (fewer shapes);
-    `docstring_share`: the share of the broad stream's documents in docstring style (broad/docstring.py; an
-    `ordered` stream was made with its own)."""
+    is bytes only); `docstring_share`: the share of the broad stream's documents in docstring style
+    (broad/docstring.py; an `ordered` stream was made with its own)."""
     stream = ordered or mixed_stream(get_suite(suite), docstring_share)
     if corpus is not None:
         return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix)
@@ -118,8 +117,6 @@ def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: in
         texts = bucketed_texts(stream, step, batch_size, seed)
         inputs, labels = encode_documents(texts, sequence_length, tokenizer)
         width = int((labels != IGNORE_INDEX).sum(dim=1).max())  # the longest row's tokens + EOS
-        if width_multiple:  # padding past the longest row: outside the loss, and no earlier position attends to it
-            width = min(inputs.shape[1], -(-width // width_multiple) * width_multiple)
         inputs, labels = inputs[:, :width].contiguous(), labels[:, :width].contiguous()
     return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)
 

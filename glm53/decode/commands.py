@@ -62,8 +62,8 @@ def add_generate_parser(sub) -> None:
                    help="load a checkpoint folder that has no metadata.json (its weights and config unchecked)")
     add_device_flag(p)
     p.add_argument("--json", action="store_true", help="one JSON object per completion (token ids, cap hit)")
-    add_config_arguments(p, Sampling, title="sampling (max-new-tokens default with --tasks or --split: the "
-                                            "suite's, 48 or 192)")
+    add_config_arguments(p, Sampling, block="decoding", notes={
+        "decoding": "max-new-tokens default with --tasks or --split: the suite's, 48 or 192"})
     p.set_defaults(func=cmd_generate)
 
 

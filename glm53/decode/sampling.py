@@ -74,7 +74,7 @@ class TaskDecoding:
     suite: str = setting(DEFAULT_SUITE, "task suite, reference, broad or humaneval: its splits, stop rule and "
                                         "token cap (reference: 48 tokens, first statement; broad: 192, to the "
                                         "function's end; humaneval: 512, to the function's end)",
-                         choices=EVAL_SUITE_NAMES)
+                         choices=EVAL_SUITE_NAMES, block="command")
 
     def __post_init__(self) -> None:
         check = Checks("decoding")

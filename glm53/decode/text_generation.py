@@ -141,6 +141,20 @@ def generate_text(model: GLM53, prompts: str | list[str], sampling: Sampling | N
             for prompt, group in zip(prompts, groups) for record in group]
 
 
+def model_generate(model: GLM53, prompts: str | list[str], sampling: Sampling | None = None,
+                   max_new_tokens: int | None = None, stop: str | StopRule = "function", stream: bool = False,
+                   **options) -> list[Generation] | TextStream:
+    """`GLM53.generate`'s body: generate_text, with a keyword it does not take said in the method's terms rather
+    than as a TypeError from inside the library. The package face (glm53/__init__.py) provides it to the model as
+    "text generation" (runtime/providers.py), so the model reaches it without importing this floor."""
+    unknown = sorted(set(options) - set(KEYWORDS))
+    if unknown:
+        raise TypeError(f"GLM53.generate() got an unexpected keyword argument {', '.join(map(repr, unknown))}; "
+                        f"it takes prompts, sampling, max_new_tokens, stop, stream and by keyword "
+                        f"{', '.join(KEYWORDS)}")
+    return generate_text(model, prompts, sampling, max_new_tokens, stop, stream, **options)
+
+
 def _stop_rule(stop: str | StopRule) -> StopRule | None:
     if callable(stop):
         return stop

@@ -2,6 +2,7 @@
 
     eval_config.py  what an evaluation does (EvalConfig: decoding and sandbox time), what `glm53 eval` takes
     evaluate.py  `glm53 eval`: greedy pass@1 or sampled pass@k on frozen splits or task files
+    split_scores.py  several splits scored in one evaluation (larger decoding batches), one receipt per split
     body_loss.py  teacher-forced loss of a split's reference bodies: a smooth score where pass@1 is near 0
     stats.py     paired statistics: McNemar, bootstrap intervals, Holm, sign-flip tests
     power.py     the smallest effect those paired tests detect at an observed spread, and the seeds for a given one

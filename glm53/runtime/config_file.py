@@ -11,7 +11,8 @@ naming the key and the file, raised before anything is written.
 A run's recorded settings are read the same way, so a run replays from its record: a run folder's run.json (or
 the folder itself), a pretraining receipt's `run`, an RL receipt's `settings`, a run receipt's `config`. A replay
 is a new run: the recorded `out` and `resume` are not taken (a new --out must be given), nor the values the program
-itself set (a stage's folder inside a run, a sweep's tracker names).
+itself set (a stage's folder inside a run, a sweep's tracker names). A record older than some settings is read as
+setting_history.py says: one added since at the value its run ran, a retired one at today's value or refused.
 
 Simplifies: TOML is written by a small emitter for the value types configs hold (str, int, float, bool, lists,
 tables; None leaves the key out), not by a TOML library; files are read with the standard library's tomllib, as
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .composition import MISSING, leaves, stem_of, type_hints
+from .setting_history import added_value, read_as_today
 from .settings import _coerce, _lookup, config_from_args  # the sweep specs' checks and the flags' precedence
 
 RUN_SETTINGS_FILE = "run.json"  # a run folder's recorded settings (checkpoints/names.py RUN_CONFIG_NAME)
@@ -194,9 +196,12 @@ def flat_settings(raw: dict, known_tables: dict[str, str], where: str, table: st
 
 def file_settings(cls, path, command: str | None = None) -> dict:
     """The settings --config FILE gives `cls`, checked and typed, in config_from_args' `base` form (flat names, a
-    nested config with a flag prefix as a dict). From a run's record, what a replay must not take is left out."""
+    nested config with a flag prefix as a dict). From a run's record, what a replay must not take is left out, and
+    what it lacks of the settings added since it was written is the value its run ran at. A retired setting, in a
+    record or a file, is dropped at the value today's code runs and refused at another (setting_history.py)."""
     raw, recorded = read_config_file(path)
     where = str(path)
+    raw = read_as_today(raw, f"--config {path}")
     wanted, held = run_kind({leaf.name: None for leaf in leaves(cls)}), run_kind(raw)
     if recorded and "another" not in wanted and held != wanted:  # not its first unknown key: the kind of record
         raise ValueError(f"--config {path} records {held}, not {wanted}; replay it with the command that made it, "
@@ -206,6 +211,7 @@ def file_settings(cls, path, command: str | None = None) -> dict:
     every = {leaf.name: leaf for leaf in sorted(leaves(cls), key=lambda leaf: not leaf.skipped)}
     if recorded:  # set by the program (or a new run's own: out, resume), so not the settings a replay takes
         flat = {k: v for k, v in flat.items() if k not in NOT_REPLAYED and not (k in every and every[k].skipped)}
+        flat.update(added_since(flat, every))
     for name in flat:
         leaf = every.get(name)
         if leaf is not None and leaf.skipped:
@@ -224,6 +230,17 @@ def file_settings(cls, path, command: str | None = None) -> dict:
             table = table.setdefault(part, {})
         table[key] = _coerce(name, value, every[name].hint, where)
     return values
+
+
+def added_since(flat: dict, every: dict) -> dict:
+    """{flat name: the value a record's run ran at} of the settings `every` (the command's leaves) has that a run's
+    record lacks because they were added after it was written (setting_history.py)."""
+    found = {}
+    for name, leaf in every.items():
+        added, value = added_value(name.rsplit(".", 1)[-1])
+        if added and name not in flat and not leaf.skipped and name not in NOT_REPLAYED:
+            found[name] = value
+    return found
 
 
 # ---------------------------------------------------------------- writing

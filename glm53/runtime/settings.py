@@ -11,8 +11,16 @@ can tell what was given: values come from the default, then a preset's overrides
 Metadata keys: help, choices and bounds (checked by `Checks.declared`: at_least, above, at_most, below; every
 float must be finite), required (the command needs it although the dataclass
 has a default), cli=False (no flag: set by the program), repeatable (a text setting whose flag may be given several
-times, the values joined by commas), shown (the default as --help describes it), and for a
+times, the values joined by commas), shown (the default as --help describes it), block (below), and for a
 nested config flatten, skip, helps and record (composition.py).
+
+--help lists a command's flags in groups by block (`BLOCKS`: model, optimization, data, runtime, retention, the
+command's own, and RL's and decoding's sections). A flag's block is its setting's `block`, else that of the nearest
+field above it that names one (PretrainConfig's `model` field says block="model", so every ModelConfig setting is in
+it, a new one too), else the `block` the command gives `add_config_arguments` for a config added alone (`glm53
+info`'s ModelConfig). A flag left with none stops the parser from being built, naming it. Simplification: a
+setting's block is one per place its config is used (RL's sampling is "rollouts", the dev evaluation's sampling
+"dev evaluation"), not per setting wherever it appears.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any
 
 from .composition import (MISSING, Leaf, build, field_default, flag_name, leaves, nested,  # noqa: F401 - flag_name
                           stem_of, type_hints)
+from .setting_history import read_as_today
 
 
 # The largest seed any setting takes: torch.manual_seed refuses 2**64 and more, and the streams add offsets to a
@@ -33,22 +42,30 @@ from .composition import (MISSING, Leaf, build, field_default, flag_name, leaves
 # range numpy and most tools take too.
 MAX_SEED = 2 ** 32 - 1
 
+# The --help groups, in the order they are listed; "command" holds the command's own few (out, suite, seed, ...)
+# under the command's title, first. The sections after data are RL's and decoding's, where the five do not fit.
+BLOCKS = ("command", "model", "optimization", "data", "rollouts", "rewards", "dev evaluation", "decoding", "runtime",
+          "retention")
+
 
 def setting(default: Any = MISSING, help: str = "", *, choices=None, required: bool = False,
             cli: bool = True, default_factory: Any = MISSING, flatten: bool | str = False,
             skip: tuple[str, ...] = (), shown: str | None = None, record: bool | str = True,
             helps: dict[str, str] | None = None, at_least=None, above=None, at_most=None, below=None,
-            unbounded: bool = False, repeatable: bool = False):
+            unbounded: bool = False, repeatable: bool = False, block: str | None = None):
     """A dataclass field with its command-line description (`skip`: fields of a nested config given no flag;
     `shown`: the default as --help should describe it, when the value itself is resolved later; `helps`: the help
-    of a nested config's settings where this use of it says more).
+    of a nested config's settings where this use of it says more; `block`: its --help group, one of BLOCKS, for a
+    nested config the group of its settings that name none).
 
     A number's meaning is declared here, once: `at_least`/`above` and `at_most`/`below` bound it (inclusive /
     exclusive), `unbounded=True` says any finite value means something (a seed, a penalty whose sign the config
     checks against others). `Checks.declared` enforces them, and tests/runtime/test_checks_by_meaning.py makes a
     table of bad values from them, so a number field cannot be added without saying which values it takes."""
+    if block is not None and block not in BLOCKS:
+        raise ValueError(f"setting block {block!r} is not one of {', '.join(BLOCKS)}")
     metadata = {"help": help, "required": required, "cli": cli, "flatten": flatten, "skip": tuple(skip),
-                "shown": shown, "record": record, "helps": dict(helps or {}), "repeatable": repeatable}
+                "shown": shown, "record": record, "helps": dict(helps or {}), "repeatable": repeatable, "block": block}
     if choices is not None:
         metadata["choices"] = tuple(choices)
     bounds = {k: v for k, v in (("at_least", at_least), ("above", above), ("at_most", at_most), ("below", below))
@@ -126,27 +143,54 @@ def add_argument(group, leaf: Leaf) -> None:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "", title: str | None = None,
-                         skip: tuple[str, ...] = (), defaults=None, helps: dict[str, str] | None = None) -> None:
-    """Add a flag for every setting of dataclass `cls` (and of the configs nested in it), a group for each config
-    that is not flattened; `defaults`: the instance whose values --help shows (default: the class's); `helps`:
-    help texts that say more here than the fields' own."""
-    helps = helps or {}
+                         skip: tuple[str, ...] = (), defaults=None, helps: dict[str, str] | None = None,
+                         block: str | None = None, notes: dict[str, str] | None = None) -> None:
+    """Add a flag for every setting of dataclass `cls` (and of the configs nested in it), grouped by block in the
+    order of BLOCKS: the command's own under `title`, the others under the block's name (a config that is not
+    flattened, e.g. `glm53 run`'s pretrain, gets its own groups: "pretrain model"). `defaults`: the instance whose
+    values --help shows (default: the class's); `helps`: help texts that say more here than the fields' own;
+    `block`: the block of settings that name none (a config added alone); `notes`: a line under a block's group."""
+    for name in (block, *(notes or {})):
+        if name is not None and name not in BLOCKS:
+            raise ValueError(f"block {name!r} is not one of {', '.join(BLOCKS)}")
+    flags = list(_flags(cls, prefix, tuple(skip), defaults, helps or {}, block))
+    stems = list(dict.fromkeys(stem for stem, _ in flags))  # the config's own, then each nested one's
+    groups: dict[tuple[str, str], Any] = {}
+    for stem, leaf in sorted(flags, key=lambda flag: (stems.index(flag[0]), BLOCKS.index(_block_of(flag[1])))):
+        if (stem, leaf.block) not in groups:
+            name = stem.rstrip(".")
+            heading = ((title or (name or cls.__name__) + " settings") if stem == prefix else name) \
+                if leaf.block == "command" else f"{name} {leaf.block}" if stem else leaf.block
+            note = (notes or {}).get(leaf.block) if stem == prefix else None
+            groups[stem, leaf.block] = parser.add_argument_group(heading, note)
+        add_argument(groups[stem, leaf.block], leaf)
+
+
+def _flags(cls, prefix: str, skip: tuple[str, ...], defaults, helps: dict[str, str], block: str | None):
+    """(the prefix of the config it belongs to, its Leaf) for every flag of `cls`, in field order."""
     hints = type_hints(cls)
-    group = parser.add_argument_group(title or (prefix.rstrip(".") or cls.__name__) + " settings")
     for f in dataclasses.fields(cls):
         default = getattr(defaults, f.name) if defaults is not None else field_default(f)
+        here = f.metadata.get("block") or block
         if dataclasses.is_dataclass(hints[f.name]) and stem_of(f.metadata) is None:
             if f.name not in skip and f.metadata.get("cli") is not False:
-                add_config_arguments(parser, hints[f.name], f"{prefix}{f.name}.", skip=f.metadata.get("skip", ()),
-                                     defaults=None if default is MISSING else default)
+                yield from _flags(hints[f.name], f"{prefix}{f.name}.", tuple(f.metadata.get("skip", ())),
+                                  None if default is MISSING else default, {}, here)
         elif dataclasses.is_dataclass(hints[f.name]):
-            inner_prefix, inner_skip, inner_default, helps = nested(f, default, prefix, skip, dotted=False)
-            for leaf in leaves(hints[f.name], inner_default, inner_prefix, inner_skip, False, helps):
+            inner_prefix, inner_skip, inner_default, inner_helps = nested(f, default, prefix, skip, dotted=False)
+            for leaf in leaves(hints[f.name], inner_default, inner_prefix, inner_skip, False, inner_helps, here):
                 if not leaf.skipped:
-                    add_argument(group, leaf)
+                    yield prefix, leaf
         elif not (f.name in skip or f.metadata.get("cli") is False):
-            add_argument(group, Leaf(prefix + f.name, f, hints[f.name], default, False,
-                                     helps.get(f.name, f.metadata.get("help", ""))))
+            yield prefix, Leaf(prefix + f.name, f, hints[f.name], default, False,
+                               helps.get(f.name, f.metadata.get("help", "")), here)
+
+
+def _block_of(leaf: Leaf) -> str:
+    if leaf.block is None:
+        raise TypeError(f"{flag_name(leaf.name)} is in no --help block: give its setting (or the config field above "
+                        f"it) block=, one of {', '.join(BLOCKS)}")
+    return leaf.block
 
 
 BOUND_WORDS = {"at_least": ">=", "above": ">", "at_most": "<=", "below": "<"}  # setting()'s bounds, as said
@@ -256,8 +300,9 @@ def _coerce(name: str, value, hint, where: str):
 
 def config_from_settings(cls, settings: dict, where: str, **fixed):
     """Build `cls` from a flat {setting name: value} dict (names as in `setting_names`, '-' or '_'), e.g. from
-    a sweep spec; an unknown name or a value of the wrong type is a ValueError naming it."""
-    given = {k.replace("-", "_"): v for k, v in settings.items()}
+    a sweep spec; an unknown name or a value of the wrong type is a ValueError naming it. A retired setting is
+    read as setting_history.py says: dropped at the value today's code runs, refused at another."""
+    given = read_as_today({k.replace("-", "_"): v for k, v in settings.items()}, where)
     known = set(setting_names(cls))
     unknown = sorted(set(given) - known)
     if unknown:

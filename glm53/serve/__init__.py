@@ -7,6 +7,7 @@
     generation.py     requests in turn, each completion streamed and its program judged by the verifier pool
     requests.py       a request body made into a Job, or refused with one sentence
     runs.py           the runs view: reports, receipts and curves of the run folders under --runs
+    guard.py          only the person at the keyboard drives it: Host, Origin and Content-Type checked first
     app.py            the routes, the event stream and the one-sentence refusals
     page/             the page itself: index.html, app.js, style.css (plain: no build step, no CDN)
 """

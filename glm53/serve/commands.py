@@ -23,7 +23,7 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--checkpoint", action="append", required=True, metavar="DIR",
                    help=f"checkpoint folder (holding model.safetensors); give it twice (at most {MAX_CHECKPOINTS}) "
                         "to compare two side by side")
-    add_config_arguments(p, ServeConfig, title="serve")
+    add_config_arguments(p, ServeConfig, title="serve", block="runtime")  # the request limits and the sandbox's
     p.set_defaults(func=cmd_serve)
 
 

@@ -18,9 +18,10 @@ class ServeConfig:
     """The server's settings. The bounds hold every request: one past them gets a 4xx with one sentence."""
 
     host: str = setting("127.0.0.1", "address to listen on; another than the loopback exposes the model and the "
-                                     "sandbox to whoever reaches it")
-    port: int = setting(8053, "port to listen on", at_least=1, at_most=65535)
-    runs: str | None = setting(None, "folder whose run folders the runs view shows (read-only)", shown="none")
+                                     "sandbox to whoever reaches it", block="command")
+    port: int = setting(8053, "port to listen on", at_least=1, at_most=65535, block="command")
+    runs: str | None = setting(None, "folder whose run folders the runs view shows (read-only)", shown="none",
+                               block="command")
     max_prompt_chars: int = setting(2000, "longest prompt or description a request may send, in characters",
                                     at_least=1, at_most=100_000)
     max_cases: int = setting(16, "most test cases a request may send", at_least=1, at_most=256)

@@ -1,4 +1,5 @@
-"""The `glm53 bench` and `glm53 calibrate` commands (thin: parse, then call bench and calibrate)."""
+"""The `glm53 bench`, `glm53 calibrate` and `glm53 speedrun` commands (thin: parse, then call bench, calibrate and
+speedrun)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import json
 from pathlib import Path
 
 from ..model.config import MODEL_PRESETS
+from ..recipes.book import RECORD, pretraining
+from ..runtime.config import threads_problem
+from ..runtime.config_file import config_from_command
 from ..runtime.files import atomic_write_json, refuse_unusable_output
+from ..runtime.memory import training_memory_problem
+from ..runtime.settings import add_config_arguments
+from .speedrun import speedrun
+from .speedrun_config import SpeedrunConfig
 
 
 def add_bench_parser(sub) -> None:
@@ -54,3 +62,29 @@ def cmd_calibrate(args) -> int:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
     calibrate(steps=args.steps)
     return 0
+
+
+def add_speedrun_parser(sub) -> None:
+    p = sub.add_parser("speedrun",
+                       help="time to a fixed body loss on the broad stream, on the clock (docs/speedrun.md)",
+                       description="Pretrain a recipe on the broad suite's stream until the body loss of the first 64 "
+                                   "dev tasks reaches the target; every pretraining setting is a --pretrain.NAME flag "
+                                   "(defaults: the dataclass, then the recipe, then the flags given). Exits 1 when the "
+                                   "budget or the schedule ends first.")
+    add_config_arguments(p, SpeedrunConfig, title="speedrun")
+    p.set_defaults(func=cmd_speedrun)
+
+
+def cmd_speedrun(args) -> int:
+    import time
+
+    started = time.perf_counter()  # the clock counts everything from here, importing torch included
+    cfg = config_from_command(SpeedrunConfig, args, lambda given: {"pretrain": pretraining(given("recipe")
+                                                                                           or RECORD)})
+    if cfg is None:
+        return 0
+    for problem in (threads_problem(cfg.runtime.threads, cfg.runtime.force_threads),
+                    training_memory_problem(cfg.pretrain, "pretrain.")):
+        if problem:
+            raise ValueError(problem)
+    return 0 if speedrun(cfg, started)["target_reached"] else 1

@@ -65,7 +65,7 @@ def add_sweep_parser(sub) -> None:
     p.add_argument("--gpus-per-job", type=float, default=0.0, help="with --executor ray: GPUs Ray gives each job "
                                                                     "(default: 0)")
     p.add_argument("--no-analyze", dest="analyze", action="store_false", help="skip the analysis at the end")
-    add_config_arguments(p, RuntimeConfig, title="runtime", skip=SWEEP_RUNTIME_SKIP, helps={
+    add_config_arguments(p, RuntimeConfig, block="runtime", skip=SWEEP_RUNTIME_SKIP, helps={
         "report_to": "also log every training run's figures to a tracker, one run per (arm, seed), grouped by the "
                      "spec's name",
         "progress": "show a progress bar of the jobs (--no-progress: a log line per job)",

@@ -39,6 +39,8 @@ def job_lines(spec: SweepSpec) -> list[str]:
              + f"{len(spec.arms)} arms x {seeds(len(spec.seeds))} of {spec.job})",
              f"  seeds: {', '.join(map(str, spec.seeds))}; checkpoints: {', '.join(spec.labels)}; "
              f"metrics: {', '.join(spec.metrics)}"]
+    if spec.recipes:  # opened already: the settings below are the ones they gave
+        lines.append("  recipes (glm53/recipes/): " + ", ".join(f"[{t}] {r}" for t, r in spec.recipes.items()))
     if spec.setup:
         lines.append(f"  setup: {spec.setup['job']} job, seed {spec.setup['seed']}, once before the arms: "
                      + ", ".join(f"{k} = {v}" for k, v in spec.setup["settings"].items()))

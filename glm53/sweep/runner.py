@@ -48,8 +48,9 @@ def check_sweep_folder(spec: SweepSpec, out: Path) -> bool:
         raise FileExistsError(f"{out} exists as a file; --out must name a folder")
     saved = out / SPEC_FILE
     if saved.is_file():
-        held = read_json(saved)
-        if held != json.loads(json.dumps(spec.to_dict())):
+        held, now = read_json(saved), json.loads(json.dumps(spec.to_dict()))
+        # the recipes' names are a note (a folder from before the book has none): the settings they gave count
+        if {k: v for k, v in held.items() if k != "recipes"} != {k: v for k, v in now.items() if k != "recipes"}:
             raise ValueError(f"{out} holds another sweep (spec {held.get('name')!r}, seeds {held.get('seeds')}); "
                              "rerun with the same spec and seeds to continue it, or choose another --out")
         return True

@@ -27,6 +27,21 @@ every RL arm starts from); the arms' settings name its folder as "{setup}":
     [base]
     init = "{setup}/run/checkpoint-0100"
 
+Either table may name a recipe of the book (glm53/recipes/) and state only what differs from it:
+
+    [setup]
+    job = "pretrain"
+    recipe = "broad"                     # glm53 run --preset broad's pretraining (its suite, its checkpoints)
+    [base]
+    recipe = "full"                      # the main job's pretraining ...
+    steps = 400                          # ... for 400 steps
+
+The recipe gives its settings for the job's stage ([pretrain] or [rl], with its suite), less those the job takes
+from elsewhere: what the suite's own defaults give alike (the job puts them under its settings), and in [base] the
+checkpoints, which the spec's `checkpoints` name. So a spec that names a recipe makes the jobs, and the job
+identities, it made when it stated the recipe's settings itself. Recipes are opened as the spec loads: a sweep
+folder's spec.json holds the settings they gave, and the names under `recipes`.
+
 The specs shipped in glm53/sweep/specs/ run by name (`glm53 sweep pretraining-data`). Loading checks all of
 it, including that every arm's settings make a valid job, before anything is written.
 """
@@ -37,12 +52,17 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..data.suites import suite_settings
+from ..recipes.book import resolved
 from ..runtime.settings import MAX_SEED
 from .jobs import job_kind
 
 SPECS_DIR = Path(__file__).parent / "specs"
 KEYS = {"name", "description", "job", "seeds", "checkpoints", "metrics", "baseline", "base", "arms", "comparisons",
         "analysis_seed", "setup"}
+RECIPE = "recipe"  # in [setup] or [base]: a recipe of the book, opened as the spec loads
+RECIPE_STAGES = {"pretrain": "pretrain", "pretrain-eval": "pretrain", "pretrain-splits": "pretrain", "rl": "rl",
+                 "rl-eval": "rl", "rl-splits": "rl"}  # the recipe table a job kind's settings come from
 SETUP_MARK = "{setup}"
 DEFAULT_ANALYSIS_SEED = 20261130
 
@@ -61,6 +81,7 @@ class SweepSpec:
     comparisons: tuple[tuple[str, str], ...]  # (arm, against): the difference is arm - against
     analysis_seed: int = DEFAULT_ANALYSIS_SEED
     setup: dict | None = None  # {"job", "seed", "checkpoints", "settings"}: run once before the arms
+    recipes: dict[str, str] | None = None  # the recipe [setup] or [base] named ({"setup": "broad"}), opened already
 
     def settings(self, arm: str) -> dict:
         return {**self.base, **self.arms[arm]}
@@ -70,6 +91,8 @@ class SweepSpec:
         d = asdict(self)
         d["arms"] = [{"name": name, "settings": settings} for name, settings in self.arms.items()]
         d["comparisons"] = [{"arm": a, "against": b} for a, b in self.comparisons]
+        if d["recipes"] is None:  # a spec that names none saves as it did before the book
+            del d["recipes"]
         return d
 
     @classmethod
@@ -99,6 +122,38 @@ def resolve_setup(settings: dict, setup_dir: str | None) -> dict:
     return {k: v.replace(SETUP_MARK, setup_dir) if isinstance(v, str) else v for k, v in settings.items()}
 
 
+_ABSENT = object()
+
+
+def with_recipe(where: str, table_name: str, table: dict, job: str) -> dict:
+    """`table` ([setup] or [base]) with the recipe it names opened: the recipe's settings for the stage of `job`
+    (with its suite), less those the job takes from elsewhere (see the module's docstring), under the table's own."""
+    if RECIPE not in table:
+        return dict(table)
+    name, own = table[RECIPE], {k: v for k, v in table.items() if k != RECIPE}
+    if job not in RECIPE_STAGES:
+        _fail(where, f"{table_name}: a {job} job takes no recipe (recipes hold the settings of "
+                     f"{', '.join(sorted(RECIPE_STAGES))} jobs)")
+    try:
+        recipe = resolved(str(name))
+    except ValueError as err:
+        _fail(where, f"{table_name}: {err}")
+    stage = RECIPE_STAGES[job]
+    if stage not in recipe:
+        _fail(where, f"{table_name}: recipe {name!r} holds no [{stage}] settings for a {job} job")
+    given = {**({"suite": recipe["suite"]} if "suite" in recipe else {}), **recipe[stage]}
+    from_suite = suite_settings({"suite": own.get("suite", given.get("suite"))}, stage)
+    elsewhere = {"checkpoints"} if table_name == "base" else set()  # the spec's `checkpoints` name the arms'
+    lean = {k: v for k, v in given.items()
+            if k == "suite" or (k not in elsewhere and not _same(from_suite.get(k, _ABSENT), v))}
+    return {**lean, **own}
+
+
+def _same(a, b) -> bool:
+    """Equal as settings: a suite's tuple and TOML's list of the same values are."""
+    return (list(a) if isinstance(a, tuple) else a) == (list(b) if isinstance(b, tuple) else b)
+
+
 def _setup_from_dict(where: str, raw) -> dict:
     if not isinstance(raw, dict) or "job" not in raw:
         _fail(where, 'setup must be a table naming its job ([setup] job = "pretrain", then its settings)')
@@ -106,6 +161,7 @@ def _setup_from_dict(where: str, raw) -> dict:
         kind = job_kind(raw["job"])
     except ValueError as err:
         _fail(where, f"setup: {err}")
+    raw = with_recipe(where, "setup", raw, kind.name)
     seed = raw.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         _fail(where, f"setup seed must be an integer, got {seed!r}")
@@ -197,6 +253,9 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
     base, arms = raw.get("base", {}), raw["arms"]
     if not isinstance(base, dict):
         _fail(where, "base must be a table of settings")
+    recipes = {table: raw[table][RECIPE] for table in ("setup", "base")
+               if isinstance(raw.get(table), dict) and RECIPE in raw[table]}
+    base = with_recipe(where, "base", base, kind.name)
     if not isinstance(arms, dict) or not arms:
         _fail(where, "arms is empty; add at least one [arms.NAME] table")
     setup = _setup_from_dict(where, raw["setup"]) if "setup" in raw else None
@@ -205,6 +264,9 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
             _fail(where, f"arm {name!r} must be a table of settings ([arms.{name}])")
         if "seed" in overrides or "seed" in base:
             _fail(where, "seed is set by the sweep (seeds = [...] or --seeds), not by base or an arm")
+        if RECIPE in overrides:
+            _fail(where, f"arm {name!r} names a recipe; an arm states what it changes over [base], which may name "
+                         "the recipe")
         if setup is None and uses_setup({**base, **overrides}):
             _fail(where, f"arm {name!r} refers to {SETUP_MARK} but the spec has no [setup] job")
     baseline = raw["baseline"]
@@ -233,7 +295,7 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
     spec = SweepSpec(name=str(raw.get("name", Path(where).stem)), description=str(raw.get("description", "")),
                      job=kind.name, seeds=seed_list, checkpoints=checkpoints, metrics=tuple(metrics),
                      baseline=baseline, base=dict(base), arms={k: dict(v) for k, v in arms.items()},
-                     comparisons=pairs, analysis_seed=analysis_seed, setup=setup)
+                     comparisons=pairs, analysis_seed=analysis_seed, setup=setup, recipes=recipes or None)
     for arm in spec.arms:  # every arm must make a valid job before anything is written
         try:
             kind.make(spec.settings(arm), seed_list[0], checkpoints, Path("."))

@@ -1,9 +1,11 @@
-"""The `glm53 pretrain` and `glm53 rl` commands (thin: parse, then run as this process's rank)."""
+"""The `glm53 pretrain` and `glm53 rl` commands (thin: parse, then run as this process's rank). `glm53 speedrun`,
+which pretrains on the clock, is speed/commands.py's."""
 
 from __future__ import annotations
 
 from ..data.suites import get_suite
 from ..data.tasks import read_tasks
+from ..recipes.book import pretraining, suite_of
 from ..runtime.config import threads_problem
 from ..runtime.config_file import add_config_file_flags, config_from_command
 from ..runtime.memory import training_memory_problem
@@ -11,8 +13,6 @@ from ..runtime.settings import add_config_arguments
 from ..verify.sandbox_policy import require_isolation
 from .pretrain_config import PretrainConfig
 from .rl_config import RLConfig, check_rewards_named
-from .speedrun import speedrun
-from .speedrun_config import RECORD, SpeedrunConfig, recipe_settings
 
 
 def add_pretrain_parser(sub) -> None:
@@ -25,13 +25,22 @@ def add_pretrain_parser(sub) -> None:
 
 
 def cmd_pretrain(args) -> int:
-    cfg = config_from_command(PretrainConfig, args, lambda given: get_suite(given("suite")).defaults("pretrain"))
+    cfg = config_from_command(PretrainConfig, args, pretrain_defaults)
     if cfg is None:  # --print-config printed it (without loading torch)
         return 0
     refuse(training_memory_problem(cfg))  # before torch loads and the folder is made
     from .pretrain import pretrain
 
     return run_as_rank(pretrain, cfg, dev_tasks=read_tasks(args.tasks) if args.tasks else None)
+
+
+def pretrain_defaults(given) -> dict:
+    """What comes before --config and the flags: the suite's pretraining defaults, then --recipe's pretraining
+    settings (its suite, where it names one, is the suite unless --suite is given)."""
+    recipe = given("recipe")
+    suite = given("suite") or (suite_of(recipe) if recipe else None)
+    return {**get_suite(suite).defaults("pretrain"), **({"suite": suite} if suite else {}),
+            **(pretraining(recipe) if recipe else {})}
 
 
 def run_as_rank(train, cfg, **kwargs) -> int:
@@ -54,30 +63,6 @@ def refuse(problem: str | None) -> None:
     """A problem found before any work, as the command's one-line error."""
     if problem:
         raise ValueError(problem)
-
-
-def add_speedrun_parser(sub) -> None:
-    p = sub.add_parser("speedrun",
-                       help="time to a fixed body loss on the broad stream, on the clock (docs/speedrun.md)",
-                       description="Pretrain a recipe on the broad suite's stream until the body loss of the first 64 "
-                                   "dev tasks reaches the target; every pretraining setting is a --pretrain.NAME flag "
-                                   "(defaults: the dataclass, then the recipe, then the flags given). Exits 1 when the "
-                                   "budget or the schedule ends first.")
-    add_config_arguments(p, SpeedrunConfig, title="speedrun")
-    p.set_defaults(func=cmd_speedrun)
-
-
-def cmd_speedrun(args) -> int:
-    import time
-
-    started = time.perf_counter()  # the clock counts everything from here, importing torch included
-    cfg = config_from_command(SpeedrunConfig, args, lambda given: {"pretrain": recipe_settings(given("recipe")
-                                                                                               or RECORD)})
-    if cfg is None:
-        return 0
-    refuse(threads_problem(cfg.runtime.threads, cfg.runtime.force_threads))
-    refuse(training_memory_problem(cfg.pretrain, "pretrain."))
-    return 0 if speedrun(cfg, started)["target_reached"] else 1
 
 
 def add_rl_parser(sub) -> None:

@@ -49,8 +49,7 @@ class ExpressionPretrainConfig:
     batch_size: int = setting(24, "examples per update", at_least=1)
     sequence_length: int = setting(128, "tokens per row", at_least=2)
     optimization: Optimization = setting(default_factory=lambda: Optimization(lr=8e-4), flatten=True,
-                                         skip=("lr_schedule", "warmup_steps", "min_lr_ratio", "decay_fraction",
-                                               *MUON_SETTINGS),
+                                         skip=("lr_schedule", "warmup_steps", "min_lr_ratio", *MUON_SETTINGS),
                                          helps={"lr": "constant learning rate (AdamW)"})
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
     trim_padding: bool = setting(True, "cut each batch after its longest row (those positions are padding in "

@@ -40,9 +40,7 @@ class Optimization:
                                        at_least=0)
     lr_schedule: str = setting("constant", "after warmup", choices=SCHEDULES)
     warmup_steps: int = setting(0, "linear warmup steps", at_least=0)
-    min_lr_ratio: float = setting(0.1, "cosine and wsd schedules: final lr / peak lr", at_least=0, at_most=1)
-    decay_fraction: float = setting(0.2, "wsd schedule: the share of the steps after warmup spent decaying",
-                                    above=0, at_most=1)
+    min_lr_ratio: float = setting(0.1, "cosine schedule: final lr / peak lr", at_least=0, at_most=1)
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
@@ -53,7 +51,6 @@ class Optimization:
         check.done()
 
     def lr_at(self, step: int, steps: int) -> float:
-        """The learning rate of 0-based update `step` of `steps`: linear warmup, then constant, cosine or wsd down
-        to min_lr_ratio * lr (schedule.py)."""
-        return scheduled_lr(self.lr, step, steps, self.warmup_steps, self.lr_schedule, self.min_lr_ratio,
-                            self.decay_fraction)
+        """The learning rate of 0-based update `step` of `steps`: linear warmup, then constant or cosine down to
+        min_lr_ratio * lr (schedule.py)."""
+        return scheduled_lr(self.lr, step, steps, self.warmup_steps, self.lr_schedule, self.min_lr_ratio)

@@ -11,12 +11,11 @@ from .pretrain_config import PretrainConfig
 
 
 def decay_groups(model: GLM53, weight_decay: float) -> list[dict]:
-    """Decay matrices (attention, router, experts); not norms, stream weights, the embedding, an untied head
-    (treated like the tied embedding it replaces) or the value embeddings' tables (embeddings too)."""
+    """Decay matrices (attention, router, experts); not norms, stream weights, the embedding or an untied head
+    (treated like the tied embedding it replaces)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        embedding = name.startswith(("embedding.", "head.", "value_embeddings."))
-        (decay if p.ndim >= 2 and not embedding else no_decay).append(p)
+        (decay if p.ndim >= 2 and not name.startswith(("embedding.", "head.")) else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from inspect import signature
 from pathlib import Path
 from typing import Callable
@@ -40,11 +40,10 @@ from ..data.tasks import Task
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
-from ..runtime.device import autocast, peak_memory_bytes, resolve_device, resolve_precision
+from ..runtime.device import autocast, peak_memory_bytes
 from ..runtime.config import RESUMABLE_CHANGES
 from ..runtime.distributed import SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
-from ..runtime.kernel_settings import resolve_kernels
 from ..runtime.tracking import reporting
 from ..verify.verifier import isolation_report
 from ..checkpoints.format import save_checkpoint
@@ -52,16 +51,14 @@ from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name
 from .loss import language_loss_sum, training_loss
 from .optimizers import decay_groups, make_optimizer  # noqa: F401 - part of this module's API
 from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
-from .pretrain_config import EXTENSIONS, PretrainConfig
+from .training_start import build_training
+from .pretrain_config import EXTENSIONS, LABELS, PretrainConfig
 from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .validation import Validation, corpus_samples, validation_due, validation_set
 
 LOG_NAME = "train_log.jsonl"
 # what a resumed run may change besides EXTENSIONS: when the validation loss is measured leaves training alone
 VALIDATION_SETTINGS = frozenset({"eval_every", "validation_rows"})
-# settings this file's runs did not record before --corpus existed: at these values, an older run resumes
-NEW_SETTINGS = {"corpus": "", "corpus_validation_share": 0.05, "corpus_mix": None, "loss_on": "all",
-                "data_order": "stream", "distinct_documents": 0, "grad_accumulation": 1}
 
 
 def learning_rate(cfg: PretrainConfig, step: int) -> float:
@@ -91,7 +88,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     k = cfg.grad_accumulation
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model),
-                                       width_multiple=cfg.width_multiple, docstring_share=cfg.docstring_share)
+                                       docstring_share=cfg.docstring_share)
     rows = dp.share(cfg.batch_size * k)
     return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
                            device, precision, dp)
@@ -267,28 +264,21 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
 
 def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParallel,
            device: torch.device | None, corpus: Corpus | None = None) -> _Run:
-    """Resolve the device, precision and calibrated kernels, build the model and its optimizer, check the run
-    folder, then start it or resume from its latest checkpoint (with the same corpus)."""
+    """Build the run's start as the speedrun does (training_start.py: the settings resolved here, the seeded model,
+    its optimizer, the tokenizer, the documents), check the run folder, then start it or resume from its latest
+    checkpoint (with the same corpus)."""
     out = Path(cfg.out)
-    device = device or resolve_device(cfg.runtime.device)
-    precision = resolve_precision(cfg.runtime.precision, device)
-    kernels = resolve_kernels(cfg.kernels, precision, device)
-    if kernels:  # the run folder and receipts record the resolved settings, so a rerun can give them
-        cfg = replace(cfg, model=replace(cfg.model, **kernels))
     dev_tasks = get_suite(cfg.suite).checked_dev_tasks([] if corpus and dev_tasks is None else dev_tasks,
                                                        cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
-    if cfg.runtime.threads and not dp.active:  # under torchrun, from_environment has set them
-        torch.set_num_threads(cfg.runtime.threads)
-    torch.manual_seed(cfg.seed)
-    model = GLM53(cfg.model).to(device)
-    optimizer = make_optimizer(model, cfg)
-    run = _Run(cfg, out, log, dp, device, precision, kernels, dev_tasks, model, optimizer, corpus=corpus)
+    start = build_training(cfg, device, dp)
+    cfg, model, optimizer = start.cfg, start.model, start.optimizer
+    run = _Run(cfg, out, log, dp, start.device, start.precision, start.kernels, dev_tasks, model, optimizer,
+               corpus=corpus)
     run.validation = validation_set(cfg, corpus)  # before anything is written: it may refuse the run
-    run_stream(cfg)  # an ordered run's documents are made here, once, not inside the first timed step
 
     def check_folder() -> None:
         check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | EXTENSIONS | VALIDATION_SETTINGS
-                         | RETENTION_CHANGES | _unrecorded_defaults(out, cfg))
+                         | RETENTION_CHANGES | LABELS)
         if cfg.runtime.resume:
             cfg.check_resumed_steps(json.loads((out / RUN_CONFIG_NAME).read_text()).get("steps"))
 
@@ -297,7 +287,7 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
         if dp.is_main:
             start_run_folder(out, cfg.to_dict())
     else:
-        latest, state = restore_latest(out, model, optimizer, device)
+        latest, state = restore_latest(out, model, optimizer, start.device)
         if state.get("corpus_sha256") != (corpus.summary["sha256"] if corpus else None):
             raise ValueError(f"--resume: the --corpus files differ from those {out} was trained on (sha256 "
                              f"{state.get('corpus_sha256')}); resume with the same files, or start a new --out")
@@ -308,16 +298,6 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
         run.curve = truncate_jsonl(out / LOG_NAME, keep) if dp.is_main else []
         log(f"resuming {out} from step {start_step} ({latest.name})")
     return run
-
-
-def _unrecorded_defaults(out: Path, cfg: PretrainConfig) -> set[str]:
-    """The settings of NEW_SETTINGS that a run folder's recorded settings lack while this run keeps their defaults
-    (a run started before they existed trained as those defaults do)."""
-    recorded = out / RUN_CONFIG_NAME
-    if not (cfg.runtime.resume and recorded.is_file()):
-        return set()
-    held = json.loads(recorded.read_text())
-    return {k for k, v in NEW_SETTINGS.items() if k not in held and getattr(cfg, k) == v}
 
 
 def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> None:

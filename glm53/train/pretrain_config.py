@@ -10,6 +10,7 @@ from ..decode.sampling import MAX_NEW_TOKENS
 from ..data.run_order import DATA_ORDERS, run_documents
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..model.config import ModelConfig
+from ..recipes.book import recipe_names
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
 from ..runtime.composition import composed, record
 from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
@@ -20,74 +21,81 @@ DEFAULT_CHECKPOINTS = (100, 200, 400)
 # Besides the runtime (runtime/config.py: RESUMABLE_CHANGES), a resumed pretraining run may go further: the batch
 # of step t is a pure function of (seed, t), so a longer run continues the shorter one (a cosine schedule excepted).
 EXTENSIONS = frozenset({"steps", "checkpoints"})
+# Recorded, never compared when a run resumes: the settings a recipe gave are (an older run, which names none, resumes)
+LABELS = frozenset({"recipe"})
 LOSS_ON = ("all", "completion")  # data/pretrain_batches.py `completion_labels`
 
 
 @composed
 @dataclass
 class PretrainConfig:
-    out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
-    steps: int = setting(400, "optimizer steps", at_least=1)
+    out: str = setting("", "run folder (must not exist, unless --resume)", required=True, block="command")
+    steps: int = setting(400, "optimizer steps", at_least=1, block="optimization")
     checkpoints: tuple[int, ...] | None = setting(None, "steps to save a checkpoint at (the last step always is)",
-                                                  shown="100,200,400, those within --steps")
-    batch_size: int = setting(32, "rows per step (per micro-batch with --grad-accumulation)", at_least=1)
+                                                  shown="100,200,400, those within --steps", block="retention")
+    batch_size: int = setting(32, "rows per step (per micro-batch with --grad-accumulation)", at_least=1,
+                              block="optimization")
     grad_accumulation: int = setting(1, "micro-batches of --batch-size rows whose gradients add up to one optimizer "
                                         "step: a step of K x --batch-size rows (equal to rounding), in the memory of "
-                                        "one micro-batch", at_least=1)
-    sequence_length: int = setting(128, "tokens per row", at_least=2)
-    optimization: Optimization = setting(default_factory=Optimization, flatten=True)
-    balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
+                                        "one micro-batch", at_least=1, block="optimization")
+    sequence_length: int = setting(128, "tokens per row", at_least=2, block="data")
+    optimization: Optimization = setting(default_factory=Optimization, flatten=True, block="optimization")
+    balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0, block="optimization")
     indexer_coef: float = setting(1.0, "weight of the indexer's KL term (sparse_selection=indexer); it trains only "
-                                       "the indexers, whose input is detached", at_least=0)
-    mtp_coef: float = setting(0.3, "weight of the multi-token-prediction loss (mtp_depth = 1)", at_least=0)
+                                       "the indexers, whose input is detached", at_least=0, block="optimization")
+    mtp_coef: float = setting(0.3, "weight of the multi-token-prediction loss (mtp_depth = 1)", at_least=0,
+                              block="optimization")
     indexer_warmup_steps: int = setting(0, "first steps in which indexer layers attend densely while their indexer "
-                                           "learns toward that attention (sparse_selection=indexer)", at_least=0)
-    seed: int = setting(42, "seed of the initialization and the data stream", at_least=0, at_most=MAX_SEED)
+                                           "learns toward that attention (sparse_selection=indexer)", at_least=0,
+                                        block="optimization")
+    seed: int = setting(42, "seed of the initialization and the data stream", at_least=0, at_most=MAX_SEED,
+                        block="command")
     # the sandbox judges only the dev completions here, so the isolation policy is the commands' that score with it
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
-                                     skip=("accept_partial_isolation", "trust_unverified"))
+                                     skip=("accept_partial_isolation", "trust_unverified"), block="runtime")
     kernels: str = setting("auto", "auto: the kernel settings `glm53 calibrate` measured fastest here, when cached "
                                    "(recorded in the receipt's config); config: the model flags as given",
-                           choices=KERNEL_CHOICES)
-    compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)")
-    width_multiple: int = setting(0, "length-bucketed batches (broad suite): cut each batch to its longest row "
-                                     "rounded up to a multiple of this many tokens (0: to the longest row), so a "
-                                     "compiled step meets a few shapes, not one per width; the extra positions "
-                                     "are padding, outside the loss", at_least=0)
+                           choices=KERNEL_CHOICES, block="runtime")
+    compile: bool = setting(False, "torch.compile the model (a one-time compile of about a minute)", block="runtime")
     dev_max_new_tokens: int = setting(MAX_NEW_TOKENS, "token cap of the dev completions sampled at each checkpoint",
-                                      at_least=1)
+                                      at_least=1, block="data")
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its pretraining stream and dev tasks (broad: "
                                         "also a context of 384, rows of 324 and a token cap of 192, unless given)",
-                         choices=SUITE_NAMES)
+                         choices=SUITE_NAMES, block="command")
+    # a label here: the command puts the recipe's settings under --config and the flags (train/commands.py)
+    recipe: str = setting("", "a recipe of the book (glm53/recipes/) whose pretraining settings and suite come before "
+                              f"--config and the flags: {', '.join(recipe_names())} (empty: none)", block="command")
     corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive), a JSON Lines file "
                               "with a \"text\" field per row, or one .py/.txt file, a single document stream whose "
                               "tail is held out (empty: the suite's generated stream only); the checkpoints then "
-                              "complete held-out corpus text instead of the suite's dev prompts")
+                              "complete held-out corpus text instead of the suite's dev prompts", block="data")
     corpus_validation_share: float = setting(0.05, "--corpus: share of its documents held out for the validation "
                                                    "loss (chosen by a hash of each file's path or row's text; a "
                                                    "single file: the share of its bytes at its end)",
-                                             above=0, below=1)
+                                             above=0, below=1, block="data")
     corpus_mix: float | None = setting(None, "--corpus: share of each step's rows from the corpus, the rest from "
                                              "the generated stream", shown="1.0 with --corpus",
-                                       at_least=0, at_most=1)
+                                       at_least=0, at_most=1, block="data")
     loss_on: str = setting("all", "targets of the language loss: all (every byte of each document, the reference) "
                                   "or completion (a task document's body alone: the prompt is read, not predicted; "
-                                  "not with --corpus)", choices=LOSS_ON)
+                                  "not with --corpus)", choices=LOSS_ON, block="data")
     data_order: str = setting("stream", "order of the generated documents: stream (as generated, the reference), "
                                         "blocked (the run's documents grouped by root function or family) or "
-                                        "curriculum (by depth, depth 1 first; broad suite)", choices=DATA_ORDERS)
+                                        "curriculum (by depth, depth 1 first; broad suite)", choices=DATA_ORDERS,
+                              block="data")
     docstring_share: float = setting(0.0, "broad suite: share of the generated documents whose description is a "
                                           "PEP 257 docstring under the def line (with one of its cases as an "
                                           "example) instead of comment lines above it, chosen per document by a hash "
-                                          "of (seed, index)", at_least=0, at_most=1)
+                                          "of (seed, index)", at_least=0, at_most=1, block="data")
     distinct_documents: int = setting(0, "distinct generated documents the run cycles over, at the same token "
-                                         "budget (0: every document new)", at_least=0)
-    eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0)
+                                         "budget (0: every document new)", at_least=0, block="data")
+    eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0, block="data")
     validation_rows: int = setting(64, "rows the validation loss averages over: the corpus's held-out rows, or "
                                        "generated documents training never reads (0: no validation loss)",
-                                   at_least=0)
-    retention: Retention = setting(default_factory=Retention, flatten=True)  # --keep-last, --save-optimizer
-    model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested")
+                                   at_least=0, block="data")
+    # --keep-last, --save-optimizer
+    retention: Retention = setting(default_factory=Retention, flatten=True, block="retention")
+    model: ModelConfig = setting(default_factory=ModelConfig, flatten=True, record="nested", block="model")
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.steps)
@@ -106,6 +114,8 @@ class PretrainConfig:
                       "--indexer-warmup-steps needs --sparse-selection indexer (there is no indexer to warm up)")
         warmup = self.optimization.warmup_steps
         check.require(warmup <= self.steps, f"--warmup-steps {warmup} must be <= --steps {self.steps}")
+        check.require(not self.recipe or self.recipe in recipe_names(),
+                      f"--recipe {self.recipe!r} is not in the recipe book; choose one of {', '.join(recipe_names())}")
         self.check_data(check)
         self.retention.check(check, self.runtime.resume)
         check.declared(self)
@@ -152,9 +162,8 @@ class PretrainConfig:
         """A resumed run may go longer (EXTENSIONS), except where its total shapes what each step does."""
         if held_steps == self.steps:
             return
-        if self.optimization.lr_schedule in ("cosine", "wsd"):
-            raise ValueError(f"--resume: steps differ, and a {self.optimization.lr_schedule} schedule depends on the "
-                             "total")
+        if self.optimization.lr_schedule == "cosine":
+            raise ValueError("--resume: steps differ, and a cosine schedule depends on the total")
         if self.data_order != "stream":
             raise ValueError(f"--resume: steps differ, and a {self.data_order} data order spans the run's total; "
                              f"resume with --steps {held_steps}, or start a longer run in a new --out")

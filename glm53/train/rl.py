@@ -1,7 +1,7 @@
 """RLOO post-training with an executable reward.
 
 For each task of a step: sample a group of G completions with the cached engine, judge each with the sandboxed
-verifier, reward it (the weighted sum of reward functions, rewards.py; binary by default), and give it the
+verifier, reward it (the weighted sum of reward functions, verify/rewards.py; binary by default), and give it the
 leave-one-out advantage A_i = r_i - mean of the other G - 1 rewards. The loss is -mean_i(A_i * log p(completion_i)),
 with log p the mean (sequence-mean) or sum (token-sum) of the completion tokens' log-probabilities, plus optional
 terms: a KL penalty to the initial policy (k3 estimator on the sampled tokens) and replay cross-entropy on
@@ -45,6 +45,7 @@ from ..data.tasks import Task
 from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import evaluate, sample_and_verify
+from ..verify.rewards import WeightedReward, ordering_problem, reward_terms, spec_of
 from ..verify.sandbox_policy import sandbox_record
 from ..model.model import GLM53
 from ..runtime.config import RESUMABLE_CHANGES
@@ -58,7 +59,7 @@ from .run_folder import check_run_folder, restore_latest, rng_state, start_run_f
 from .policy_gradient import group_advantages
 from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .rl_config import RLConfig
-from .rewards import WeightedReward, informative, ordering_problem, reward_terms, score_groups, spec_of
+from .rl_scoring import informative, score_groups
 from .rl_update import set_train_scope, update_policy
 
 REFILL_SEED_OFFSET = 1_000_003  # seeds the fresh-task stream and its sampling apart from the schedule's
@@ -100,7 +101,7 @@ def rl_train(cfg: RLConfig, tasks: list[Task] | None = None, dev_tasks: list[Tas
     parallelism; the other ranks return None). One process at a time may write a run folder; what an
     interrupted atomic write left behind is removed first. `keep`: the checkpoints (folder names, from the
     checkpoint records so far) whose weights --keep-last must spare (the main job's choice on dev).
-    `reward_funcs`: the reward's terms instead of cfg.reward (rewards.py: functions f(task, completion, verdict)
+    `reward_funcs`: the reward's terms instead of cfg.reward (verify/rewards.py: functions f(task, completion, verdict)
     -> float, (function, weight) pairs, or names as --reward takes); the run's settings record their names."""
     if not cfg.out or not cfg.init:
         raise ValueError("rl: init (the start checkpoint, --init) and out (the run folder, --out) must be set")
@@ -173,7 +174,7 @@ class _Run:
     resumed_from: str | None = None
     refill_used: int = 0
     keep: Callable[[list[dict]], set[str]] | None = None  # checkpoints whose weights --keep-last spares
-    rewards: list[WeightedReward] = field(default_factory=list)  # the reward's terms (rewards.py)
+    rewards: list[WeightedReward] = field(default_factory=list)  # the reward's terms (verify/rewards.py)
 
 
 def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
@@ -223,7 +224,7 @@ def _rl_train(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | N
 def _start(cfg: RLConfig, tasks: list[Task] | None, dev_tasks: list[Task] | None, log, dp: DataParallel,
            device: torch.device | None, terms: list[WeightedReward]) -> _Run:
     """Check the run folder, load the policy, build its optimizer, schedule the tasks, check the reward's
-    ordering on the probe set (rewards.py) and start the folder."""
+    ordering on the probe set (verify/rewards.py) and start the folder."""
     out = Path(cfg.out)
     dp.on_main(lambda: check_run_folder(out, cfg.to_dict(), cfg.runtime.resume, RESUMABLE_CHANGES | RETENTION_CHANGES))
     device = device or resolve_device(cfg.runtime.device)

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from ..runtime.composition import composed, record
 from ..runtime.memory import rollout_memory_problem
 from ..runtime.settings import MAX_SEED, Checks, default_checkpoints, setting
 from ..checkpoints.retention import Retention
+from ..verify.rewards import BUILTIN_REWARDS, parse_reward_spec
 from .optimization import MUON_SETTINGS, Optimization
 
 TRAIN_SCOPES = ("all", "last-block", "last-block-head", "experts")  # rl_update.py's set_train_scope
@@ -36,32 +35,9 @@ NORMALIZATIONS = AGGREGATIONS  # the --normalization flag names the loss aggrega
 UPDATE_IMPLS = ("fast", "plain")  # completion_batch.py's forms
 DEFAULT_CHECKPOINTS = (24, 48, 72, 96)
 NOT_FOR_ROLLOUTS = ("top_k", "top_p", "ignore_eos")
-BUILTIN_REWARDS = ("binary", "partial")  # verify/rewards.py's modes, as reward functions in rewards.py
-_IMPORTED = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_<][\w.<>]*")  # module:function (a qualname, <locals> included)
 REWARD_HELP = ("reward, the weighted sum of functions f(task, completion, verdict) -> float: NAME[=WEIGHT] "
                "(weight 1 when left out), comma-separated or the flag repeated, NAME a built-in (binary, partial) or "
                "package.module:function; e.g. --reward binary --reward mypkg.rewards:length_penalty=0.1 (docs/rl.md)")
-
-
-def parse_reward_spec(text: str) -> list[tuple[str, float]]:
-    """`NAME[=WEIGHT],...` -> [(name, weight)]; a ValueError of one line naming the entry that is wrong."""
-    entries = [e.strip() for e in str(text).split(",")]
-    parsed = []
-    for entry in entries:
-        name, _, weight_text = entry.partition("=")
-        name = name.strip()
-        if name not in BUILTIN_REWARDS and not _IMPORTED.fullmatch(name):
-            raise ValueError(f"--reward {entry!r}: name a built-in ({', '.join(BUILTIN_REWARDS)}) or a function as "
-                             f"package.module:function, optionally =WEIGHT (e.g. mypkg.rewards:length_penalty=0.1)")
-        try:
-            weight = float(weight_text) if weight_text.strip() else 1.0
-        except ValueError:
-            weight = math.nan
-        if not math.isfinite(weight) or weight == 0:
-            raise ValueError(f"--reward {entry!r}: the weight after = must be a finite number other than 0, "
-                             f"got {weight_text!r}")
-        parsed.append((name, weight))
-    return parsed
 
 
 def check_rewards_named(reward: str, given: str | None, flag: str, config_file, source: str | None = None) -> None:
@@ -95,94 +71,103 @@ ROLLOUTS = RolloutSampling(temperature=SAMPLED_TEMPERATURE)
 @composed
 @dataclass
 class RLConfig:
-    init: str = setting("", "checkpoint to start from", required=True)
-    out: str = setting("", "run folder (must not exist, unless --resume)", required=True)
-    groups: int = setting(96, "prompt groups in the whole run", at_least=1)
+    init: str = setting("", "checkpoint to start from", required=True, block="command")
+    out: str = setting("", "run folder (must not exist, unless --resume)", required=True, block="command")
+    groups: int = setting(96, "prompt groups in the whole run", at_least=1, block="optimization")
     group_size: int = setting(16, "completions sampled per prompt (>= 2: leave-one-out needs another sample)",
-                                 at_least=2)
+                                 at_least=2, block="rollouts")
     families: str = setting("increment,double,even", "task families to train on (comma-separated, or all; broad "
-                                                      "suite: root primitives, or all)")
+                                                      "suite: root primitives, or all)", block="data")
     tasks_per_family: int = setting(32, "rl-split tasks per family (broad suite: the first N tasks of the rl split)",
-                                    at_least=1)
+                                    at_least=1, block="data")
     sampling: RolloutSampling = setting(ROLLOUTS, flatten=True, skip=NOT_FOR_ROLLOUTS,
-                                        helps={"temperature": "sampling temperature of the rollouts (> 0)"})
+                                        helps={"temperature": "sampling temperature of the rollouts (> 0)"},
+                                        block="rollouts")
     optimization: Optimization = setting(default_factory=lambda: Optimization(lr=5e-5, betas=(0.9, 0.999),
                                                                               weight_decay=0.0), flatten=True,
                                          skip=("betas", "weight_decay", "lr_schedule", "warmup_steps", "min_lr_ratio",
-                                               "decay_fraction", *MUON_SETTINGS),
-                                         helps={"lr": "learning rate (AdamW, no weight decay)"})
+                                               *MUON_SETTINGS),
+                                         helps={"lr": "learning rate (AdamW, no weight decay)"}, block="optimization")
     train_scope: str = setting("last-block-head", "which parameters train (experts: every block's routed and shared "
-                                                  "experts, not the router)", choices=TRAIN_SCOPES)
+                                                  "experts, not the router)", choices=TRAIN_SCOPES,
+                               block="optimization")
     objective: str = setting("policy-gradient", "policy-gradient (advantages from the rewards: RLOO, GRPO, ...) or "
                                                 "rejection-sampling (expert iteration: each update fine-tunes on the "
                                                 "step's programs the verifier passed, weight 1, the rest left out)",
-                             choices=OBJECTIVES)
-    reward: str = setting("binary", REWARD_HELP, repeatable=True)
+                             choices=OBJECTIVES, block="optimization")
+    reward: str = setting("binary", REWARD_HELP, repeatable=True, block="rewards")
     allow_unordered_reward: bool = setting(False, "train on a reward that breaks the ordering rule (passed > failed "
-                                                  ">= invalid), which the run checks on a probe set when it starts")
+                                                  ">= invalid), which the run checks on a probe set when it starts",
+                                           block="rewards")
     invalid_penalty: float = setting(-0.1, "reward of a statically invalid program (<= 0, the reward of "
-                                                  "a valid program that fails every case: never paid for)", at_most=0)
-    exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes", at_least=0)
+                                                  "a valid program that fails every case: never paid for)", at_most=0,
+                                     block="rewards")
+    exact_bonus: float = setting(0.0, "partial reward: bonus when every case passes", at_least=0, block="rewards")
     checkpoints: tuple[int, ...] | None = setting(None, "groups done at which to save and score on dev",
-                                                  shown="24,48,72,96, those within --groups")
-    seed: int = setting(31415, "seed of the task schedule and the sampling", at_least=0, at_most=MAX_SEED)
-    groups_per_step: int = setting(16, "prompt groups per optimizer step", at_least=1)
+                                                  shown="24,48,72,96, those within --groups", block="retention")
+    seed: int = setting(31415, "seed of the task schedule and the sampling", at_least=0, at_most=MAX_SEED,
+                        block="command")
+    groups_per_step: int = setting(16, "prompt groups per optimizer step", at_least=1, block="optimization")
     grad_accumulation: int = setting(1, "micro-batches each update runs its rows (and replay rows) in, their "
                                         "gradients added up before the one optimizer step: the step of "
                                         "--groups-per-step groups in the memory of a K-th of it (equal to rounding)",
-                                     at_least=1)
+                                     at_least=1, block="optimization")
     normalization: str = setting("sequence-mean", "loss aggregation: each completion's mean or summed token "
                                  "log-prob (then the mean over completions), token-mean over the batch (DAPO) or the "
-                                 "batch sum over completions x max-new-tokens (Dr. GRPO)", choices=NORMALIZATIONS)
+                                 "batch sum over completions x max-new-tokens (Dr. GRPO)", choices=NORMALIZATIONS,
+                                 block="optimization")
     advantage_baseline: str = setting("leave-one-out", "baseline of a group's advantages: the other samples' mean "
-                                      "(RLOO) or the group mean (GRPO)", choices=BASELINES)
+                                      "(RLOO) or the group mean (GRPO)", choices=BASELINES, block="optimization")
     reward_scaling: str = setting("none", "divide advantages by the group's reward std (GRPO) or the step's",
-                                  choices=REWARD_SCALINGS)
-    mask_truncated: bool = setting(False, "leave completions that hit the token cap out of the update")
+                                  choices=REWARD_SCALINGS, block="optimization")
+    mask_truncated: bool = setting(False, "leave completions that hit the token cap out of the update",
+                                   block="optimization")
     iterations: int = setting(1, "optimisation passes over each step's rollouts (PPO-style ratio clipping after the "
-                                 "first)", at_least=1)
+                                 "first)", at_least=1, block="optimization")
     clip_low: float = setting(0.2, "with --iterations > 1: the ratio is clipped below at 1 - clip_low", at_least=0,
-                              at_most=1)
+                              at_most=1, block="optimization")
     clip_high: float = setting(0.2, "with --iterations > 1: the ratio is clipped above at 1 + clip_high "
-                                    "(0.28: DAPO's clip-higher)", at_least=0)
+                                    "(0.28: DAPO's clip-higher)", at_least=0, block="optimization")
     entropy_coef: float = setting(0.0, "entropy bonus: subtract this times the mean token entropy from the loss",
-                                  at_least=0)
+                                  at_least=0, block="optimization")
     dynamic_sampling: bool = setting(False, "replace groups whose rewards are all equal by groups of fresh tasks "
                                             "(DAPO) until the step's groups all carry signal or the draw cap is "
-                                            "reached")
+                                            "reached", block="rollouts")
     dynamic_sampling_max_draws: int = setting(3, "with --dynamic-sampling: at most this many times a step's "
-                                                 "groups are sampled in all", at_least=1)
+                                                 "groups are sampled in all", at_least=1, block="rollouts")
     update_impl: str = setting("fast", "forward of the policy update: fast runs each group's shared prompt once and "
                                        "copies its cache to the group's rows; plain runs every row in full (equal up "
-                                       "to rounding)", choices=UPDATE_IMPLS)
-    kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)", at_least=0)
-    replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)", at_least=0)
-    replay_batch: int = setting(16, "replay examples per step", at_least=1)
+                                       "to rounding)", choices=UPDATE_IMPLS, block="optimization")
+    kl_coef: float = setting(0.0, "KL penalty to the initial policy (0 = off)", at_least=0, block="optimization")
+    replay_coef: float = setting(0.0, "replay cross-entropy on pretraining examples (0 = off)", at_least=0,
+                                 block="optimization")
+    replay_batch: int = setting(16, "replay examples per step", at_least=1, block="optimization")
     dev_per_family: int = setting(4, "dev tasks per family scored at each checkpoint (broad suite: the first N)",
-                                  at_least=0)
+                                  at_least=0, block="dev evaluation")
     # its token cap is the rollouts' (max_new_tokens); see dev_eval
     dev: EvalConfig = setting(default_factory=sampled_evaluation, flatten="dev_",
                               skip=("max_new_tokens", "precision", "timeout_s", "suite") + NOT_FOR_ROLLOUTS,
                               helps={"samples": "samples per dev task", "temperature": "temperature of the dev samples",
-                                     "seed": "seed of the dev sampling"})
+                                     "seed": "seed of the dev sampling"}, block="dev evaluation")
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
-                                     helps={"precision": "precision of the update"})
-    sample_precision: str = setting(DECODE_PRECISION, "precision of the rollouts", choices=PRECISIONS)
-    tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split")
+                                     helps={"precision": "precision of the update"}, block="runtime")
+    sample_precision: str = setting(DECODE_PRECISION, "precision of the rollouts", choices=PRECISIONS, block="rollouts")
+    tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split", block="data")
     task_source: str = setting("rl-split", "rl-split: the first --tasks-per-family tasks of the rl split; stream "
                                            "(broad suite): --tasks-per-family tasks drawn like the pretraining stream "
                                            "from document 60,000,000 on (no held-out pair or phrasing, as in the "
                                            "stream; --families keeps those of its roots), so a run of as many groups "
                                            "over all families sees each once",
-                               choices=TASK_SOURCES)
+                               choices=TASK_SOURCES, block="data")
     prompt_style: str = setting(DEFAULT_STYLE, "broad suite: how the prompts of the run's tasks and dev tasks give "
                                                "the description: comment (comment lines above the def line) or "
                                                "docstring (a PEP 257 docstring with one of the task's cases as an "
-                                               "example); not with --tasks-file", choices=PROMPT_STYLES)
+                                               "example); not with --tasks-file", choices=PROMPT_STYLES, block="data")
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
                                         "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
-                                        "unless given)", choices=SUITE_NAMES)
-    retention: Retention = setting(default_factory=Retention, flatten=True)  # --keep-last, --save-optimizer
+                                        "unless given)", choices=SUITE_NAMES, block="command")
+    # --keep-last, --save-optimizer
+    retention: Retention = setting(default_factory=Retention, flatten=True, block="retention")
 
     def __post_init__(self) -> None:
         self.checkpoints = default_checkpoints(self.checkpoints, DEFAULT_CHECKPOINTS, self.groups)

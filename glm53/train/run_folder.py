@@ -18,6 +18,7 @@ from ..model.model import GLM53
 from ..model.saved import read_metadata
 from ..runtime.config_file import run_kind
 from ..runtime.files import atomic_write_json, is_housekeeping, refuse_nonempty_dir, sha256_file
+from ..runtime.setting_history import read_as_today, with_added
 
 
 def rng_state() -> dict:
@@ -72,15 +73,6 @@ def setting_differences(recorded: dict, now: dict, may_change, prefix: str = "")
     return diffs
 
 
-# Settings added after runs were started, with what those runs did: the reference suite, every checkpoint with
-# its trainer state, RL's policy gradient on the rl split, batches cut to their longest row, the cosine-era WSD share,
-# prompts in comment style only.
-# (New model fields need no entry: ModelConfig.from_dict fills a recorded model's missing fields with their defaults.)
-ADDED_SETTINGS = {"suite": "reference", "save_optimizer": True, "objective": "policy-gradient",
-                  "task_source": "rl-split", "width_multiple": 0, "decay_fraction": 0.2, "docstring_share": 0.0,
-                  "prompt_style": "comment"}
-
-
 MOVABLE_PATHS = ("init",)  # path settings that name a place relative to the run (the main job's RL start)
 
 
@@ -102,19 +94,18 @@ def _follow_moved_folder(recorded: dict, now: dict) -> None:
 
 
 def check_resume_settings(out: Path, now: dict, may_change) -> None:
-    """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run."""
-    recorded = json.loads((Path(out) / RUN_CONFIG_NAME).read_text())
+    """Refuse to resume when a setting that shaped the earlier steps differs from the recorded run. The record is
+    read as today's code reads it (runtime/setting_history.py): a setting added since at the value the run ran, a
+    retired one dropped where it holds today's value and refused otherwise."""
+    where = f"--resume: {Path(out) / RUN_CONFIG_NAME}"
+    recorded = read_as_today(json.loads((Path(out) / RUN_CONFIG_NAME).read_text()), where)
     # runs started before the plain/fast kernel names or a model field added since (tokenizer, qk_norm, ...): the
     # model of a pretraining run, or of a stage (the main job's pretrain.model)
     for held in (recorded, *(v for v in recorded.values() if isinstance(v, dict))):
         if isinstance(held.get("model"), dict):
             held["model"] = ModelConfig.from_dict(held["model"]).to_dict()
     now = json.loads(json.dumps(now))
-    for key, value in [(None, now), *((k, v) for k, v in now.items() if isinstance(v, dict))]:
-        held = recorded if key is None else recorded.get(key)
-        for name, before in ADDED_SETTINGS.items():
-            if isinstance(held, dict) and name in value:
-                held.setdefault(name, before)
+    recorded = with_added(recorded, now)
     _follow_moved_folder(recorded, now)
     diffs = setting_differences(recorded, now, may_change)
     threads = [d for d in diffs if d.split(".")[-1] == "threads"]

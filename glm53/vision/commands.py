@@ -37,10 +37,10 @@ def add_vision_parser(sub) -> None:
                    help="load a checkpoint folder that has no metadata.json (its weights and config unchecked)")
     p.add_argument("--out", required=True, help="folder for vision-receipt.json (must not exist or be empty)")
     add_device_flag(p)
-    add_config_arguments(p, DigitTraining, title="training of the miniature")
-    add_config_arguments(p, DigitTraining, prefix="pilot.", defaults=PILOT_TRAINING,
-                         title="training of the full-model pilot (40 updates of 10, lr 1e-3, tower ramp over half the "
-                               "updates, embedding 10x)")
+    add_config_arguments(p, DigitTraining, block="optimization", notes={"optimization": "training of the miniature"})
+    add_config_arguments(p, DigitTraining, prefix="pilot.", defaults=PILOT_TRAINING, block="optimization", notes={
+        "optimization": "training of the full-model pilot (40 updates of 10, lr 1e-3, tower ramp over half the "
+                        "updates, embedding 10x)"})
     p.set_defaults(func=cmd_vision)
 
 

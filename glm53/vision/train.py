@@ -171,9 +171,6 @@ def full_model_pilot(checkpoint: str, seed: int = 73, training: DigitTraining = 
     if base.config.tokenizer != "byte":
         raise ValueError(f"vision: {checkpoint} reads text with the {base.config.tokenizer} tokenizer; the vision "
                          "pilot adds image ids to the byte vocabulary, so give a byte-tokenizer checkpoint")
-    if base.config.value_embeddings:
-        raise ValueError(f"vision: {checkpoint} has value embeddings, which read token ids, and the vision pilot feeds "
-                         "the model embeddings; give a checkpoint without them (--value-embeddings 0)")
     cfg = ModelConfig.from_dict({**base.config.to_dict(), "vocab_size": 263})
     torch.manual_seed(seed)
     lm = GLM53(cfg).to(device)

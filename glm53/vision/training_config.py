@@ -32,7 +32,7 @@ class DigitTraining:
         helps={"lr": "learning rate", "weight_decay": "AdamW weight decay (every parameter)",
                "warmup_steps": "linear warmup of every group"})
     balance_coef: float = setting(0.01, "weight of the router balance loss", at_least=0)
-    label_step: int = setting(1, "update t draws training batch t * label_step", at_least=1)
+    label_step: int = setting(1, "update t draws training batch t * label_step", at_least=1, block="data")
     tower_lr_scale: float = setting(1.0, "tower learning rate / lr", at_least=0)
     tower_warmup_steps: int = setting(0, "updates over which the tower's learning rate ramps up", at_least=0)
     embedding_lr_scale: float = setting(1.0, "embedding learning rate / lr", at_least=0)

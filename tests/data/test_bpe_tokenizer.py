@@ -176,6 +176,7 @@ def test_generation_reads_and_writes_text_with_the_models_tokenizer():
         assert record["completion"] == tokenizer_for(model.config).decode(record["token_ids"])
 
 
+@pytest.mark.slow
 def test_a_bpe_model_trains_and_resumes_exactly(tmp_path):
     model = ModelConfig(**BPE_TINY)
     run = dict(suite="broad", sequence_length=324, loss_on="completion", model=model)

@@ -61,6 +61,7 @@ def test_corpus_and_completion_are_refused(tmp_path):
         PretrainConfig(out=str(tmp_path / "run"), loss_on="prompt")
 
 
+@pytest.mark.slow
 def test_a_short_pretraining_with_completion_loss(tmp_path):
     from glm53.cli import main
 

@@ -4,6 +4,8 @@ its target, and a corpus run's checkpoints completing held-out corpus text inste
 import json
 import os
 
+import pytest
+
 from glm53.cli import main
 from glm53.data.corpus import load_corpus, read_documents
 from glm53.data.pretrain_batches import IGNORE_INDEX
@@ -47,6 +49,7 @@ def test_another_file_kind_is_refused_in_one_line(tmp_path, capsys):
     assert "nor a .py/.txt file" in err and len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_corpus_run_samples_held_out_text_beside_its_validation_loss(tmp_path, capsys):
     (tmp_path / "input.txt").write_text(TEXT)
     out = tmp_path / "run"

@@ -129,6 +129,7 @@ def losses(out):
     return [json.loads(line)["loss"] for line in (out / "train_log.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_an_ordered_run_records_its_order_and_resumes_exactly(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
     pretrain(_broad_run(whole), dev_tasks=[], log=lambda *_: None)
@@ -144,6 +145,7 @@ def test_an_ordered_run_records_its_order_and_resumes_exactly(tmp_path):
         pretrain(_broad_run(part, steps=16, checkpoints=(4, 8, 16), resume=True), dev_tasks=[], log=lambda *_: None)
 
 
+@pytest.mark.slow
 def test_training_reads_the_ordered_documents(tmp_path, monkeypatch):
     """A curriculum run's first step trains on depth-1 documents, so its loss differs from a stream run's, and
     every batch it asks for comes from its ordered stream."""

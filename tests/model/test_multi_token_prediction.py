@@ -84,6 +84,7 @@ def test_accepted_and_rejected_drafts_both_keep_the_plain_greedy_output():
     assert stats["forwards"] < 1 + 2 * stats["drafted"]  # accepted drafts saved forwards
 
 
+@pytest.mark.slow
 def test_mtp_loss_trains_and_short_sequences_are_refused(tmp_path):
     import json
 

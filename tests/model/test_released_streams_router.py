@@ -142,6 +142,7 @@ def test_released_preset_counts_and_the_info_line(capsys):
     assert main(["info", "--residual", "mhc"]) == 0 and "+230,628 (+0.9%) from residual=mhc" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_router_bias_is_saved_and_pretraining_resumes_exactly(tmp_path):
     from glm53.checkpoints.format import read_metadata
     from glm53.train.pretrain import pretrain

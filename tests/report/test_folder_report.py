@@ -3,6 +3,8 @@ overwritten; a folder that is no run folder refused in one line."""
 
 import json
 
+import pytest
+
 from glm53.cli import main
 
 TINY_FLAGS = ["--dim", "32", "--layers", "2", "--heads", "4", "--expert-hidden", "48", "--experts", "4",
@@ -14,6 +16,7 @@ def jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.slow
 def test_a_pretrain_folder_gets_charts_a_summary_and_examples_and_is_regenerated(tmp_path, capsys):
     run = tmp_path / "pre"
     assert main(["pretrain", "--out", str(run), "--steps", "3", "--checkpoints", "3", "--batch-size", "2",

@@ -87,7 +87,7 @@ def _suite(completion: str) -> dict:
 
 
 def test_the_main_jobs_report_escapes_completions(tmp_path):
-    from glm53.run_report import write_report
+    from glm53.report.run_report import write_report
 
     families = {"increment": {"tasks_solved_any": 0, "tasks": len(HOSTILE)}}
     before = {"by_family": families, "summary": {"tasks_solved_any": 0, "tasks": len(HOSTILE)},
@@ -107,7 +107,7 @@ def test_the_main_jobs_report_escapes_completions(tmp_path):
 
 
 def test_the_suite_report_fences_prompts_and_completions(tmp_path):
-    from glm53.run_suite_report import write_suite_report
+    from glm53.report.run_suite_report import write_suite_report
 
     results = {}
     for i, text in enumerate(HOSTILE[:4] + HOSTILE[5:7] + HOSTILE[9:10]):

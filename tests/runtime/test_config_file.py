@@ -208,6 +208,7 @@ def test_recorded_runs_replay_their_settings_with_a_new_out(tmp_path, capsys):
     assert "--out is required" in err and "recorded run's out is not taken" in err
 
 
+@pytest.mark.slow
 def test_a_pretraining_run_replays_from_its_run_json_to_the_same_weights(tmp_path, capsys):
     from glm53.data.tasks import frozen_tasks, write_tasks
     from glm53.checkpoints.names import RUN_CONFIG_NAME

@@ -50,6 +50,7 @@ def weights(folder: Path) -> dict:
     return load_file(str(folder / "model.safetensors"))
 
 
+@pytest.mark.slow
 @torchrun
 def test_torchrun_pretraining_equals_one_process(tmp_path):
     two = subprocess.run(torchrun_command("pretrain", "--out", str(tmp_path / "two"), *TINY_FLAGS, *RUN_FLAGS),
@@ -139,6 +140,7 @@ def _idle_expert_worker(rank: int, dp: DataParallel, tmp: Path, moe_impl: str) -
         torch.save({"rows": rows, "state": model.state_dict()}, tmp / "two.pt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moe_impl", ["plain", "fast"])
 def test_an_idle_expert_does_not_break_gradient_reduction(tmp_path, moe_impl):
     _ranks(_idle_expert_worker, tmp_path, moe_impl)
@@ -169,6 +171,7 @@ def _idle_on_one_rank_worker(rank: int, dp: DataParallel, tmp: Path) -> None:
                tmp / f"rank-{rank}.pt")
 
 
+@pytest.mark.slow
 def test_an_expert_idle_on_one_rank_still_learns_from_the_other(tmp_path):
     _ranks(_idle_on_one_rank_worker, tmp_path)
     ranks = [torch.load(tmp_path / f"rank-{r}.pt") for r in (0, 1)]
@@ -227,6 +230,7 @@ def _rl_worker(rank: int, dp: DataParallel, tmp: Path, case: str) -> None:
         torch.save({"figures": figures, "state": state}, tmp / "two.pt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(RL_CASES))
 def test_an_rl_update_over_two_ranks_equals_one_process(tmp_path, case):
     _ranks(_rl_worker, tmp_path, case)
@@ -249,6 +253,7 @@ def _rl_initial_state() -> dict:
     return GLM53(ModelConfig(**{**TINY, "max_sequence_length": 192})).state_dict()
 
 
+@pytest.mark.slow
 @torchrun
 def test_torchrun_rl_gathers_every_group_and_updates_like_one_process(tmp_path):
     """A fresh model's programs are all invalid, so no group has signal and the step's update is the replay term
@@ -281,6 +286,7 @@ def test_torchrun_rl_gathers_every_group_and_updates_like_one_process(tmp_path):
         torch.testing.assert_close(two_w[name], one[name], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 @torchrun
 def test_a_one_process_run_resumes_under_two_ranks(tmp_path):
     """Stop after 3 steps in one process, resume to 5 under torchrun: the same losses and weights as 5 steps in

@@ -24,6 +24,7 @@ def read_events(folder) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
+@pytest.mark.slow
 def test_pretraining_figures_reach_tensorboard(tmp_path):
     pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
     cfg = PretrainConfig(out=str(tmp_path / "run"), steps=3, batch_size=2, sequence_length=128, checkpoints=(3,),
@@ -55,6 +56,7 @@ def test_scalars_keep_numbers_only():
         {"loss": 1.5, "tokens": 7.0}
 
 
+@pytest.mark.slow
 def test_a_sweep_reports_one_run_per_arm_and_seed(tmp_path):
     pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
     from glm53.sweep.runner import run_sweep
@@ -77,6 +79,7 @@ def test_a_sweep_reports_one_run_per_arm_and_seed(tmp_path):
             ("tensorboard", f"{arm}/seed-1", "tracked")
 
 
+@pytest.mark.slow
 def test_the_expression_study_job_reports_its_loss_curve_and_held_out_scores(tmp_path):
     pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
     from glm53.train.expression_pretrain import ExpressionPretrainConfig, expression_pretrain
@@ -109,6 +112,7 @@ class RecordingTracker:
         self.closed = True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["pretrain", "rl"])
 def test_a_run_that_stops_on_an_error_still_closes_its_tracker(tmp_path, monkeypatch, stage):
     """Closing is what flushes a TensorBoard file and finishes a W&B run."""

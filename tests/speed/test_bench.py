@@ -1,3 +1,5 @@
+import pytest
+
 from glm53.model.config import ModelConfig
 from glm53.speed.bench import flops_per_token, format_report, run_bench
 
@@ -8,6 +10,7 @@ def test_flops_per_token_of_the_default_model():
     assert 59e6 < flops["train_flops_per_token"] < 61e6
 
 
+@pytest.mark.slow
 def test_quick_bench_reports_every_figure_on_the_same_weights():
     result = run_bench(quick=True, isolate=False, log=lambda *_: None)
     assert result["same_weights"]
@@ -35,6 +38,7 @@ def test_step_by_step_fraction_sets_each_step_against_the_higher_ceiling_beside_
     assert step_by_step_fraction(phase, 100e9) == 0.25
 
 
+@pytest.mark.slow
 def test_profile_accounts_for_every_component_of_a_step():
     from glm53.data.pretrain_batches import pretraining_batch
     from glm53.model.model import GLM53
@@ -56,6 +60,7 @@ def test_profile_accounts_for_every_component_of_a_step():
     assert not model._forward_hooks and all(not m._forward_hooks for m in model.modules())  # hooks removed
 
 
+@pytest.mark.slow
 def test_operator_split_counts_matrix_products_and_their_flops():
     from glm53.data.pretrain_batches import pretraining_batch
     from glm53.model.model import GLM53

@@ -35,6 +35,7 @@ def test_calibration_is_cached_per_machine_and_used_by_auto(monkeypatch):
     assert calibrate_module.calibrate(log=lambda *_: None)["train_precision"] == "fp32"
 
 
+@pytest.mark.slow
 def test_calibration_times_a_tiny_model():
     from glm53.speed.calibrate import _time_decoding, _time_training
 
@@ -53,6 +54,7 @@ def test_calibration_compares_candidates_round_by_round_so_a_drift_cancels():
     assert _paired([reference, candidate]) == pytest.approx([1.0, 0.95])
 
 
+@pytest.mark.slow
 def test_kernel_settings_are_calibrated_one_at_a_time_and_used_by_kernels_auto(monkeypatch, tmp_path):
     from glm53.train.pretrain import pretrain
     from glm53.train.pretrain_config import PretrainConfig

@@ -10,7 +10,7 @@ from glm53.sweep.analysis import analyze
 from glm53.sweep.jobs import job_kind
 from glm53.sweep.runner import SPEC_FILE, job_dir, plan_jobs, setup_job
 from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
-from glm53.train.speedrun_config import recipe_settings
+from glm53.recipes.book import pretraining
 from glm53.checkpoints.format import save_checkpoint
 
 from ..tiny import TINY
@@ -27,7 +27,7 @@ def test_broad_run_parses_and_plans(tmp_path):
     pretraining = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
     assert (pretraining.suite, pretraining.sequence_length, pretraining.model.max_sequence_length) == ("broad", 324,
                                                                                                      384)
-    preset = RunConfig.from_preset(str(tmp_path / "run"), "broad").pretrain  # the spec's setup is the preset's
+    preset = RunConfig.from_preset(str(tmp_path / "run"), "broad").pretrain  # the spec's setup names the preset
     got, wanted = pretraining.to_dict(), preset.to_dict()  # by the recorded names, every setting the model learns by
     assert {k for k in wanted if got.get(k) != wanted[k]} <= {"out", "progress", "report_group"}  # where it runs
     assert (got["optimizer"], got["model"]["tokenizer"], got["model"]["qk_norm"]) == ("muon", "broad-bpe-2048", True)
@@ -173,9 +173,10 @@ def test_the_confirmation_reruns_the_screens_arms_on_fresh_seeds():
 
 def test_the_broad_rl_screens_of_2026_12_02_keep_their_start(tmp_path):
     """rl-screen-broad and its confirmation measured RL from run e4 (the preset's pretraining until 2026-12-03):
-    their [setup] stays e4's, so they rerun as their study pages record them."""
-    e4 = recipe_settings("e4")
+    their [setup] names the recipe e4, so they rerun as their study pages record them."""
+    e4 = pretraining("e4")
     for name in ("rl-screen-broad", "rl-screen-broad-confirm"):
+        assert load_spec(name).recipes == {"setup": "e4"}
         setup = setup_job(load_spec(name), tmp_path)
         made = job_kind(setup.kind).make(setup.settings, setup.seed, setup.checkpoints, Path(setup.dir))
         assert made.steps == e4["steps"] == 3600 and made.optimization.optimizer == "adamw", name

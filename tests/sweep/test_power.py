@@ -318,6 +318,7 @@ def analyze_free_differences(pilot: Path) -> list[float]:
             - read("repeated-8", s)["metrics"]["4"]["target_byte_accuracy"] for s in range(1, 9)]
 
 
+@pytest.mark.slow
 def test_plan_time_trains_briefly_in_a_temporary_folder_and_writes_nothing(tmp_path, capsys):
     spec = write_spec(tmp_path)
     before = listing(tmp_path)
@@ -377,6 +378,7 @@ def test_plan_with_one_seed_and_a_pilot_says_no_figure_in_words(tmp_path, capsys
             "has no interval) (bootstrap)") in printed
 
 
+@pytest.mark.slow
 def test_plan_time_of_a_pretrain_eval_study_runs_its_own_job_briefly_and_writes_nothing(tmp_path, capsys):
     (tmp_path / "a.toml").write_text(
         'job = "pretrain-eval"\nseeds = [1, 2]\ncheckpoints = [20, 40]\nbaseline = "reference"\n'
@@ -402,6 +404,7 @@ def test_plan_time_of_a_pretrain_eval_study_runs_its_own_job_briefly_and_writes_
     assert listing(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_plan_time_of_a_pretrain_study(tmp_path, capsys):
     (tmp_path / "p.toml").write_text(
         'job = "pretrain"\nseeds = [1]\ncheckpoints = [10]\nbaseline = "a"\n[base]\nsteps = 30\nbatch_size = 2\n'
@@ -468,6 +471,7 @@ def fake_rl_timing(monkeypatch) -> FakeClock:
     return clock
 
 
+@pytest.mark.slow
 def test_plan_time_of_an_rl_eval_study_counts_each_arm_s_rollouts_and_its_evaluation(tmp_path, capsys, monkeypatch):
     fake_rl_timing(monkeypatch)
     # rloo: 2 groups of 2 a seed; grpo: 8 groups of 2; the evaluation: 2 tasks of 2 families, greedy and sampled
@@ -485,6 +489,7 @@ def test_plan_time_of_an_rl_eval_study_counts_each_arm_s_rollouts_and_its_evalua
     assert listing(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_plan_time_of_an_rl_splits_study_scales_each_split_and_scores_the_start_once(tmp_path, capsys, monkeypatch):
     from glm53.data.suites import get_suite
 
@@ -502,6 +507,7 @@ def test_plan_time_of_an_rl_splits_study_scales_each_split_and_scores_the_start_
     assert f"about {total:.0f} s for the 4 jobs" in line or f"about {total / 60:.0f} min for the 4 jobs" in line, line
 
 
+@pytest.mark.slow
 def test_plan_time_of_an_rl_study_runs_briefly_for_real_and_leaves_nothing(tmp_path, capsys):
     from ..verify.test_verifier import _sandbox_sessions, assert_nothing_left_of, new_sessions
 
@@ -517,6 +523,7 @@ def test_plan_time_of_an_rl_study_runs_briefly_for_real_and_leaves_nothing(tmp_p
     assert_nothing_left_of(new_sessions(sandboxes), "the plan's timing left sandbox workers behind")
 
 
+@pytest.mark.slow
 def test_plan_time_of_an_rl_study_from_a_finished_setup_uses_its_weights(tmp_path, capsys):
     (tmp_path / "rl.toml").write_text(RL_EVAL_SPEC.format(model=TINY_MODEL))
     done = tmp_path / "done"

@@ -45,6 +45,7 @@ def test_body_loss_pools_nats_over_bytes_and_reads_the_human_solutions():
         reference_bodies("reference", "confirm", 2)
 
 
+@pytest.mark.slow
 def test_pretrain_splits_job_on_a_tiny_model(tmp_path):
     kind = job_kind("pretrain-splits")
     settings = {"suite": "broad", "steps": 4, "batch_size": 2, "validation_rows": 0, "dev_max_new_tokens": 1,
@@ -67,6 +68,7 @@ def test_pretrain_splits_job_on_a_tiny_model(tmp_path):
         kind.make({**settings, "eval_splits": "confirm,pretrain"}, 3, (2,), tmp_path / "bad")
 
 
+@pytest.mark.slow
 def test_plan_times_pretrain_splits_jobs(tmp_path):
     spec = load_spec("pretraining-broad")
     tiny = {k: v for k, v in TINY_BROAD.items()}

@@ -20,6 +20,7 @@ def job_receipts(out) -> dict:
             for p in sorted((out / "runs").rglob("receipt.json"))}
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_sweep_on_local_ray_equals_the_local_pool(tmp_path):
     from glm53.sweep.ray_executor import RayExecutor

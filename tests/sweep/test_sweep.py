@@ -56,6 +56,7 @@ def without_timings(r: dict) -> dict:
     return {k: v for k, v in r.items() if k != "elapsed_seconds"}
 
 
+@pytest.mark.slow
 def test_tiny_sweep_end_to_end_and_rerun_skips(tmp_path):
     spec = load_spec(write_spec(tmp_path))
     out = tmp_path / "sweep"
@@ -84,6 +85,7 @@ def _ctrl_c_as_in_a_shell() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_sweep_completes_without_redoing_finished_jobs(tmp_path, how):
     # jobs of a few seconds each: at 30 steps (about 1 s on a fast CPU) the whole sweep could end between the first
@@ -113,6 +115,7 @@ def test_interrupted_sweep_completes_without_redoing_finished_jobs(tmp_path, how
     assert analyze(out) == analyze(reference)
 
 
+@pytest.mark.slow
 def test_a_finished_sweep_leaves_nothing_for_the_resource_tracker(tmp_path):
     # pretraining makes a (hidden) tqdm bar, whose default lock is a multiprocessing semaphore
     tiny = 'dim = 32\nlayers = 4\nheads = 4\nexpert_hidden = 48\nexperts = 4\nsparse_window = 8\nsparse_stride = 8\n'
@@ -127,6 +130,7 @@ def test_a_finished_sweep_leaves_nothing_for_the_resource_tracker(tmp_path):
     assert "leaked" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path, capsys):
     # 40 tokens per row cannot hold an expression example (72-124 tokens): every job of that arm fails at run time
     spec = write_spec(tmp_path, extra='[arms.too-short]\ndata_order = "diverse-88"\nsequence_length = 40\n')
@@ -169,6 +173,7 @@ def test_bad_specs_are_refused_in_one_line_and_write_nothing(tmp_path, capsys, c
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_empty_arms_seeds_flag_and_another_spec_in_the_folder(tmp_path, capsys):
     spec = tmp_path / "empty.toml"
     spec.write_text('job = "expression-pretrain"\nseeds = [1]\ncheckpoints = [1]\nbaseline = "a"\narms = {}\n')
@@ -184,6 +189,7 @@ def test_empty_arms_seeds_flag_and_another_spec_in_the_folder(tmp_path, capsys):
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_reuse_from_copies_the_jobs_another_sweep_already_ran(tmp_path, capsys):
     first = tmp_path / "first"
     run_sweep(load_spec(write_spec(tmp_path), seeds=[1, 2]), first, workers=2, progress=False, log=lambda *_: None)
@@ -231,6 +237,7 @@ def test_shipped_pretraining_data_spec_loads():
     assert ("diverse-88", "repeated-8") in spec.comparisons and ("diverse-blocked", "diverse-88") in spec.comparisons
 
 
+@pytest.mark.slow
 def test_pretrain_and_eval_job_kinds(tmp_path):
     tiny = 'dim = 32\nlayers = 4\nheads = 4\nexpert_hidden = 48\nexperts = 4\nsparse_window = 8\nsparse_stride = 8\n'
     (tmp_path / "p.toml").write_text(
@@ -319,6 +326,7 @@ reward_scaling = "group-std"
 """
 
 
+@pytest.mark.slow
 def test_an_rl_eval_job_trains_on_its_spec_s_task_file(tmp_path):
     # the sweep's job passes no task list to rl_train: the config's tasks_file must be read there, not ignored
     tasks_file = tmp_path / "mine.jsonl"
@@ -337,6 +345,7 @@ def test_an_rl_eval_job_trains_on_its_spec_s_task_file(tmp_path):
     assert {o["family"] for o in receipt(out, "rloo", 3)["tasks"].values()} == {"square", "reverse"}
 
 
+@pytest.mark.slow
 def test_setup_job_runs_once_and_rl_eval_arms_start_from_it(tmp_path):
     path = tmp_path / "rl.toml"
     path.write_text(RL_EVAL_SPEC.format(model=TINY_MODEL))
@@ -392,6 +401,7 @@ def test_setup_mark_without_a_setup_job_is_refused(tmp_path):
         load_spec(path)
 
 
+@pytest.mark.slow
 def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
     (tmp_path / "a.toml").write_text(
         'job = "pretrain-eval"\nseeds = [1]\ncheckpoints = [2, 3]\nbaseline = "reference"\n'

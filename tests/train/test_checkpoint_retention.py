@@ -45,6 +45,7 @@ def test_prune_keeps_the_newest_whole_spares_named_weights_and_every_metadata(tm
     assert prune_checkpoints(tmp_path, 1, {"checkpoint-0005"}) == []  # nothing left to prune
 
 
+@pytest.mark.slow
 def test_keep_last_keeps_the_newest_n_whole_and_every_metadata(tmp_path):
     out = tmp_path / "run"
     receipt = pretrain(tiny_pretrain(out, keep_last=2), dev_tasks=[], log=lambda *_: None)
@@ -60,6 +61,7 @@ def test_keep_last_keeps_the_newest_n_whole_and_every_metadata(tmp_path):
         tiny_pretrain(tmp_path / "bad", keep_last=-1)
 
 
+@pytest.mark.slow
 def test_no_save_optimizer_writes_no_trainer_state_and_refuses_resume(tmp_path):
     out = tmp_path / "run"
     receipt = pretrain(tiny_pretrain(out, steps=2, checkpoints=(2,), save_optimizer=False), dev_tasks=[],
@@ -73,6 +75,7 @@ def test_no_save_optimizer_writes_no_trainer_state_and_refuses_resume(tmp_path):
         pretrain(tiny_pretrain(out, steps=4, resume=True), dev_tasks=[], log=lambda *_: None)
 
 
+@pytest.mark.slow
 def test_resume_with_keep_last_continues_exactly(tmp_path, monkeypatch):
     import glm53.train.pretrain as module
 
@@ -127,6 +130,7 @@ def finished(out):
     return receipt["checkpoint_sha256"], receipt["confirm"], receipt["selected_rl_checkpoint"], evals, hashes, rollouts
 
 
+@pytest.mark.slow
 def test_the_main_job_keeps_what_its_report_and_resume_need(tmp_path, monkeypatch):
     import glm53.train.rl
     from glm53.run import run_pipeline

@@ -1,6 +1,7 @@
 """`--compile`: torch.compile of the model's forward (inductor on the CPU). A speedrun lever tried and dropped
 (docs/speedrun.md); what it trains must still be what the plain forward trains."""
 
+import pytest
 import torch
 
 from glm53 import ModelConfig
@@ -11,6 +12,7 @@ from ..tiny import TINY
 from .test_pretrain import losses, tiny_run
 
 
+@pytest.mark.slow
 def test_the_compiled_step_equals_the_plain_one_to_rounding(tmp_path):
     """--compile (torch.compile of the model's forward, inductor on the CPU) trains the same weights as the plain
     forward, to rounding: two fp32 steps of a two-layer tiny model (a linear and a sparse layer: compiling takes

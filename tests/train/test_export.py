@@ -23,6 +23,7 @@ def checkpoint(tmp_path_factory):
     return out / "checkpoint-0002"
 
 
+@pytest.mark.slow
 def test_export_writes_a_loadable_weights_only_folder_with_a_card(checkpoint, tmp_path):
     out = export_model(checkpoint, tmp_path / "exported")
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "metadata.json", "model.safetensors"]
@@ -37,6 +38,7 @@ def test_export_writes_a_loadable_weights_only_folder_with_a_card(checkpoint, tm
     torch.testing.assert_close(load_model(out).model(ids), load_model(checkpoint).model(ids))
 
 
+@pytest.mark.slow
 def test_an_edited_config_or_missing_metadata_does_not_load_silently(checkpoint, tmp_path, capsys):
     import shutil
 
@@ -58,6 +60,7 @@ def test_an_edited_config_or_missing_metadata_does_not_load_silently(checkpoint,
         export_model(bare, tmp_path / "laundered")
 
 
+@pytest.mark.slow
 def test_export_refuses_an_existing_folder_before_writing(checkpoint, tmp_path):
     (tmp_path / "taken").mkdir()
     with pytest.raises(FileExistsError, match="never overwrites"):
@@ -69,6 +72,7 @@ def test_export_refuses_an_existing_folder_before_writing(checkpoint, tmp_path):
     assert (export_model(checkpoint, tmp_path / "missing-parent" / "out") / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_export_refuses_tampered_weights(checkpoint, tmp_path):
     import shutil
 
@@ -82,6 +86,7 @@ def test_export_refuses_tampered_weights(checkpoint, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.slow
 def test_push_to_hub_uploads_the_exported_folder(checkpoint, tmp_path, monkeypatch):
     """Offline: the Hub client's upload is redirected into a local folder, which then loads as the model."""
     import shutil
@@ -105,6 +110,7 @@ def test_push_to_hub_uploads_the_exported_folder(checkpoint, tmp_path, monkeypat
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.slow
 def test_the_cli_exports_and_prints_a_version(checkpoint, tmp_path):
     done = subprocess.run([sys.executable, "-m", "glm53", "export", str(checkpoint), "--out", str(tmp_path / "x")],
                           capture_output=True, text=True)

@@ -20,6 +20,7 @@ def assert_same_weights(a, b):
         torch.testing.assert_close(tensor, b[name], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_pretrain_two_micro_batches_equal_one_step_of_twice_the_batch(tmp_path):
     # the balance term is a product of per-forward means, averaged over micro-batches (the docstring's
     # simplification), so it is left out here to compare the language loss's gradients alone; fp32, so that
@@ -31,6 +32,7 @@ def test_pretrain_two_micro_batches_equal_one_step_of_twice_the_batch(tmp_path):
     torch.testing.assert_close(losses(tmp_path / "k2"), losses(tmp_path / "k1"), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_pretrain_accumulated_run_resumes_exactly(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
     pretrain(tiny_run(whole, steps=4, checkpoints=(2, 4), grad_accumulation=2), dev_tasks=[], log=lambda *_: None)
@@ -43,6 +45,7 @@ def test_pretrain_accumulated_run_resumes_exactly(tmp_path):
         (part / "checkpoint-0004" / "model.safetensors").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normalization", ["sequence-mean", "token-mean"])
 def test_rl_update_in_micro_batches_equals_the_whole_update(normalization):
     """Two rounds (the second PPO-clipped) with the entropy, KL and replay terms on: the rows in 2 or 3

@@ -2,6 +2,8 @@
 k do not depend on how many steps the run was given, so the job's step-100 checkpoint is the one a 400-step
 reference run writes at step 100 (docs/main-job.md)."""
 
+import pytest
+
 from glm53.run_config import RunConfig
 from glm53.train.pretrain import pretrain
 
@@ -16,6 +18,7 @@ def test_the_full_preset_stops_pretraining_at_its_rl_start():
                                                                                                                 20)
 
 
+@pytest.mark.slow
 def test_a_shorter_constant_run_writes_the_longer_runs_checkpoint(tmp_path):
     quiet = lambda *_: None  # noqa: E731
     short = pretrain(tiny_run(tmp_path / "short", steps=2, checkpoints=(2,), warmup_steps=1), log=quiet)

@@ -28,6 +28,7 @@ def _step_both(shapes, steps=3, **kw):
     return ours, theirs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shapes", [[(24, 16), (16, 40)], [(3, 24, 16), (2, 16, 8)]])
 def test_stacked_muon_is_torch_muon_on_each_matrix(shapes):
     ours, theirs = _step_both(shapes)
@@ -60,6 +61,7 @@ def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
         StackedMuon([model.final_norm.weight])
 
 
+@pytest.mark.slow
 def test_muon_run_trains_and_resumes_exactly(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
     muon = dict(optimizer="muon", muon_lr=0.02)

@@ -76,6 +76,7 @@ def test_masking_truncated_completions_and_checks():
         RLConfig(out="x", init="y", entropy_coef=-0.1)
 
 
+@pytest.mark.slow
 def test_entropy_bonus_lowers_the_loss_by_coef_times_entropy():
     from glm53 import GLM53, ModelConfig
 
@@ -124,6 +125,7 @@ def test_clipping_is_asymmetric_and_stops_the_gradient_outside_the_range():
         assert [int(g != 0) for g in grad[0].tolist()] == live
 
 
+@pytest.mark.slow
 def test_several_iterations_log_clip_fractions_and_move_the_weights_each_pass():
     from glm53 import GLM53, ModelConfig
 

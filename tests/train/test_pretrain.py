@@ -43,6 +43,7 @@ def test_batches_are_bos_text_eos_and_pad_is_never_a_target():
     assert torch.equal(inputs, again)
 
 
+@pytest.mark.slow
 def test_run_writes_checkpoints_with_metadata_and_receipt(tmp_path):
     out = tmp_path / "run"
     receipt = pretrain(tiny_run(out), dev_tasks=DEV, log=lambda *_: None)
@@ -66,6 +67,7 @@ def test_run_writes_checkpoints_with_metadata_and_receipt(tmp_path):
     assert not list(out.glob(".*.tmp")), "temporary files left behind"
 
 
+@pytest.mark.slow
 def test_existing_output_is_never_overwritten(tmp_path):
     out = tmp_path / "run"
     pretrain(tiny_run(out, steps=2, checkpoints=(2,)), dev_tasks=[], log=lambda *_: None)
@@ -75,6 +77,7 @@ def test_existing_output_is_never_overwritten(tmp_path):
     assert (out / "checkpoint-0002" / "model.safetensors").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
     pretrain(tiny_run(whole, steps=6, checkpoints=(3, 6)), dev_tasks=[], log=lambda *_: None)
@@ -88,6 +91,7 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
             == read_metadata(whole / "checkpoint-0006")["weights_sha256"])
 
 
+@pytest.mark.slow
 def test_resume_refuses_changed_settings(tmp_path):
     out = tmp_path / "run"
     pretrain(tiny_run(out, steps=2, checkpoints=(2,)), dev_tasks=[], log=lambda *_: None)
@@ -96,6 +100,7 @@ def test_resume_refuses_changed_settings(tmp_path):
         pretrain(tiny_run(out, steps=4, checkpoints=(2, 4), lr=5e-4, resume=True), dev_tasks=[], log=lambda *_: None)
 
 
+@pytest.mark.slow
 def test_same_seed_same_losses(tmp_path):
     pretrain(tiny_run(tmp_path / "a", steps=2, checkpoints=(2,)), dev_tasks=[], log=lambda *_: None)
     pretrain(tiny_run(tmp_path / "b", steps=2, checkpoints=(2,)), dev_tasks=[], log=lambda *_: None)
@@ -109,6 +114,7 @@ def test_bad_settings_are_clear_errors(tmp_path):
         tiny_run(tmp_path / "x", sequence_length=500)
 
 
+@pytest.mark.slow
 def test_one_writer_per_run_folder_and_stale_temporaries_are_removed(tmp_path):
     from glm53.runtime.files import run_lock
 
@@ -155,6 +161,7 @@ def released_run(out, **kw):
     return tiny_run(out, model=model, indexer_warmup_steps=2, **kw)
 
 
+@pytest.mark.slow
 def test_released_switches_train_and_resume_exactly_across_the_indexer_warmup(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
     pretrain(released_run(whole, steps=6, checkpoints=(3, 6)), dev_tasks=[], log=lambda *_: None)
@@ -168,6 +175,7 @@ def test_released_switches_train_and_resume_exactly_across_the_indexer_warmup(tm
             == read_metadata(whole / "checkpoint-0006")["weights_sha256"])
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_switch_and_names_it(tmp_path):
     import dataclasses
 

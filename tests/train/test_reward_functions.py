@@ -1,4 +1,4 @@
-"""Rewards as code (train/rewards.py): docs/rl.md's custom reward, run for real on a tiny RL run through `glm53 rl
+"""Rewards as code (verify/rewards.py): docs/rl.md's custom reward, run for real on a tiny RL run through `glm53 rl
 --reward`; its broken reward refused at the start with one line; a raising or non-finite reward stopping the run
 before any update; the built-ins as functions, equal to the modes."""
 
@@ -14,10 +14,9 @@ from glm53.cli import main
 from glm53.data.tasks import frozen_tasks
 from glm53.train.pretrain import pretrain
 from glm53.train.pretrain_config import PretrainConfig
-from glm53.train.rewards import RewardError, ordering_problem, reward_terms, total_reward
 from glm53.train.rl import rl_train
 from glm53.train.rl_config import RLConfig
-from glm53.verify.rewards import reward
+from glm53.verify.rewards import RewardError, ordering_problem, reward, reward_terms, total_reward
 from glm53.verify.verifier import Verdict
 
 from .test_rl import SMALL, small_rl
@@ -50,6 +49,7 @@ def my_rewards(tmp_path, monkeypatch):
     return importlib.reload(my_rewards)
 
 
+@pytest.mark.slow
 def test_the_docs_length_penalty_runs_and_its_receipt_records_it(start, tmp_path, my_rewards):
     out = tmp_path / "rl-short"
     assert main(["rl", "--init", str(start), "--out", str(out), "--reward", "binary",
@@ -70,6 +70,7 @@ def test_the_docs_length_penalty_runs_and_its_receipt_records_it(start, tmp_path
     assert again["checkpoints"][-1]["weights_sha256"] == receipt["checkpoints"][-1]["weights_sha256"]
 
 
+@pytest.mark.slow
 def test_the_docs_broken_reward_is_refused_at_the_start_with_one_line(start, tmp_path, my_rewards, capsys):
     out = tmp_path / "broken"
     assert main(["rl", "--init", str(start), "--out", str(out), "--reward", "my_rewards:pays_failures",
@@ -84,6 +85,7 @@ def test_the_docs_broken_reward_is_refused_at_the_start_with_one_line(start, tmp
     assert json.loads((out / "training-receipt.json").read_text())["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("function, shown", [(lambda task, completion, verdict: math.nan, "returned nan"),
                                              (lambda task, completion, verdict: 1 / len(completion[:0]),
                                               "raised ZeroDivisionError: division by zero")], ids=["nan", "raises"])
@@ -110,6 +112,7 @@ def test_a_bad_reward_flag_is_one_line_before_anything_is_written(tmp_path, caps
     assert message in err and len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_an_unimportable_reward_is_one_line(start, tmp_path):
     with pytest.raises(ValueError, match="cannot import no_such_module"):
         rl_train(small_rl(start, tmp_path / "x", reward="no_such_module:f"), log=lambda *_: None)

@@ -11,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from glm53.cli import main
-from glm53.train.rewards import source_sha256
+from glm53.verify.rewards import source_sha256
 from glm53.train.rl_config import RLConfig
 
 from .test_reward_functions import TINY_RL, my_rewards, start  # noqa: F401 - fixtures
@@ -82,6 +84,7 @@ def test_a_run_config_files_rl_reward_is_refused_naming_the_rl_flag(tmp_path, mo
     assert not marker.exists() and not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_reward_edited_since_the_run_began(start, tmp_path, my_rewards, capsys):  # noqa: F811
     out = tmp_path / "rl"
     flags = ["rl", "--init", str(start), "--out", str(out), "--reward", "binary",

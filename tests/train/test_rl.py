@@ -66,6 +66,7 @@ def small_rl(start, out, **kw):
     return RLConfig(**args)
 
 
+@pytest.mark.slow
 def test_rl_run_records_every_rollout_and_is_reproducible(start_checkpoint, tmp_path):
     a = rl_train(small_rl(start_checkpoint, tmp_path / "a"), log=lambda *_: None)
     b = rl_train(small_rl(start_checkpoint, tmp_path / "b"), log=lambda *_: None)
@@ -87,6 +88,7 @@ def test_rl_run_records_every_rollout_and_is_reproducible(start_checkpoint, tmp_
     assert (tmp_path / "a" / "rl_log.jsonl").read_text().count("\n") == 2
 
 
+@pytest.mark.slow
 def test_rl_options_kl_replay_token_sum(start_checkpoint, tmp_path):
     r = rl_train(small_rl(start_checkpoint, tmp_path / "c", kl_coef=0.1, replay_coef=0.5, replay_batch=2,
                           normalization="token-sum", train_scope="all", groups=2, checkpoints=(2,)),
@@ -98,6 +100,7 @@ def test_rl_options_kl_replay_token_sum(start_checkpoint, tmp_path):
     # test_policy_loss_normalisation_matches_a_hand_computation
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normalization", ["sequence-mean", "token-sum"])
 def test_policy_loss_normalisation_matches_a_hand_computation(tiny_config, normalization):
     model = GLM53(tiny_config)
@@ -115,6 +118,7 @@ def test_policy_loss_normalisation_matches_a_hand_computation(tiny_config, norma
     assert figures["policy_loss"] == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_update_with_kl_penalty_starts_at_zero_kl(tiny_config):
     import copy
 
@@ -138,6 +142,7 @@ def test_rl_refuses_bad_settings(tmp_path):
         RLConfig(init="x", out=str(tmp_path), train_scope="head")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [{}, {"dynamic_sampling": True}], ids=["plain", "dynamic-sampling"])
 def test_rl_resume_continues_exactly(start_checkpoint, tmp_path, extra):
     whole = rl_train(small_rl(start_checkpoint, tmp_path / "whole", **extra), log=lambda *_: None)

@@ -9,9 +9,9 @@ from glm53 import GLM53, ModelConfig
 from glm53.data.tasks import frozen_tasks
 from glm53.data.tokenizer import ByteTokenizer
 from glm53.train.completion_batch import completion_batch
-from glm53.train.rewards import informative
-from glm53.train.rl import rl_train, score_groups
+from glm53.train.rl import rl_train
 from glm53.train.rl_config import RLConfig
+from glm53.train.rl_scoring import informative, score_groups
 from glm53.train.rl_update import set_train_scope, update_policy
 from glm53.verify.verifier import Verdict
 
@@ -40,6 +40,7 @@ def test_rejection_sampling_keeps_every_passed_program_and_only_those():
     assert not informative(keep, tasks[0], [(_sample([6]), FAILED), (_sample([8]), INVALID)])
 
 
+@pytest.mark.slow
 def test_rejection_sampling_update_is_the_cross_entropy_of_the_kept_programs():
     """From the verdicts to the update: with the token-mean aggregation the loss is the plain fine-tuning loss,
     the mean cross-entropy of the passed programs' tokens given their prompts; the failed one is not in it."""
@@ -59,6 +60,7 @@ def test_rejection_sampling_update_is_the_cross_entropy_of_the_kept_programs():
     assert figures["policy_loss"] == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_the_reward_settings_are_refused_under_rejection_sampling(start_checkpoint, tmp_path):  # noqa: F811
     for flag, value in (("reward", "partial"), ("invalid_penalty", -1.0), ("exact_bonus", 0.5),
                         ("allow_unordered_reward", True), ("advantage_baseline", "group-mean"),
@@ -86,6 +88,7 @@ def test_the_experts_scope_trains_the_experts_alone(mtp_depth):
     assert (mtp_depth == 0) == (not any(n.startswith("mtp.") for n, _ in model.named_parameters()))
 
 
+@pytest.mark.slow
 def test_a_rejection_sampling_run_trains_on_what_passed_and_is_reproducible(start_checkpoint, tmp_path,  # noqa: F811
                                                                               monkeypatch):
     """The whole loop, with the verifier's verdicts replaced so that each group's first program passes (the tiny

@@ -47,6 +47,7 @@ def set_recorded_hash(checkpoint, sha):
     (checkpoint / "metadata.json").write_text(json.dumps(meta))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recorded", ["matching", "absent"])
 def test_a_poisoned_trainer_state_is_refused_and_its_payload_never_runs(stopped, tmp_path, recorded):
     from glm53.runtime.files import sha256_file
@@ -62,6 +63,7 @@ def test_a_poisoned_trainer_state_is_refused_and_its_payload_never_runs(stopped,
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_changed_byte_in_the_trainer_state_is_refused_by_its_hash(stopped):
     state_file = stopped / "checkpoint-0002" / "trainer_state.pt"
     data = bytearray(state_file.read_bytes())
@@ -75,6 +77,7 @@ def test_a_changed_byte_in_the_trainer_state_is_refused_by_its_hash(stopped):
         resume(stopped)
 
 
+@pytest.mark.slow
 def test_the_hash_is_recorded_and_a_checkpoint_written_before_it_still_resumes_exactly(stopped, tmp_path):
     from glm53.runtime.files import sha256_file
 

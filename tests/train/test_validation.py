@@ -20,6 +20,7 @@ def quiet(*_):
     return None
 
 
+@pytest.mark.slow
 def test_validation_leaves_the_weights_alone_and_is_logged_at_eval_steps_and_checkpoints(tmp_path):
     off = pretrain(tiny_run(tmp_path / "off", steps=3, checkpoints=(2, 3), batch_size=2, validation_rows=0),
                    dev_tasks=[], log=quiet)
@@ -40,6 +41,7 @@ def test_validation_leaves_the_weights_alone_and_is_logged_at_eval_steps_and_che
     assert any("val_loss" in line for line in lines) and any("validation: 6 rows" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_only_checkpoints_without_eval_every_and_the_loss_reaches_the_tracker(tmp_path, monkeypatch):
     logged = []
 
@@ -67,6 +69,7 @@ def corpus_run(out, corpus, **kw):
     return tiny_run(out, corpus=str(corpus), batch_size=2, sequence_length=32, validation_rows=8, eval_every=1, **kw)
 
 
+@pytest.mark.slow
 def test_a_corpus_run_resumes_exactly_and_records_its_corpus(tmp_path):
     corpus = write_corpus(tmp_path / "corpus")
     whole, part = tmp_path / "whole", tmp_path / "part"
@@ -81,6 +84,7 @@ def test_a_corpus_run_resumes_exactly_and_records_its_corpus(tmp_path):
     assert receipt["validation"]["source"] == "the corpus's held-out documents"
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_corpus_files(tmp_path):
     corpus = write_corpus(tmp_path / "corpus", n=12)
     out = tmp_path / "run"
@@ -93,6 +97,7 @@ def test_resume_refuses_other_corpus_files(tmp_path):
     assert (out / "train_log.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_run_recorded_before_these_settings_still_resumes(tmp_path):
     out = tmp_path / "run"
     pretrain(tiny_run(out, steps=1, checkpoints=(1,), batch_size=2, validation_rows=0), dev_tasks=[], log=quiet)

@@ -53,6 +53,7 @@ def test_gradients_reach_patch_embedding_merger_and_projector():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
+@pytest.mark.slow
 def test_two_example_overfit():
     torch.manual_seed(0)
     model = build("faithful", seed=0)
@@ -84,6 +85,7 @@ def test_language_model_needs_image_ids_in_its_vocabulary():
         VisionLanguageModel(GLM53(ModelConfig(**{**MINI_LM, "vocab_size": 260})), DirectPatchTower(VisionConfig(), 32))
 
 
+@pytest.mark.slow
 def test_tower_warmup_scales_only_the_towers_first_steps():
     """Adam's first step moves each weight by about lr, so a tower ramp of 4 steps moves the tower a quarter as
     far on step one, while the language model moves exactly as it does without the ramp."""
@@ -112,6 +114,7 @@ def test_pilot_vision_config_is_wider_with_larger_positions():
     assert FaithfulVisionTower(VisionConfig(), 32).positions.std() < 0.03
 
 
+@pytest.mark.slow
 def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     import json
 
@@ -152,6 +155,7 @@ def test_cli_vision_writes_receipts_and_never_overwrites(tmp_path, capsys):
     assert run["trainable_parameters"] == expected < run["parameters"]["total"]
 
 
+@pytest.mark.slow
 def test_large_embedding_eps_keeps_unrelated_rows_still():
     """With plain Adam every embedding row the softmax touches takes a full-size first step; a large epsilon
     leaves rows with a tiny gradient almost where they were while the answer rows still move."""

@@ -21,6 +21,7 @@ Reading order:
     check.py            reference bodies through the verifier's python level (or exec until it exists)
     extension.py        a user's own primitive file, checked and merged (examples/extra_primitives.toml)
     task_file.py        export_tasks, for the CLI
+    human.py            the human split: 88 hand-written functions (human.jsonl), for evaluation only
 
 Usage:
 

@@ -1,8 +1,9 @@
 """`glm53 speedrun`: wall-clock time to a fixed target on fixed data, the public speedruns' measure, on a CPU.
 
-Pretrain a recipe (speedrun_config.py) on the broad suite's generated stream with pretrain.py's own training step,
-and stop as soon as the pooled body loss of the first 64 dev tasks (nats a byte of their reference bodies,
-evaluate/body_loss.py) is at or below the target, 0.18.
+Pretrain a recipe (one of the speedrun's rows in the recipe book, glm53/recipes/) on the broad suite's generated
+stream, built and stepped as `glm53 pretrain` builds and steps it (train/training_start.py `build_training`,
+train/pretrain.py `train_step`), and stop as soon as the pooled body loss of the first 64 dev tasks (nats a byte
+of their reference bodies, evaluate/body_loss.py) is at or below the target, 0.18.
 
 The clock starts when the command starts and counts everything a run needs: importing torch, building the model
 and the data, compiling, training. It stops while the target is checked (every `check_every_seconds` on the
@@ -28,7 +29,8 @@ from pathlib import Path
 
 from ..data.suites import get_suite
 from ..runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, run_lock
-from .speedrun_config import PASS_TASKS, TARGET_TASKS, SpeedrunConfig, recipe_chain
+from ..recipes.book import recipe_chain
+from .speedrun_config import PASS_TASKS, SUITE, TARGET_TASKS, SpeedrunConfig
 
 RESULT_NAME = "speedrun.json"
 LOG_NAME = "speedrun_log.jsonl"
@@ -61,31 +63,18 @@ def speedrun(cfg: SpeedrunConfig, started: float | None = None, log=print) -> di
 def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     import torch
 
-    from ..data.bpe_tokenizer import tokenizer_for
     from ..data.pretrain_batches import pretraining_batch
     from ..evaluate.body_loss import body_loss_batched, reference_bodies
-    from ..model.model import GLM53
     from ..runtime.cpu import cpu_description
-    from ..runtime.device import resolve_device, resolve_precision
-    from ..runtime.kernel_settings import resolve_kernels
-    from dataclasses import replace
-    from .pretrain import make_optimizer, train_step
+    from ..train.pretrain import train_step
+    from ..train.training_start import build_training
 
-    p = cfg.pretrain
-    device = resolve_device(p.runtime.device)
-    precision = resolve_precision(p.runtime.precision, device)
-    kernels = resolve_kernels(p.kernels, precision, device)
-    if kernels:
-        p = replace(p, model=replace(p.model, **kernels))
-    if p.runtime.threads:
-        torch.set_num_threads(p.runtime.threads)
-    torch.manual_seed(p.seed)
-    model = GLM53(p.model).to(device)
-    optimizer = make_optimizer(model, p)
+    start = build_training(cfg.pretrain)
+    p, model, optimizer, device, precision = start.cfg, start.model, start.optimizer, start.device, start.precision
     forward = torch.compile(model) if p.compile else model
-    items = reference_bodies("broad", "dev", TARGET_TASKS)
+    items = reference_bodies(SUITE, "dev", TARGET_TASKS)
     pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on,
-                      tokenizer=tokenizer_for(p.model))  # the stream's tables, the tokenizer's vocabulary
+                      tokenizer=start.tokenizer)  # the stream's tables, before the first timed step
     counts = model.parameter_counts()
     log(f"glm53 speedrun: recipe {cfg.recipe} ({' -> '.join(recipe_chain(cfg.recipe))}), seed {cfg.seed}, "
         f"{counts['total']:,} parameters, {p.steps} steps of {p.batch_size} rows, {p.optimization.optimizer}, "
@@ -134,7 +123,7 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     }
     if reached:
         result["dev_pass_at_1"], result["dev_passed"] = _save_and_score(
-            model, out, get_suite("broad").pretrain_dev_tasks(), p.dev_max_new_tokens)
+            model, out, get_suite(SUITE).pretrain_dev_tasks(), p.dev_max_new_tokens)
         log(f"target reached in {seconds:.1f} s at step {step} (checks took {result['check_seconds']:.1f} s more); "
             f"dev greedy pass@1 {result['dev_passed']}/{PASS_TASKS}; {out / FINAL_NAME}")
     else:
@@ -147,10 +136,10 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
 def _save_and_score(model, out: Path, tasks: list, max_new_tokens: int) -> tuple[float, int]:
     """Write final/ (safetensors, config.json and the hashes glm53's commands check), then its greedy pass@1 on
     the first PASS_TASKS dev tasks."""
-    from .pretrain import dev_completions
+    from ..train.pretrain import dev_completions
 
     with AtomicDirectory(out / FINAL_NAME) as tmp:
         model.save_pretrained(tmp)  # with metadata.json, the hashes glm53's commands check
-    samples = dev_completions(model, tasks[:PASS_TASKS], max_new_tokens, "broad")
+    samples = dev_completions(model, tasks[:PASS_TASKS], max_new_tokens, SUITE)
     passed = sum(s["status"] == "passed" for s in samples)
     return passed / len(samples), passed

@@ -1,4 +1,4 @@
-"""Charts (matplotlib PNG) and REPORT.md for a `glm53 run` folder, drawn with report/charts.py, as `glm53 report`'s
+"""Charts (matplotlib PNG) and REPORT.md for a `glm53 run` folder, drawn with charts.py, as `glm53 report`'s
 are."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import matplotlib
 
-from .report.charts import COLORS, loss_chart, pyplot
-from .report.charts import save as _save, style as _style
-from .report.escape import code_span
-from .runtime.files import atomic_write_text, read_jsonl
+from ..runtime.files import atomic_write_text, read_jsonl
+from .charts import COLORS, loss_chart, pyplot
+from .charts import save as _save, style as _style
+from .escape import code_span
 
 plt = pyplot()
 import matplotlib.ticker  # noqa: E402

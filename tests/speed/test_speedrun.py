@@ -3,13 +3,15 @@ import json
 import pytest
 
 from glm53.cli import main
-from glm53.train.speedrun_config import RECIPES, RECORD, recipe_chain, recipe_settings
+from glm53.recipes.book import RECORD, pretraining, recipe_chain
+from glm53.speed.speedrun_config import speedrun_recipes
 
 TINY_FLAGS = ["--pretrain.dim", "32", "--pretrain.layers", "2", "--pretrain.heads", "4", "--pretrain.expert-hidden",
               "32", "--pretrain.batch-size", "2", "--device", "cpu", "--no-progress", "--pretrain.kernels", "config",
               "--pretrain.warmup-steps", "0"]
 
 
+@pytest.mark.slow
 def test_speedrun_stops_at_the_target_and_writes_a_loadable_model(tmp_path, capsys):
     out = tmp_path / "sr"
     # a target every model meets: the first check (due at once, every 0 s) stops the run
@@ -29,6 +31,7 @@ def test_speedrun_stops_at_the_target_and_writes_a_loadable_model(tmp_path, caps
     assert "already exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_speedrun_exits_nonzero_when_the_schedule_or_the_budget_ends_first(tmp_path):
     out = tmp_path / "short"
     assert main(["speedrun", "--out", str(out), "--pretrain.steps", "2", "--target", "0.001", *TINY_FLAGS]) == 1
@@ -41,16 +44,13 @@ def test_speedrun_exits_nonzero_when_the_schedule_or_the_budget_ends_first(tmp_p
     assert not result["target_reached"] and result["steps"] == 0
 
 
-def test_recipes_are_chains_of_one_change():
-    assert recipe_chain("e4") == ["e4"]
-    assert recipe_settings("e4")["steps"] == 3600
-    for name, (parent, change, settings) in RECIPES.items():
-        assert change and (parent is None or parent in RECIPES)
-        assert parent is None or recipe_settings(name) != recipe_settings(parent)
-    with pytest.raises(ValueError, match="unknown recipe"):
-        recipe_chain("nope")
+def test_the_speedruns_recipes_are_its_rows_in_the_book():
+    """The rows of docs/speedrun.md, first to record (the book's own tests hold each row's chain and settings)."""
+    assert speedrun_recipes() == tuple(recipe_chain(RECORD)) == ("e4", "muon", "muon-qk", "muon-qk-bpe",
+                                                                 "muon-qk-bpe-dense")
 
 
+@pytest.mark.slow
 def test_a_screen_checks_every_n_steps_whatever_the_clock(tmp_path):
     out = tmp_path / "screen"
     assert main(["speedrun", "--out", str(out), "--pretrain.steps", "5", "--target", "0.001",
@@ -59,20 +59,23 @@ def test_a_screen_checks_every_n_steps_whatever_the_clock(tmp_path):
     assert steps == [2, 4, 5]  # every 2 steps, and the schedule's last
 
 
-@pytest.mark.parametrize("name", list(RECIPES))
+@pytest.mark.parametrize("name", [None, *speedrun_recipes()])
 def test_each_recipe_runs_its_own_settings_whatever_the_default(name, monkeypatch, tmp_path):
     """The command puts a recipe's whole chain over the first row: an earlier recipe named by --recipe gets none of
-    the default (the record's) settings, such as its tokenizer."""
-    from glm53.train import commands as speedrun_module
+    the default (the record's) settings, such as its tokenizer. Without --recipe it runs the record."""
+    from glm53.speed import commands as speedrun_module
 
     seen = {}
     monkeypatch.setattr(speedrun_module, "speedrun", lambda cfg, started: seen.update(cfg=cfg) or
                         {"target_reached": True})
-    assert main(["speedrun", "--out", str(tmp_path / "x"), "--recipe", name]) == 0
-    pretrain = seen["cfg"].pretrain
-    for key, value in recipe_settings(name).items():
+    assert main(["speedrun", "--out", str(tmp_path / "x"), *(["--recipe", name] if name else [])]) == 0
+    name = name or RECORD
+    cfg = seen["cfg"]
+    pretrain = cfg.pretrain
+    assert cfg.recipe == pretrain.recipe == cfg.to_dict()["pretrain"]["recipe"] == name  # recorded with the run
+    for key, value in pretraining(name).items():
         owner = next(x for x in (pretrain, pretrain.optimization, pretrain.model) if hasattr(x, key))
         got = getattr(owner, key)
         assert got == value, (key, got, value)
-    if "tokenizer" not in recipe_settings(name):
+    if "tokenizer" not in pretraining(name):
         assert pretrain.model.tokenizer == "byte"

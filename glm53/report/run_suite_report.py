@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from .report.escape import code_block
-from .runtime.files import atomic_write_text
+from ..runtime.files import atomic_write_text
+from .escape import code_block
 from .run_report import COLORS, _save, _style, plt
 
 SPLIT_NOTES = {"dev": "chose the RL start and the RL checkpoint", "rl": "RL trained on its first tasks",

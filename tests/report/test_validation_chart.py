@@ -4,7 +4,7 @@ beside the training loss."""
 import json
 
 import glm53.report.charts as shared
-import glm53.run_report as report
+import glm53.report.run_report as report
 
 
 def test_the_loss_chart_draws_the_validation_loss(tmp_path, monkeypatch):
