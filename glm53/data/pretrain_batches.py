@@ -15,6 +15,7 @@ With a corpus of one's own (corpus.py, `--corpus`), `corpus_mix` of the rows com
 g rows, floor(g * mix) are corpus rows, so step t takes corpus rows floor(t * B * mix) .. floor((t + 1) * B * mix)
 - 1 of the corpus order, then generated documents from where the earlier steps' generated rows left off (the
 stream in plain order, padded to sequence_length: length bucketing is left out), still a pure function of the step.
+Both kinds of row hold the model's tokenizer's ids: the corpus is tokenized with it when it is read.
 
 `docstring_share` (broad suite) renders that share of the generated documents in docstring style, each chosen by a
 hash of (seed, index) (broad/docstring.py), so the data order stays a pure function of the step; 0 is the stream.
@@ -104,12 +105,12 @@ def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: in
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
     generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
-    or from fewer distinct ones, read in place of the stream; `tokenizer`: the model's (bytes by default; a corpus
-    is bytes only); `docstring_share`: the share of the broad stream's documents in docstring style
-    (broad/docstring.py; an `ordered` stream was made with its own)."""
+    or from fewer distinct ones, read in place of the stream; `tokenizer`: the model's, which tokenizes the
+    generated rows (bytes by default; with a corpus, the one it was read with); `docstring_share`: the share of the
+    broad stream's documents in docstring style (broad/docstring.py; an `ordered` stream was made with its own)."""
     stream = ordered or mixed_stream(get_suite(suite), docstring_share)
     if corpus is not None:
-        return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix)
+        return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix, tokenizer)
     if not stream.bucket_steps:
         texts = [stream.pretraining_text(step * batch_size + r, seed) for r in range(batch_size)]
         inputs, labels = encode_documents(texts, sequence_length, tokenizer)
@@ -133,8 +134,14 @@ def bucketed_texts(stream, step: int, batch_size: int, seed: int) -> list[str]:
     return [texts[i] for i in sorted(batches[slot])]
 
 
-def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: int, corpus, mix: float):
-    """Step `step`'s corpus rows first, then its generated documents (the module docstring)."""
+def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: int, corpus, mix: float,
+                tokenizer=None):
+    """Step `step`'s corpus rows first, then its generated documents, under `tokenizer` (bytes by default; the
+    module docstring)."""
+    names = [getattr(t, "name", "byte") for t in (corpus.tokenizer, tokenizer)]  # ByteTokenizer and None: bytes
+    if names[0] != names[1]:  # the rows of one batch must be ids of one vocabulary
+        raise ValueError(f"the corpus was tokenized with {names[0]}, the generated rows are to be {names[1]}; read "
+                         "the corpus with the model's tokenizer (load_corpus(..., tokenizer_for(config.model)))")
     first = step * batch_size
     corpus_first, corpus_end = math.floor(first * mix), math.floor((first + batch_size) * mix)
     inputs, labels = corpus.training_batch(corpus_first, corpus_end - corpus_first, seed)
@@ -142,7 +149,7 @@ def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: 
     texts = [stream.pretraining_text(generated_first + i, seed) for i in range(batch_size - len(inputs))]
     if not texts:
         return inputs, labels
-    more_inputs, more_labels = encode_documents(texts, sequence_length)
+    more_inputs, more_labels = encode_documents(texts, sequence_length, tokenizer)
     return torch.cat([inputs, more_inputs]), torch.cat([labels, more_labels])
 
 

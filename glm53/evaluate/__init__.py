@@ -1,6 +1,7 @@
 """Evaluation: scores with receipts, and comparisons of them. Read in this order:
 
     eval_config.py  what an evaluation does (EvalConfig: decoding and sandbox time), what `glm53 eval` takes
+    pass_at_k.py  the unbiased pass@k estimator (Chen et al. 2021), plain Python
     evaluate.py  `glm53 eval`: greedy pass@1 or sampled pass@k on frozen splits or task files
     split_scores.py  several splits scored in one evaluation (larger decoding batches), one receipt per split
     body_loss.py  teacher-forced loss of a split's reference bodies: a smooth score where pass@1 is near 0

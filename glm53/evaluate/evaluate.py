@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from math import comb
 
 import torch
 
@@ -26,16 +25,8 @@ from ..runtime.device import peak_memory_bytes
 from ..verify.rewards import binary_reward
 from ..verify.verifier import DEFAULT_CPU_S, DEFAULT_TIMEOUT_S, SandboxPool, Verdict, verify_many
 from .eval_config import EvalConfig
+from .pass_at_k import pass_at_k
 from ..verify.sandbox_policy import sandbox_record
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased estimate of the chance that at least one of k samples passes, from c passes in n samples."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} samples per task, got {n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 def verify_completions(tasks: list[Task], completions: list[list[dict]], timeout_s: float = DEFAULT_TIMEOUT_S,

@@ -23,8 +23,9 @@ POSITIONS = ("rope", "none")
 RESIDUALS = ("hc", "mhc")
 ROUTERS = ("softmax-balance", "sigmoid-bias")
 # Tokenizers (data/bpe_tokenizer.py): the reference's 260-symbol bytes, or a byte-pair vocabulary trained on the broad
-# stream, whose name ends in its size (the model's vocab_size must equal it).
-TOKENIZERS = ("byte", "broad-bpe-1024", "broad-bpe-2048")
+# stream (broad-*) or on it and the standard library's functions (code-*), whose name ends in its size (the model's
+# vocab_size must equal it).
+TOKENIZERS = ("byte", "broad-bpe-1024", "broad-bpe-2048", "code-bpe-2048")
 
 
 def tokenizer_vocab_size(name: str) -> int | None:
@@ -60,8 +61,8 @@ class ModelConfig:
     vocab_size: int = setting(260, "output vocabulary (the 260 byte-level ids; a byte-pair tokenizer's own size)",
                               at_least=260)
     tokenizer: str = setting("byte", "how text becomes ids: byte (4 specials + the 256 byte values, the reference) or "
-                                     "a byte-pair vocabulary trained on the broad stream (set --vocab-size to its "
-                                     "size)", choices=TOKENIZERS)
+                                     "a byte-pair vocabulary trained on the broad stream (broad-*) or on it and "
+                                     "real Python (code-*); set --vocab-size to its size", choices=TOKENIZERS)
     dim: int = setting(192, "model width", at_least=1)
     layers: int = setting(12, "number of blocks", at_least=1)
     heads: int = setting(6, "attention heads (head_dim = dim / heads)", at_least=1)

@@ -1,7 +1,9 @@
 """REPORT.md and charts of a `glm53 run` on a suite with several evaluation splits (the broad suite): greedy pass@1
 on every split before and after RL with each split's paired test, per-depth and per-root breakdowns, and example
 generations. `results` maps each split to (before, after, comparison): eval receipts of the split's tasks and
-their `compare` (glm53/evaluate/compare.py).
+their `compare` (glm53/evaluate/compare.py); a split scored in docstring style is named <split>-doc. Where the run
+built a corpus or scored HumanEval (`info["corpus"]`, `info["humaneval"]`), the report says so; otherwise it is as
+it was before those stages.
 """
 
 from __future__ import annotations
@@ -11,11 +13,32 @@ from pathlib import Path
 
 from ..runtime.files import atomic_write_text
 from .escape import code_block
+from .humaneval_report import humaneval_section
 from .run_report import COLORS, _save, _style, plt
 
 SPLIT_NOTES = {"dev": "chose the RL start and the RL checkpoint", "rl": "RL trained on its first tasks",
                "confirm": "in distribution, unseen", "compose": "held-out primitive pairs",
                "phrase": "held-out phrasings", "human": "hand-written, evaluation only"}
+
+
+DOCSTRING_SUFFIX = "-doc"  # data/broad/docstring.py's SUFFIX: a split scored in docstring style
+
+
+def corpus_record(corpus: dict, file: str, pretrain_receipt: dict) -> dict:
+    """The run receipt's account of the corpus it built (`corpus`: the corpus receipt, with `model_tokens`) and
+    pretrained on: where from, functions found and kept, bytes, tokens, sha256, and the share of rows it gave."""
+    return {"command": corpus["command"], "file": file, "functions_found": corpus["functions"]["found"],
+            "functions_kept": corpus["kept"]["documents"], "bytes": corpus["kept"]["bytes"],
+            "byte_tokens": corpus["kept"]["byte_tokens"], "model_tokens": corpus["model_tokens"],
+            "tokenizer": pretrain_receipt["config"]["tokenizer"], "sha256": corpus["corpus"]["sha256"],
+            "mix": pretrain_receipt["run"]["corpus_mix"]}
+
+
+def split_note(split: str, notes: dict) -> str:
+    """What a split holds (a -doc split: its comment split's note, in docstring style)."""
+    if split.endswith(DOCSTRING_SUFFIX) and split.removesuffix(DOCSTRING_SUFFIX) in notes:
+        return notes[split.removesuffix(DOCSTRING_SUFFIX)] + ", docstring prompts"
+    return notes.get(split, "")
 
 
 def split_rows(results: dict) -> dict:
@@ -82,13 +105,19 @@ def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) 
              f"`{info['language']}`; total {seconds['total']:.0f} s ("
              + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items() if k != "total") + "). RL started from "
              f"`{info['rl_start']}`; the RL checkpoint (group {info['selected_rl_group']}) was chosen on dev; the "
-             f"chosen model is in `final/` (save_pretrained format).", "",
-             "## Before and after RL (greedy pass@1, each split paired on its own tasks)", "",
+             f"chosen model is in `final/` (save_pretrained format).", ""]
+    if "corpus" in info:
+        c = info["corpus"]
+        lines += [f"Pretraining read `{c['file']}` beside the suite's stream, {c['mix']:g} of each step's rows: "
+                  f"`{c['command']}` with its defaults kept {c['functions_kept']:,} of {c['functions_found']:,} "
+                  f"functions found ({c['bytes']:,} bytes, {c['model_tokens']:,} {c['tokenizer']} tokens with BOS and "
+                  f"EOS), sha256 `{c['sha256']}` (counts of every stage: `corpus/receipt.json`).", ""]
+    lines += ["## Before and after RL (greedy pass@1, each split paired on its own tasks)", "",
              "| split | what it holds | RL start | after RL | gains | losses | McNemar p | mean difference [95% "
              "bootstrap] |", "|---|---|---|---|---|---|---|---|"]
     for split, r in rows.items():
         lo, hi = r["bootstrap_95"]
-        lines.append(f"| {split} | {notes.get(split, '')} | {_pct(r['before'], r['tasks'])} | "
+        lines.append(f"| {split} | {split_note(split, notes)} | {_pct(r['before'], r['tasks'])} | "
                      f"{_pct(r['after'], r['tasks'])} | {r['gains']} | {r['losses']} | {r['mcnemar_p']:.3g} | "
                      f"{r['mean_difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] |")
     lines += ["", "Tasks are treated as independent (tasks of one split share primitives and phrasings). "
@@ -97,6 +126,8 @@ def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) 
                  f"dev chose both checkpoints; RL trained on {info['rl_tasks']} tasks drawn like the pretraining "
                  "stream (--task-source stream), none of the rl split's, so rl, confirm, compose, phrase and human "
                  "are untouched by the run."), ""]
+    if "humaneval" in info:
+        lines += humaneval_section(info["humaneval"])
     depth = breakdown(results, lambda r: r.get("depth"))
     if depth:
         lines += ["## By depth (generated splits pooled)", "", "| depth | tasks | RL start | after RL |",
@@ -129,6 +160,9 @@ def write_suite_report(run: Path, info: dict, results: dict, charts: list[str]) 
               "- evaluation: `eval/<split>-tasks.jsonl`, `eval/before-<split>.json`, `eval/after-<split>.json`, "
               "`eval/comparison-<split>.json`",
               "- the chosen model: `final/` (`GLM53.from_pretrained`, `glm53 eval --checkpoint`)",
+              *(["- HumanEval: `humaneval/<name>.json`, `humaneval/<name>-samples.jsonl`"] if "humaneval" in info
+                else []),
+              *(["- the corpus: `corpus/corpus.jsonl`, `corpus/receipt.json`"] if "corpus" in info else []),
               "- this run: `run-receipt.json`", ""]
     text = "\n".join(lines)
     atomic_write_text(run / "REPORT.md", text, overwrite=True)

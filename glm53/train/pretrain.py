@@ -166,7 +166,8 @@ def pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None = None, log=print
     if cfg.batch_size % dp.world_size:
         raise ValueError(f"pretrain: --batch-size {cfg.batch_size} does not divide among {dp.world_size} ranks; use a "
                          f"multiple of {dp.world_size} or another --nproc-per-node")
-    corpus = load_corpus(cfg.corpus, cfg.corpus_validation_share, cfg.sequence_length) if cfg.corpus else None
+    corpus = load_corpus(cfg.corpus, cfg.corpus_validation_share, cfg.sequence_length,
+                         tokenizer_for(cfg.model)) if cfg.corpus else None
     dev_tasks = get_suite(cfg.suite).checked_dev_tasks([] if corpus and dev_tasks is None else dev_tasks,
                                                        cfg.dev_max_new_tokens, cfg.model.max_sequence_length)
     if not dp.is_main:  # (the dev tasks were checked before run_lock makes the folder)

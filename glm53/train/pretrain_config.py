@@ -134,11 +134,10 @@ class PretrainConfig:
             check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
                                                       ".py/.txt files, a JSON Lines file or one .py/.txt file")
             self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
+            # still true under any tokenizer (the corpus is read with the model's: data/corpus.py): a corpus's
+            # files have no prompt, so there is nothing for --loss-on completion to leave out
             check.require(self.loss_on == "all", "--loss-on completion needs task-shaped documents, and a corpus's "
                                                  "files have no prompt to leave out; use --loss-on all with --corpus")
-            check.require(self.model.tokenizer == "byte", f"--corpus rows are bytes, and --tokenizer "
-                                                          f"{self.model.tokenizer} was trained on the broad stream; "
-                                                          "use --tokenizer byte with --corpus")
         else:
             check.require(self.corpus_mix is None, "--corpus-mix needs --corpus (the share of rows from it)")
         reordered = self.data_order != "stream" or self.distinct_documents > 0

