@@ -27,7 +27,7 @@ ANY_VALUE = "any value"  # a retired setting that acted only through another set
 ADDED, RETIRED, RETIRED_CHOICE = "added", "retired", "retired choice"
 LAST_WITH_SCREENED_LEVERS = "dd08160"  # the five levers of issue 60
 SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
-ISSUE_58 = "after a0de893"  # the commit of issue 58's run settings, once it has a hash
+ISSUE_58 = "ec77fd3"  # issue 58: HumanEval, the corpus and the prompt styles in glm53 run
 
 
 @dataclass(frozen=True)
