@@ -48,8 +48,10 @@ class RunConfig:
 
     out: str = setting("", "run folder (must not exist)", required=True, block="command")
     preset: str = setting("full", "a run recipe (glm53/recipes/): full: the main job (~6 min); quick: a small "
-                                  "version; broad: the broad suite (10-13 min on 2 cores: docs/broad-run.md); the "
-                                  "others: RL arms the studies measured", choices=run_recipe_names(), block="command")
+                                  "version; broad: the broad suite (10-13 min on 2 cores: docs/broad-run.md); code: "
+                                  "the broad run aimed at problems people wrote, HumanEval among them (<= 60 min: "
+                                  "docs/code-run.md); the others: RL arms the studies measured",
+                          choices=run_recipe_names(), block="command")
     rl_start: int = setting(100, "pretraining step whose checkpoint RL starts from (0: the checkpoint that passes "
                                  "the most dev tasks, the later one on ties)", at_least=0, block="command")
     confirm_per_family: int = setting(8, "confirm-split tasks per family, opened once at the end (broad suite: tasks "
@@ -195,6 +197,8 @@ class RunConfig:
             for key in RUN_RUNTIME:
                 settings[stage].pop(key, None)
         settings["pretrain"].pop("recipe", None)  # the run's recipe is its preset
+        if self.corpus_from != "none":  # pretraining reads the corpus the run builds: how it orders the rows counts
+            settings["pretrain"]["corpus_in_buckets"] = self.pretrain.corpus_in_buckets
         defaults = {f.name: f.default for f in fields(self) if f.name in ISSUE_58_SETTINGS}
         for name, default in defaults.items():  # at their defaults a record is as it was before them
             if settings[name] == default:

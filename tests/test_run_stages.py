@@ -40,10 +40,12 @@ def _cfg(out, resume: bool = False, pretrain: dict | None = None, **overrides) -
 def test_the_corpus_settings_are_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="--corpus-mix needs --corpus-from"):
         _cfg(tmp_path / "run", corpus_mix=0.5)
-    with pytest.raises(ValueError) as refused:  # the broad preset's loss on completions alone cannot read a corpus
+    with pytest.raises(ValueError) as refused:  # the broad preset's loss on completions, on the corpus alone
         RunConfig.from_preset(str(tmp_path / "run"), "broad", corpus_from="python-sources")
     assert str(refused.value).startswith("run: --corpus-from python-sources pretrains on corpus/corpus.jsonl")
     assert "--loss-on completion" in str(refused.value) and "\n" not in str(refused.value)
+    beside = RunConfig.from_preset(str(tmp_path / "run"), "broad", corpus_from="python-sources", corpus_mix=0.25)
+    assert beside.pretrain.loss_on == "completion"  # beside the stream, its prompts are what is left out
     with pytest.raises(ValueError, match="drop --pretrain.corpus"):
         _cfg(tmp_path / "run", corpus_from="python-sources", pretrain=dict(corpus=str(tmp_path)))
     with pytest.raises(ValueError, match="--corpus-from feeds the broad suite's run"):

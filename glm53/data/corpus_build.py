@@ -23,7 +23,7 @@ from ..runtime.files import AtomicDirectory, atomic_write_json, atomic_write_tex
 from .decontaminate import NgramIndex, evaluation_texts
 from .dedup import exact_duplicates, lsh_bands, near_duplicates
 from .python_functions import FUNCTION_REASONS, STAGES, Function, module_functions
-from .python_sources import FILE_REASONS, Source, read_module
+from .python_sources import FILE_REASONS, NEVER_READ, Source, read_module
 
 BOS_EOS = 2  # a document's byte-tokenizer ids: BOS + its UTF-8 bytes + EOS (tokenizer.py)
 
@@ -68,6 +68,7 @@ def build_corpus(cfg, sources: list[Source], unlisted: int | None = None, origin
     functions, files, counts = harvest(sources, cfg)
     if unlisted is not None:
         files["not_read_no_distribution"] = unlisted
+        files["distributions_never_read"] = NEVER_READ
     exact = exact_duplicates([f.text for f in functions])
     unique = [f for f, copy in zip(functions, exact) if not copy]
     near = near_duplicates([f.text for f in unique], cfg.near_duplicate_threshold, cfg.shingle_tokens,

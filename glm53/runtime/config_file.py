@@ -237,7 +237,9 @@ def added_since(flat: dict, every: dict) -> dict:
     record lacks because they were added after it was written (setting_history.py)."""
     found = {}
     for name, leaf in every.items():
-        added, value = added_value(name.rsplit(".", 1)[-1])
+        prefix, _, short = name.rpartition(".")
+        table = {k.removeprefix(prefix + "."): v for k, v in flat.items() if not prefix or k.startswith(prefix + ".")}
+        added, value = added_value(short, table)
         if added and name not in flat and not leaf.skipped and name not in NOT_REPLAYED:
             found[name] = value
     return found

@@ -28,6 +28,7 @@ ADDED, RETIRED, RETIRED_CHOICE = "added", "retired", "retired choice"
 LAST_WITH_SCREENED_LEVERS = "dd08160"  # the five levers of issue 60
 SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
 ISSUE_58 = "ec77fd3"  # issue 58: HumanEval, the corpus and the prompt styles in glm53 run
+ISSUE_58_BUCKETS = "after f5ac9f2"  # issue 58: a corpus's rows in the length buckets (the commit that lands them)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class SettingChange:
     value: Any
     commit: str
     why: str
+    acts_with: str = ""  # added: the setting acts only beside this one set (a record without that one is today's)
 
 
 SETTING_HISTORY: dict[str, SettingChange] = {
@@ -61,6 +63,8 @@ SETTING_HISTORY: dict[str, SettingChange] = {
     "grad_accumulation": SettingChange(ADDED, 1, "206a265", "--grad-accumulation; one micro-batch a step"),
     # the main job's corpus, prompt-style and HumanEval settings (run_config.py; a run records them only where they
     # differ from these values) and the sweep's split jobs' HumanEval metric
+    "corpus_in_buckets": SettingChange(ADDED, False, ISSUE_58_BUCKETS, "--corpus rows in the broad suite's length "
+                                       "buckets; each step took its share, padded", acts_with="corpus"),
     "corpus_from": SettingChange(ADDED, "none", ISSUE_58, "a corpus built by the run; runs read the stream alone"),
     "eval_prompt_style": SettingChange(ADDED, "comment", ISSUE_58, "the run's split style; every prompt had comments"),
     "humaneval_samples": SettingChange(ADDED, 0, ISSUE_58, "HumanEval in runs and sweeps; none was scored"),
@@ -123,15 +127,21 @@ def with_added(record: dict, now: dict) -> dict:
     the value the code before it ran; tables that both hold are walked."""
     out = dict(record)
     for name, value in now.items():
-        change = SETTING_HISTORY.get(name)
-        if name not in out and change is not None and change.kind == ADDED:
-            out[name] = change.value
+        added, value_before = added_value(name, out)
+        if name not in out and added:
+            out[name] = value_before
         elif isinstance(value, dict) and isinstance(out.get(name), dict):
             out[name] = with_added(out[name], value)
     return out
 
 
-def added_value(name: str):
-    """(True, the value a record without `name` ran at) for an added setting, else (False, None)."""
+def added_value(name: str, record: dict | None = None):
+    """(True, the value a record without `name` ran at) for an added setting, else (False, None). `record`: the
+    record's table that would hold it; an added setting that acts only beside another that the table does not set
+    is (False, None): the record is read at today's default."""
     change = SETTING_HISTORY.get(name)
-    return (True, change.value) if change is not None and change.kind == ADDED else (False, None)
+    if change is None or change.kind != ADDED:
+        return False, None
+    if change.acts_with and record is not None and not record.get(change.acts_with):
+        return False, None
+    return True, change.value

@@ -4,6 +4,7 @@
     jobs.py          the kinds of job a sweep runs, one registry entry each
     scored_per_split.py  the jobs scored on every split of a suite: rl-splits (RL, then every split before and
                      after: each split's lift) and pretrain-splits
+    corpus_job.py    the corpus job: a [setup] that builds the corpus of real code the arms read
     executor.py      where jobs run: the local pool, each job a process forked from a preloaded server
     ray_executor.py  `--executor ray`: every job a Ray task
     runner.py        `glm53 sweep`: every (arm, seed) as an independent job, in parallel, resumable

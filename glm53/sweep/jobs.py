@@ -23,6 +23,7 @@ from ..runtime.composition import composed, record
 from ..runtime.files import atomic_write_json, read_jsonl
 from ..runtime.settings import MAX_SEED, Checks, config_from_settings, setting, setting_names
 from ..train.rl_config import RLConfig
+from .corpus_job import CORPUS
 from .scored_per_split import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
 
 
@@ -386,6 +387,7 @@ KINDS: dict[str, JobKind] = {k.name: k for k in (
              "zero_variance_fraction"), _make_rl_eval, _run_rl_eval, uses_checkpoints=False),
     JobKind("eval", "sampled evaluation of one checkpoint (glm53 eval), the seed being the sampling seed",
             ("pass_rate", "tasks_solved"), _make_eval, _run_eval, uses_checkpoints=False),
+    JobKind(**CORPUS),  # corpus_job.py: a [setup] that builds the corpus the arms read
     JobKind(**RL_SPLITS),  # scored_per_split.py: RL, then every split of its suite before and after
     JobKind(**PRETRAIN_SPLITS),  # scored_per_split.py: pretraining scored on the broad suite's splits
 )}

@@ -48,6 +48,10 @@ it, including that every arm's settings make a valid job, before anything is wri
 
 from __future__ import annotations
 
+import contextlib
+import json
+import tempfile
+
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -296,9 +300,24 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
                      job=kind.name, seeds=seed_list, checkpoints=checkpoints, metrics=tuple(metrics),
                      baseline=baseline, base=dict(base), arms={k: dict(v) for k, v in arms.items()},
                      comparisons=pairs, analysis_seed=analysis_seed, setup=setup, recipes=recipes or None)
-    for arm in spec.arms:  # every arm must make a valid job before anything is written
-        try:
-            kind.make(spec.settings(arm), seed_list[0], checkpoints, Path("."))
-        except ValueError as err:
-            _fail(where, f"arm {arm!r}: {err}")
+    with stand_in_setup(setup) as setup_dir:
+        for arm in spec.arms:  # every arm must make a valid job before anything is written
+            try:
+                kind.make(resolve_setup(spec.settings(arm), setup_dir), seed_list[0], checkpoints, Path("."))
+            except ValueError as err:
+                _fail(where, f"arm {arm!r}: {err}")
     return spec
+
+
+@contextlib.contextmanager
+def stand_in_setup(setup: dict | None):
+    """Where the arms' "{setup}" points while a spec is checked, before its setup job has run: for a corpus setup, a
+    folder holding a stand-in corpus/corpus.jsonl (the arms' --corpus must exist when their config is made; its
+    content is read when a job runs); for any other, None (the settings are checked as written)."""
+    if setup is None or setup["job"] != "corpus":
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="glm53-setup-") as folder:
+        (Path(folder) / "corpus").mkdir()
+        (Path(folder) / "corpus" / "corpus.jsonl").write_text(json.dumps({"text": "def f():\n    return 1\n"}) + "\n")
+        yield folder

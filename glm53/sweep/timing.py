@@ -130,20 +130,34 @@ def time_pretrain_jobs(spec: SweepSpec) -> dict:
     """Per-job seconds of each arm from one short run of the baseline arm's job (see the module's docstring)."""
     kind, seed, k = job_kind(spec.job), spec.seeds[0], PRETRAIN_TIMING_UPDATES
     with tempfile.TemporaryDirectory(prefix="glm53-plan-") as folder:
-        short = _short_pretrain(spec.job, spec.settings(spec.baseline), seed, spec.baseline, Path(folder))
-    per_update, per_scoring = short["per_update"], short["per_scoring"]
-    per_evaluation = short["per_evaluation"] if spec.job != "pretrain" else 0.0
-    job_seconds = {}
-    for arm in spec.arms:
-        cfg, evaluated, per_family = _pretrain_shape(spec, kind.make(spec.settings(arm), seed, spec.checkpoints,
-                                                                     Path(".")))
-        job_seconds[arm] = pretrain_seconds(cfg, short) + evaluated * per_family * per_evaluation
+        (Path(folder) / "setup").mkdir()
+        (Path(folder) / "short").mkdir()
+        setup_dir = _corpus_setup(spec, Path(folder) / "setup")
+        short = _short_pretrain(spec.job, resolve_setup(spec.settings(spec.baseline), setup_dir), seed,
+                                spec.baseline, Path(folder) / "short")
+        per_update, per_scoring = short["per_update"], short["per_scoring"]
+        per_evaluation = short["per_evaluation"] if spec.job != "pretrain" else 0.0
+        job_seconds = {}
+        for arm in spec.arms:
+            made = kind.make(resolve_setup(spec.settings(arm), setup_dir), seed, spec.checkpoints, Path("."))
+            cfg, evaluated, per_family = _pretrain_shape(spec, made)
+            job_seconds[arm] = pretrain_seconds(cfg, short) + evaluated * per_family * per_evaluation
     label = {"pretrain-eval": f"{k} updates, one task per family", "pretrain-splits": f"{k} updates, one scoring of "
              f"the splits"}.get(spec.job, f"{k} updates")
     return {"per_update": per_update, "per_scoring": per_scoring, "per_evaluation": per_evaluation,
             "evaluation_unit": "a scoring of the splits" if spec.job == "pretrain-splits" else "an evaluation per task "
                                                                                                "per family",
             "job_seconds": job_seconds, "short": label}
+
+
+def _corpus_setup(spec: SweepSpec, folder: Path) -> str | None:
+    """For a spec whose [setup] builds the corpus its arms read, that corpus built in `folder` (seconds: the standard
+    library's), so the short run reads what the jobs will; else None."""
+    if spec.setup is None or spec.setup["job"] != "corpus":
+        return None
+    kind = job_kind("corpus")
+    kind.run(kind.make(spec.setup["settings"], spec.setup["seed"], (), folder), folder, lambda *_: None)
+    return str(folder)
 
 
 def _rl_start(spec: SweepSpec, settings: dict, setup_from: str | None, folder: Path) -> tuple[dict, dict]:

@@ -88,7 +88,7 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     k = cfg.grad_accumulation
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model),
-                                       docstring_share=cfg.docstring_share)
+                                       docstring_share=cfg.docstring_share, corpus_in_buckets=cfg.corpus_in_buckets)
     rows = dp.share(cfg.batch_size * k)
     return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
                            device, precision, dp)

@@ -76,9 +76,13 @@ class PretrainConfig:
     corpus_mix: float | None = setting(None, "--corpus: share of each step's rows from the corpus, the rest from "
                                              "the generated stream", shown="1.0 with --corpus",
                                        at_least=0, at_most=1, block="data")
+    corpus_in_buckets: bool = setting(True, "--corpus on a suite that batches by length (broad): sort each window "
+                                            "of 8 steps' corpus rows by length with its generated documents, so long "
+                                            "rows share batches (--no-corpus-in-buckets: each step takes its share of "
+                                            "corpus rows, every row padded to --sequence-length)", block="data")
     loss_on: str = setting("all", "targets of the language loss: all (every byte of each document, the reference) "
                                   "or completion (a task document's body alone: the prompt is read, not predicted; "
-                                  "not with --corpus)", choices=LOSS_ON, block="data")
+                                  "corpus rows stay whole)", choices=LOSS_ON, block="data")
     data_order: str = setting("stream", "order of the generated documents: stream (as generated, the reference), "
                                         "blocked (the run's documents grouped by root function or family) or "
                                         "curriculum (by depth, depth 1 first; broad suite)", choices=DATA_ORDERS,
@@ -134,10 +138,11 @@ class PretrainConfig:
             check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
                                                       ".py/.txt files, a JSON Lines file or one .py/.txt file")
             self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
-            # still true under any tokenizer (the corpus is read with the model's: data/corpus.py): a corpus's
-            # files have no prompt, so there is nothing for --loss-on completion to leave out
-            check.require(self.loss_on == "all", "--loss-on completion needs task-shaped documents, and a corpus's "
-                                                 "files have no prompt to leave out; use --loss-on all with --corpus")
+            # a corpus's files have no prompt: with --loss-on completion its rows stay whole targets and the
+            # generated rows' bodies are the rest, so a run of the corpus alone would have nothing to leave out
+            check.require(self.loss_on == "all" or self.corpus_mix < 1, "--loss-on completion needs task-shaped "
+                          "documents, and a corpus's files have no prompt to leave out; with --corpus-mix 1 use "
+                          "--loss-on all (below 1, the generated rows' prompts are left out, corpus rows kept whole)")
         else:
             check.require(self.corpus_mix is None, "--corpus-mix needs --corpus (the share of rows from it)")
         reordered = self.data_order != "stream" or self.distinct_documents > 0
@@ -168,4 +173,8 @@ class PretrainConfig:
                              f"resume with --steps {held_steps}, or start a longer run in a new --out")
 
     def to_dict(self) -> dict:
-        return record(self)
+        settings = record(self)
+        buckets = self.suite in SUITE_NAMES and get_suite(self.suite).bucket_steps
+        if not (self.corpus and buckets):  # it acts only there: elsewhere a record is as it was before the setting
+            settings.pop("corpus_in_buckets")
+        return settings

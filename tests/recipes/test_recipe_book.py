@@ -12,6 +12,7 @@ from glm53.model.config import MODEL_PRESETS
 from glm53.recipes.book import (BOOK, RECORD, pretraining, read_recipe, recipe_chain, recipe_names, resolved,
                                 run_recipe_names, run_settings, suite_of)
 from glm53.run_config import RunConfig
+from glm53.runtime.config import RuntimeConfig
 from glm53.runtime.settings import setting_names
 from glm53.train.pretrain_config import PretrainConfig
 from glm53.train.rl_config import RLConfig
@@ -22,6 +23,7 @@ RECORDED = {
     "broad": "377934098351afa5c65112cd7296eaf7e0aebd1f22b9a01c19dd940d2bc0dcae",
     "broad-rl-budget-4x": "ccb07665968454edf8337b813051573e0d3c7f8a34603146e055593bd8cb8c7b",
     "broad-rl-last-block-head": "41860cc7d8b452fe9fd1be4c2a8d27d0d216cc83ad7aebd158c90156706c4475",
+    "code": "2e63d92362b1db366a2006799338a0dc979f28146d17b252c9669a4bfdb88fca",
     "e4": "a42ecbd57e9c36b1247f93f6fb95a4228e8abcd3ebba254763de7c3f00865d10",
     "full": "25fc40ed1019dd8bd32db8530d689901dafb5cedb91c8248c85bca9ede1fd462",
     "full-rl-groups-of-16": "471a49b27b6867d34f0cf890024bda4016f5fba8625de4dd1e584b51b3cc0b34",
@@ -31,7 +33,10 @@ RECORDED = {
     "muon-qk-bpe-dense": "7bd156b08383b7d7b8f0d429e60219ac4ced683a2c92bb8b9b9da15c5a7e17d8",
     "quick": "0649d7ab542337e1600622ebaee537c39ec0a9005ed745ea8bab8491a4d13aff",
 }
-RUN_KEYS = {"suite", "rl_start", "confirm_per_family"}  # a run's own settings a recipe may hold at its top
+# a run's own settings a recipe may hold at its top: what the run does (its suite, its RL start, its corpus, its
+# evaluations), not where or how it runs (the folder, the recipe itself, the runtime, what it keeps, the stages)
+RUN_KEYS = set(setting_names(RunConfig)) - set(setting_names(RuntimeConfig)) - {"out", "preset", "keep_checkpoints",
+                                                                                "pretrain", "rl"}
 
 
 def test_recorded_recipes_never_change():
@@ -70,7 +75,8 @@ def test_the_speedruns_rows_chain_to_the_record_one_change_at_a_time():
     assert {k: pretraining("e4")[k] for k in MODEL_PRESETS["broad"]} == MODEL_PRESETS["broad"]  # its architecture
     assert recipe_chain("broad") == ["e4", "muon", "muon-qk", "muon-qk-bpe", "broad"]
     assert set(run_recipe_names()) == {"full", "quick", "broad", "broad-rl-budget-4x", "broad-rl-last-block-head",
-                                       "full-rl-groups-of-16"}
+                                       "full-rl-groups-of-16", "code"}
+    assert recipe_chain("code") == ["e4", "muon", "muon-qk", "muon-qk-bpe", "broad", "code"]
 
 
 def test_a_later_row_goes_over_its_parents_and_an_architecture_over_what_came_before(tmp_path):

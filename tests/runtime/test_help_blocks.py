@@ -6,8 +6,8 @@ HEAD at dd08160 (flags_at_dd08160.json, written from that commit's parser before
 
 Simplification: the comparison ignores the settings issue 60 retires or adds (RETIRED, --recipe), the wsd
 choice of --lr-schedule and the run recipes --preset gains from the recipe book, and what issue 58 adds since
-(ADDED_SINCE: run's HumanEval and corpus settings, the code-bpe-2048 tokenizer, the `both` prompt style); their own
-tests hold them."""
+(ADDED_SINCE: run's HumanEval and corpus settings, the corpus's length buckets, the code-bpe-2048 tokenizer, the
+`both` prompt style); their own tests hold them."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ BEFORE = json.loads((Path(__file__).parent / "flags_at_dd08160.json").read_text(
 RETIRED = ("width-multiple", "decay-fraction", "value-embeddings", "zero-init-projections", "expert-activation",
            "recipe")
 ADDED_SINCE = ("humaneval-", "humaneval_", "corpus-from", "corpus_from", "corpus-mix", "corpus_mix",
-               "eval-prompt-style", "eval_prompt_style")
+               "eval-prompt-style", "eval_prompt_style", "corpus-in-buckets", "corpus_in_buckets")
 NEW_CHOICES = ("wsd", "code-bpe-2048", "both")
 
 # command -> the configs its parser is made of: (class, prefix, skip, the block the command gives settings that

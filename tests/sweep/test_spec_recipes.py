@@ -36,8 +36,11 @@ def jobs_of(spec: SweepSpec) -> dict:
     return plain(jobs)
 
 
+AFTER_THE_BOOK = {"code-mix", "code-prompts"}  # written with the book (issue 58): no before to hold them to
+
+
 def test_every_shipped_spec_is_in_the_record():
-    assert sorted(shipped_specs()) == sorted(BEFORE)
+    assert sorted(set(shipped_specs()) - AFTER_THE_BOOK) == sorted(BEFORE)
 
 
 @pytest.mark.parametrize("name", sorted(BEFORE))

