@@ -28,7 +28,7 @@ ADDED, RETIRED, RETIRED_CHOICE = "added", "retired", "retired choice"
 LAST_WITH_SCREENED_LEVERS = "dd08160"  # the five levers of issue 60
 SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
 ISSUE_58 = "ec77fd3"  # issue 58: HumanEval, the corpus and the prompt styles in glm53 run
-ISSUE_58_BUCKETS = "after f5ac9f2"  # issue 58: a corpus's rows in the length buckets (the commit that lands them)
+ISSUE_58_BUCKETS = "e3eeae9"  # issue 58: a corpus's rows in the length buckets
 
 
 @dataclass(frozen=True)
