@@ -134,15 +134,12 @@ def cmd_corpus_build(args) -> int:
     import time
 
     from .corpus_build import build_corpus
-    from .python_sources import site_package_sources, stdlib_source
+    from .python_sources import harvest_sources
 
     cfg = config_from_args(CorpusBuildConfig, args)
     refuse_unusable_output(cfg.out)  # before any file is read
     start = time.perf_counter()
-    sources, unlisted = [stdlib_source()], None
-    if cfg.site_packages:
-        distributions, unlisted = site_package_sources()
-        sources += distributions
+    sources, unlisted = harvest_sources(cfg.site_packages)
     receipt = build_corpus(cfg, sources, unlisted, args.source)
     kept, files = receipt["kept"], receipt["files"]
     print(f"corpus {cfg.out}/corpus.jsonl: {kept['documents']:,} functions ({kept['bytes']:,} bytes, "

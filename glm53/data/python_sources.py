@@ -123,6 +123,15 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def harvest_sources(site_packages: bool) -> tuple[list[Source], int | None]:
+    """The sources `glm53 corpus build --from python-sources` reads: the standard library, then with `site_packages`
+    each distribution; and the site-packages files no distribution lists (None: site-packages not read)."""
+    if not site_packages:
+        return [stdlib_source()], None
+    distributions, unlisted = site_package_sources()
+    return [stdlib_source(), *distributions], unlisted
+
+
 def is_test_path(relative: str) -> bool:
     *folders, name = relative.split("/")
     return any(TEST_FOLDER.fullmatch(f) for f in folders) or bool(TEST_FILE.fullmatch(name))

@@ -21,12 +21,9 @@ def _make_corpus(settings: dict, seed: int, checkpoints: tuple[int, ...], job_di
 def _run_corpus(cfg, job_dir: Path, log) -> dict:
     """`glm53 corpus build --from python-sources` into job_dir/corpus/: the arms read {setup}/corpus/corpus.jsonl."""
     from ..data.corpus_build import build_corpus
-    from ..data.python_sources import site_package_sources, stdlib_source
+    from ..data.python_sources import harvest_sources
 
-    sources, unlisted = [stdlib_source()], None
-    if cfg.site_packages:
-        distributions, unlisted = site_package_sources()
-        sources += distributions
+    sources, unlisted = harvest_sources(cfg.site_packages)
     receipt = build_corpus(cfg, sources, unlisted)
     kept = receipt["kept"]
     log(f"corpus: {kept['documents']} functions, {kept['bytes']} bytes, sha256 {receipt['corpus']['sha256']}")
