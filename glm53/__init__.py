@@ -3,7 +3,9 @@
 The face of the package (`from glm53 import GLM53, ModelConfig, ByteTokenizer`) loads lazily: importing glm53
 loads no torch, so the command line answers --help at once; the model's module loads on first use of GLM53. Python
 runs this module before any other of the package, so it also provides what a lower floor asks for by role
-(runtime/providers.py): the decoding that GLM53.generate runs, from decode/, a floor above model/.
+(runtime/providers.py): the decoding that GLM53.generate runs, from decode/, a floor above model/; and from interop/
+the datasets forms of task files and corpora that data/ reads and writes, and the transformers export that
+`glm53 export` (checkpoints/) writes.
 
 The house, a floor at a time from the ground up (tests/test_layout.py holds each room to importing only rooms
 below it). Read in this order:
@@ -19,6 +21,7 @@ below it). Read in this order:
     serve/         `glm53 serve`: the playground in the browser
     train/         pretraining, then RL with the verifier's reward
     report/        REPORT.md and charts of run folders, the main job's among them
+    interop/       the Hugging Face ecosystem (the hf extra): transformers, TRL, datasets
     speed/         what a step costs here: bench, profile, calibrate
     vision/        the vision miniature
     run_config.py  the main job's settings (RunConfig)
@@ -57,6 +60,23 @@ def _text_generation():
 
 
 _provide("text generation", _text_generation)
+
+
+def _interop(module: str, name: str):
+    """A loader of interop/MODULE.py's `name`: data/ reads task files and corpora and writes task files, and
+    checkpoints/ exports, floors below interop/, so they ask for the Hugging Face forms by role."""
+    def load():
+        from importlib import import_module
+
+        return getattr(import_module(f".interop.{module}", __name__), name)
+
+    return load
+
+
+_provide("tasks from a dataset", _interop("datasets_io", "read_dataset_tasks"))
+_provide("texts from a dataset", _interop("datasets_io", "read_dataset_texts"))
+_provide("tasks as a dataset", _interop("datasets_io", "write_dataset_tasks"))
+_provide("transformers export", _interop("transformers_export", "export_transformers"))
 
 
 def __getattr__(name: str):

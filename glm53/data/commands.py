@@ -1,11 +1,13 @@
-"""The `glm53 tasks` command: task files of the frozen splits, and the task-choosing flags `glm53 eval` shares; and
-`glm53 corpus build`, whose work is corpus_build.py's."""
+"""The `glm53 tasks` command: task files of the frozen splits (JSON Lines, or as datasets with the hf extra, which
+glm53/interop/datasets_io.py writes, a floor above, asked for by role), and the task-choosing flags `glm53 eval`
+shares; and `glm53 corpus build`, whose work is corpus_build.py's."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..runtime.files import refuse_unusable_output
+from ..runtime.providers import provider
 from ..runtime.settings import add_config_arguments, config_from_args
 from .broad.docstring import DEFAULT_STYLE, PROMPT_STYLES, styled_tasks
 from .broad.task_file import export_tasks
@@ -14,6 +16,8 @@ from .suites import ALL_SPLITS, SUITE_NAMES, get_suite
 from .tasks import write_tasks
 
 SPLITS = ("dev", "rl", "final", "confirm")  # the reference suite's
+WHOLE_SUITE = "all"  # tasks export --split all: every split of the suite, each its own split of the dataset
+EXPORT_FORMATS = ("jsonl", "datasets", "parquet")
 DEFAULT_PER_FAMILY = 8
 DEFAULT_COUNT = 100  # broad suite: tasks of a split (the human split: all 88)
 PROMPT_STYLE_HELP = ("broad suite: how a prompt gives the description: comment (comment lines above the def line, "
@@ -27,10 +31,11 @@ def add_suite_flag(p: argparse.ArgumentParser) -> None:
                         "functions and the hand-written human split)")
 
 
-def add_split_flags(p: argparse.ArgumentParser, required: bool) -> None:
-    p.add_argument("--split", required=required, choices=ALL_SPLITS,
+def add_split_flags(p: argparse.ArgumentParser, required: bool, whole_suite: str = "") -> None:
+    """The task-choosing flags; `whole_suite`: the help of --split all (glm53 tasks export's), else none."""
+    p.add_argument("--split", required=required, choices=ALL_SPLITS + ((WHOLE_SUITE,) if whole_suite else ()),
                    help="a frozen split (reference: dev, rl, final, confirm; broad: dev, rl, confirm, compose, phrase, "
-                        "human)")
+                        "human)" + whole_suite)
     p.add_argument("--per-family", type=int, default=None,
                    help=f"reference suite: tasks per family (default: {DEFAULT_PER_FAMILY})")
     p.add_argument("--count", type=int, default=None,
@@ -84,34 +89,84 @@ def _split_tasks(args) -> list:
 def add_tasks_parser(sub) -> None:
     p = sub.add_parser("tasks", help="task files")
     tsub = p.add_subparsers(dest="tasks_command", required=True)
-    e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file")
+    e = tsub.add_parser("export", help="write a frozen split as a JSON Lines task file, or as a dataset",
+                        description="--format datasets and parquet write the JSON Lines rows' fields as columns, "
+                                    "\"cases\" as its JSON text (glm53/interop/datasets_io.py); --tasks, "
+                                    "--tasks-file and pretrain --corpus read them back (DIR, DIR:SPLIT, FILE.parquet). "
+                                    "Both need the hf extra: bash scripts/install.sh --hf.")
     add_suite_flag(e)
-    add_split_flags(e, required=True)
+    add_split_flags(e, required=True, whole_suite="; all: every split of the suite, with --format datasets (a "
+                                                  "DatasetDict) or parquet (a folder of SPLIT.parquet), each split "
+                                                  "its first --count / --per-family tasks, as one split would be")
     e.add_argument("--primitives", metavar="FILE", action="append",
                    help="broad suite: a primitive file (TOML, glm53/data/broad/examples/extra_primitives.toml) merged "
                         "into the registry, checked first (repeatable)")
-    e.add_argument("--out", required=True, help="JSON Lines task file to write (must not exist)")
+    e.add_argument("--format", default="jsonl", choices=EXPORT_FORMATS,
+                   help="jsonl: a JSON Lines task file (the default); datasets: a folder written by the datasets "
+                        "package's save_to_disk (a Dataset; with --split all a DatasetDict); parquet: a .parquet file "
+                        "(with --split all a folder of SPLIT.parquet). datasets and parquet need the hf extra")
+    e.add_argument("--out", required=True, help="the task file, dataset folder or parquet file to write (must not "
+                                                "exist)")
     e.set_defaults(func=cmd_tasks_export)
+
+
+def export_form_problem(split: str, form: str, out: str) -> str | None:
+    """Why --split `split` cannot be written as --format `form` to --out `out`, or None."""
+    whole = split == WHOLE_SUITE
+    if whole and form == "jsonl":
+        return ("--split all writes every split of the suite, which one JSON Lines file cannot keep apart; give "
+                "--format datasets (a DatasetDict) or --format parquet (a folder of SPLIT.parquet), or one --split")
+    if form == "parquet" and whole == out.endswith(".parquet"):
+        return (f"--out {out}: --split all --format parquet writes a folder of SPLIT.parquet files; give an --out "
+                "without the .parquet ending" if whole else
+                f"--out {out}: --format parquet writes one parquet file, which --tasks reads by its name; give an "
+                "--out ending in .parquet")
+    return None
 
 
 def cmd_tasks_export(args) -> int:
     suite = get_suite(args.suite)
     refuse_unusable_output(args.out)
+    problem = export_form_problem(args.split, args.format, args.out)
+    if problem:
+        raise ValueError(problem)
     if args.primitives:
-        if suite.name != "broad" or args.split == "human":
+        if suite.name != "broad" or args.split in ("human", WHOLE_SUITE):
             raise ValueError("--primitives extends the broad suite's generated splits (dev, rl, confirm, compose, "
                              "phrase): give --suite broad and one of those splits")
         if args.families != "all" or args.per_family is not None:
             raise ValueError("with --primitives give the split's size as --count, and no --families")
+    if args.format == "jsonl":
+        tasks = _export_tasks(args)
+        write_tasks(tasks, args.out)
+        print(f"wrote {len(tasks)} tasks of split {args.split} ({suite.name} suite) to {args.out}")
+        return 0
+    whole = args.split == WHOLE_SUITE
+    splits = provider("tasks as a dataset")(lambda: _export_splits(args, suite), args.out, args.format, whole)
+    shown = ", ".join(f"{split} {len(tasks)}" for split, tasks in splits.items()) if whole else args.split
+    form = f"a {'DatasetDict' if whole else 'Dataset'} (save_to_disk)" if args.format == "datasets" else "parquet"
+    print(f"wrote {sum(map(len, splits.values()))} tasks of split{'s' if whole else ''} {shown} ({suite.name} suite) "
+          f"to {args.out} as {form}")
+    return 0
+
+
+def _export_splits(args, suite) -> dict[str, list]:
+    """{split: its tasks}: the split --split names, or with --split all every split of the suite."""
+    if args.split != WHOLE_SUITE:
+        return {args.split: _export_tasks(args)}
+    return {split: _export_tasks(argparse.Namespace(**{**vars(args), "split": split})) for split in suite.splits}
+
+
+def _export_tasks(args) -> list:
+    """The tasks of --split, --primitives included, checked."""
+    if args.primitives:
         tasks = styled_tasks(export_tasks(args.split, args.count or DEFAULT_COUNT, extra=args.primitives),
                              args.prompt_style)
     else:
         tasks = split_tasks(args)
     if not tasks:
-        raise ValueError(f"no task of families {args.families} in the split")
-    write_tasks(tasks, args.out)
-    print(f"wrote {len(tasks)} tasks of split {args.split} ({suite.name} suite) to {args.out}")
-    return 0
+        raise ValueError(f"no task of families {args.families} in the split {args.split}")
+    return tasks
 
 
 def add_corpus_parser(sub) -> None:

@@ -2,7 +2,9 @@
 
 PATH is a folder of `.py` and `.txt` files (found recursively, read in the order of their sorted relative paths; a
 symbolic link to a folder is read as its target), a JSON Lines file (`.jsonl`, `.ndjson`, `.json`) whose every
-non-blank line is an object with a "text" string, or a single `.py` or `.txt` file (nanoGPT's `input.txt`): one
+non-blank line is an object with a "text" string, a dataset whose "text" column holds those strings (a folder
+`save_to_disk` wrote, DIR:SPLIT of a folder of splits, or a `.parquet` file: glm53/interop/datasets_io.py, the hf
+extra), or a single `.py` or `.txt` file (nanoGPT's `input.txt`): one
 document stream, whose last share of bytes (from a line's start) is held out, the training part ending without EOS
 and the held-out part starting without BOS, with the training part's last id (read, not predicted: the byte before
 the cut, or the byte-pair token that ends there), so every byte is a target once, as the stream runs on. Each other
@@ -10,7 +12,8 @@ file or row is one document, tokenized as the generated stream is, by the run's 
 model)): BOS + tokenizer.encode(text) + EOS; under the byte tokenizer BOS + UTF-8 bytes + EOS (tokenizer.py), read
 by a fast path that gives encode's ids. A file with a NUL byte (binary), one that is not UTF-8 and an empty one are
 skipped and counted, as are such rows; a JSON Lines line that is not JSON or has no "text" string is refused with
-its line number.
+its line number, a dataset row without a "text" string with its row number (named "row N", from 0 as in
+`dataset[N]`, where a JSON Lines row is "line N").
 
 Rows follow the generated stream's conventions (pretrain_batches.py) exactly: a row holds one document's ids
 and nothing else, right-padded, PAD never a target, so no token attends to or predicts across a document
@@ -20,8 +23,8 @@ continuation row starts without BOS and without the context before it. The price
 row is the padding of each document's last row (`padding_fraction` in the summary).
 
 Held out by document: a document goes to validation when a hash of its key (a file's relative path; a JSON Lines
-row's text, so identical rows land together) falls below the share. The choice depends on that document alone,
-so adding files moves no other document between the sets, and it does not depend on the seed. A corpus whose
+or dataset row's text, so identical rows land together) falls below the share. The choice depends on that document
+alone, so adding files moves no other document between the sets, and it does not depend on the seed. A corpus whose
 hashes hold out nothing (a few documents) holds out its lowest-hashed one, so a validation loss exists.
 
 Training order: corpus row g (counting corpus rows only, over the whole run) is row order(seed, g // N)[g % N] of
@@ -44,6 +47,7 @@ from pathlib import Path
 
 import torch
 
+from ..runtime.providers import provider
 from .pretrain_batches import IGNORE_INDEX
 from .tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID, ByteTokenizer
 
@@ -51,6 +55,8 @@ TEXT_SUFFIXES = (".py", ".txt")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 SKIP_REASONS = ("binary", "not_utf8", "empty")
 MAX_VOCABULARY = 2 ** 15  # ids are held as int16
+FORMS = ("a folder of .py/.txt files, a JSON Lines file, a dataset (a folder save_to_disk wrote, DIR:SPLIT of a "
+         "folder of splits, or a .parquet file) or one .py/.txt file")  # what --corpus reads
 
 
 @dataclass(frozen=True)
@@ -138,17 +144,34 @@ def _jsonl_documents(path: Path, where: str, skipped: dict) -> list[Document]:
             if not isinstance(row, dict) or not isinstance(row.get("text"), str):
                 raise ValueError(f'{where}: line {number} has no "text" string; each line must be an object with a '
                                  '"text" string, such as {"text": "def f(x):\\n    return x\\n"}')
-            try:
-                data = row["text"].encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate written as a JSON escape: no UTF-8 text
-                skipped["not_utf8"] += 1
-                continue
-            reason = _usable(data)
-            if reason:
-                skipped[reason] += 1
-            else:
-                documents.append(Document(f"line {number}", row["text"], data))
+            _add_text(documents, f"line {number}", row["text"], skipped)
     return documents
+
+
+def _dataset_documents(rows: list[tuple[str, object]], where: str, skipped: dict) -> list[Document]:
+    """The documents of a dataset's "text" column (glm53/interop/datasets_io.py read it), each row one."""
+    documents = []
+    for name, text in rows:
+        if not isinstance(text, str):
+            held = "null" if text is None else f"a {type(text).__name__}"
+            raise ValueError(f'{where}: {name} has no "text" string (it is {held}); each row\'s "text" must be a '
+                             "string, as a JSON Lines corpus's are")
+        _add_text(documents, name, text, skipped)
+    return documents
+
+
+def _add_text(documents: list[Document], name: str, text: str, skipped: dict) -> None:
+    """A row's text as a document (its key the text itself), or counted among the skipped."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate written as a JSON escape: no UTF-8 text
+        skipped["not_utf8"] += 1
+        return
+    reason = _usable(data)
+    if reason:
+        skipped[reason] += 1
+    else:
+        documents.append(Document(name, text, data))
 
 
 @dataclass
@@ -264,15 +287,20 @@ class Corpus:
 
 
 def read_documents(path: str) -> tuple[list[Document], dict, str]:
-    """(usable documents, skipped counts by reason, "folder", "jsonl" or "file"); a path that is none of them, and a
-    bad JSON Lines line, are one-line ValueErrors."""
+    """(usable documents, skipped counts by reason, "folder", "jsonl", "file", "datasets" or "parquet"); a path that
+    is none of them, and a bad JSON Lines line or dataset row, are one-line ValueErrors. A dataset (a folder
+    `save_to_disk` wrote, DIR:SPLIT of a folder of splits, or a .parquet file) is read by
+    glm53/interop/datasets_io.py, a floor above, asked for by role."""
     where, source = f"--corpus {path}", Path(path)
     skipped = dict.fromkeys(SKIP_REASONS, 0)
+    dataset = provider("texts from a dataset")(path)  # None: not a dataset
+    if dataset is not None:
+        rows, kind = dataset
+        return _dataset_documents(rows, where, skipped), skipped, kind
     if source.is_dir():
         return _folder_documents(source, skipped), skipped, "folder"
     if not source.exists():
-        raise ValueError(f"{where} does not exist; give a folder of .py/.txt files, a JSON Lines file or one "
-                         ".py/.txt file")
+        raise ValueError(f"{where} does not exist; give {FORMS}")
     if source.suffix in TEXT_SUFFIXES:
         data = source.read_bytes()
         reason = _usable(data)
@@ -281,7 +309,7 @@ def read_documents(path: str) -> tuple[list[Document], dict, str]:
         return ([] if reason else [Document(source.name, source.name, data)]), skipped, "file"
     if source.suffix not in JSONL_SUFFIXES:
         raise ValueError(f"{where} is neither JSON Lines ({', '.join(JSONL_SUFFIXES)}) nor a .py/.txt file; give "
-                         "a folder of .py/.txt files, a JSON Lines file or one .py/.txt file")
+                         f"{FORMS}")
     return _jsonl_documents(source, where, skipped), skipped, "jsonl"
 
 

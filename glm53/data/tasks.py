@@ -17,12 +17,13 @@ import os
 import random
 import re
 import string
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from ..runtime.files import atomic_write_text, json_text
+from ..runtime.providers import provider
 from ..verify.languages import LANGUAGES
 from ..verify.program import Program
 
@@ -313,15 +314,33 @@ def check_entry_point(prompt: str, entry_point: str, where: str = "task", task_i
 
 
 def read_tasks(path: str | os.PathLike) -> list[Task]:
-    """A JSON Lines task file: one task object a line, with keys TASK_KEYS and optionally "language" (the
-    verifier's level for its programs, default "reference"); other keys are ignored. Blank lines and lines
-    whose first character is `#` (comments, such as a split's header) are skipped."""
-    path = Path(path)
+    """A task file: JSON Lines, one task object a line, with keys TASK_KEYS and optionally "language" (the
+    verifier's level for its programs, default "reference"); other keys are ignored. Blank lines and lines whose
+    first character is `#` (comments, such as a split's header) are skipped. Or the same rows as a dataset (a
+    folder `save_to_disk` wrote, DIR:SPLIT of a folder of splits, or a .parquet file), which
+    glm53/interop/datasets_io.py reads (a floor above, so asked for by role); each row is checked here as a line is."""
+    rows = provider("tasks from a dataset")(path)  # None: not a dataset
+    tasks, seen = [], {}
+    for where, position, obj in _task_lines(Path(path)) if rows is None else rows:
+        task = task_from_json(obj, where)
+        if task.task_id in seen:
+            raise ValueError(f"{where}: duplicate task_id {task.task_id!r} (first on {seen[task.task_id]}); each "
+                             "task needs its own id")
+        seen[task.task_id] = position
+        tasks.append(task)
+    if not tasks:
+        raise ValueError(f"task file {path} holds no tasks")
+    return tasks
+
+
+def _task_lines(path: Path) -> Iterator[tuple[str, str, object]]:
+    """(where, position, object) of each task line of a JSON Lines file, read as they are checked (so the first
+    bad line is the one named)."""
     if path.is_dir():
-        raise ValueError(f"task file {path} is a folder; give a JSON Lines file (write one with `glm53 tasks export`)")
+        raise ValueError(f"task file {path} is a folder; give a JSON Lines file (write one with `glm53 tasks export`), "
+                         "a .parquet file or a folder `save_to_disk` wrote")
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist; write one with `glm53 tasks export`")
-    tasks, seen = [], {}
     # lines end at "\n" only: str.splitlines also ends one at U+2028 and other separators, which JSON allows raw
     # inside a string, so a valid row would read as two halves that are not JSON
     for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
@@ -331,15 +350,7 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-        task = task_from_json(obj, f"{path}:{lineno}")
-        if task.task_id in seen:
-            raise ValueError(f"{path}:{lineno}: duplicate task_id {task.task_id!r} (first on line "
-                             f"{seen[task.task_id]}); each task needs its own id")
-        seen[task.task_id] = lineno
-        tasks.append(task)
-    if not tasks:
-        raise ValueError(f"task file {path} holds no tasks")
-    return tasks
+        yield f"{path}:{lineno}", f"line {lineno}", obj
 
 
 def write_tasks(tasks: Iterable[Task], path: str | os.PathLike) -> None:

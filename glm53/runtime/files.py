@@ -158,8 +158,9 @@ def refuse_nonempty_dir(path: str | os.PathLike, hint: str = "") -> None:
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str | os.PathLike, overwrite: bool = False):
-    """A text file handle whose content appears at `path` only when the block ends without an error."""
+def atomic_writer(path: str | os.PathLike, overwrite: bool = False, binary: bool = False):
+    """A text file handle (with `binary`, a bytes one) whose content appears at `path` only when the block ends
+    without an error."""
     path = Path(path)
     if not overwrite:
         refuse_existing(path)
@@ -170,7 +171,7 @@ def atomic_writer(path: str | os.PathLike, overwrite: bool = False):
         raise _unwritable(path, _nearest_existing(path), err) from None
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are shared like any other
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -66,7 +66,9 @@ class PretrainConfig:
     recipe: str = setting("", "a recipe of the book (glm53/recipes/) whose pretraining settings and suite come before "
                               f"--config and the flags: {', '.join(recipe_names())} (empty: none)", block="command")
     corpus: str = setting("", "pretrain on your own data: a folder of .py/.txt files (recursive), a JSON Lines file "
-                              "with a \"text\" field per row, or one .py/.txt file, a single document stream whose "
+                              "with a \"text\" field per row, a dataset with a \"text\" column (a folder "
+                              "save_to_disk wrote, DIR:SPLIT of a DatasetDict, or a .parquet file; the hf extra), "
+                              "or one .py/.txt file, a single document stream whose "
                               "tail is held out (empty: the suite's generated stream only); the checkpoints then "
                               "complete held-out corpus text instead of the suite's dev prompts", block="data")
     corpus_validation_share: float = setting(0.05, "--corpus: share of its documents held out for the validation "
@@ -135,8 +137,11 @@ class PretrainConfig:
     def check_data(self, check: Checks) -> None:
         """The corpus and validation settings (the corpus's content is read, and checked, when the run starts)."""
         if self.corpus:
-            check.require(Path(self.corpus).exists(), f"--corpus {self.corpus} does not exist; give a folder of "
-                                                      ".py/.txt files, a JSON Lines file or one .py/.txt file")
+            # DIR:SPLIT (a split of a folder of splits: glm53/interop/datasets_io.py) is no path: its DIR exists
+            named = Path(self.corpus).exists() or Path(self.corpus.rpartition(":")[0] or self.corpus).is_dir()
+            check.require(named, f"--corpus {self.corpus} does not exist; give a folder of .py/.txt files, a JSON "
+                                 "Lines file, a dataset (a folder save_to_disk wrote, DIR:SPLIT of a folder of splits, "
+                                 "or a .parquet file) or one .py/.txt file")
             self.corpus_mix = 1.0 if self.corpus_mix is None else self.corpus_mix
             # a corpus's files have no prompt: with --loss-on completion its rows stay whole targets and the
             # generated rows' bodies are the rest, so a run of the corpus alone would have nothing to leave out

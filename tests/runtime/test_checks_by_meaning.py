@@ -23,8 +23,9 @@ GOOD = {"RolloutSampling": {"temperature": 0.35}}  # a class whose defaults need
 
 
 # packages of the optional extras (pyproject.toml): a module that imports one is left out of the walk where its
-# extra is not installed, as a user's first `bash scripts/install.sh --dev --extras` leaves out `--serve`
-OPTIONAL = {"fastapi", "starlette", "uvicorn", "markdown", "nh3", "httpx", "ray", "tensorboard", "wandb", "trackio"}
+# extra is not installed, as a user's first `bash scripts/install.sh --dev --extras` leaves out `--serve` and `--hf`
+OPTIONAL = {"fastapi", "starlette", "uvicorn", "markdown", "nh3", "httpx", "ray", "tensorboard", "wandb", "trackio",
+            "transformers", "trl", "datasets", "accelerate"}
 LEFT_OUT: dict[str, str] = {}  # module -> the missing optional package
 
 
