@@ -60,7 +60,7 @@ def main() -> int:
                         per_device_train_batch_size=args.prompts * args.generations,
                         num_generations=args.generations, max_completion_length=args.max_completion_length,
                         temperature=0.35, logging_steps=1, save_strategy="no", report_to="none", seed=0,
-                        bf16=False, gradient_checkpointing=False)
+                        bf16=False, activation_checkpointing=False)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[binary], args=config,
                           train_dataset=load_from_disk(args.tasks))
     trainer.train()

@@ -116,6 +116,9 @@ def export_form_problem(split: str, form: str, out: str) -> str | None:
     if whole and form == "jsonl":
         return ("--split all writes every split of the suite, which one JSON Lines file cannot keep apart; give "
                 "--format datasets (a DatasetDict) or --format parquet (a folder of SPLIT.parquet), or one --split")
+    if form == "jsonl" and out.endswith(".parquet"):
+        return (f"--out {out}: --format jsonl writes JSON Lines, which a .parquet name would hide from every reader "
+                "(they read a .parquet file as parquet); give --format parquet, or an --out ending in .jsonl")
     if form == "parquet" and whole == out.endswith(".parquet"):
         return (f"--out {out}: --split all --format parquet writes a folder of SPLIT.parquet files; give an --out "
                 "without the .parquet ending" if whole else

@@ -36,7 +36,8 @@ def add_generate_parser(sub) -> None:
                                    "`completion` (and `sample`), for `glm53 verify --in OUT`.")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder (holding model.safetensors)")
     p.add_argument("--prompt", default=None, help="text to complete")
-    p.add_argument("--tasks", default=None, metavar="FILE", help="JSON Lines task file: complete every task (as "
+    p.add_argument("--tasks", default=None, metavar="FILE", help="task file (JSON Lines, or a dataset: DIR, "
+                                                                  "DIR:SPLIT, FILE.parquet): complete every task (as "
                                                                   "`glm53 eval --tasks` does) into --out")
     add_split_flags(p, required=False)
     add_suite_flag(p)

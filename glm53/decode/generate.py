@@ -37,7 +37,9 @@ def function_body_complete(prompt: str, completion: str) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
             ast.parse(prompt + completion)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # a line nested past the parser's limits ("1+1+...+1" thousands deep) does not end the body: generation
+        # goes on to its cap and the verifier judges the program, as it judges any that does not compile
         return False
     return True
 

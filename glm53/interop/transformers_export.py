@@ -34,21 +34,11 @@ from ..runtime.files import AtomicDirectory, atomic_write_json, atomic_write_tex
 from . import require_hf
 from .transformers_tokenizer import SPECIAL_IDS, tokenizer_files
 
-CONFIGURATION_FILE = "configuration_glm53.py"
-MODELING_FILE = "modeling_glm53.py"
-AUTO_MAP = {"AutoConfig": "configuration_glm53.GLM53Config",
-            "AutoModelForCausalLM": "modeling_glm53.GLM53ForCausalLM"}
-SHIM = '''"""{what} of a glm53 model for transformers (trust_remote_code=True): glm53's own code, imported from
-the installed package rather than copied (glm53's docs/interop.md says why). pip install glm53>={version}"""
-
-from glm53.interop.transformers_model import {names}  # noqa: F401
-'''
-
 
 def export_transformers(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Write `out` (refused if it exists) as the folder the module docstring describes; returns `out`."""
     require_hf("glm53 export --format transformers")  # one line, before anything is read or written
-    from .transformers_model import GLM53Config, GLM53ForCausalLM
+    from .transformers_model import AUTO_MAP, GLM53Config, GLM53ForCausalLM, write_code_files
 
     checkpoint, out = Path(checkpoint), Path(out)
     if out.exists():
@@ -61,8 +51,9 @@ def export_transformers(checkpoint: str | os.PathLike, out: str | os.PathLike) -
     wrapped.core.load_state_dict(model.state_dict())
     wrapped.config.auto_map = AUTO_MAP
     wrapped.config.architectures = ["GLM53ForCausalLM"]
+    # top_k 0: sampling draws from every id, as glm53's does (transformers' own default keeps the top 50)
     generation = {**SPECIAL_IDS, "bad_words_ids": [[i] for i in banned_ids(model, tokenizer)],
-                  "do_sample": False, "max_new_tokens": 48}
+                  "do_sample": False, "max_new_tokens": 48, "top_k": 0}
     facts = gather_card_facts(checkpoint)
     with AtomicDirectory(out) as tmp:
         # written directly, not by save_pretrained: once a folder's code has been loaded with trust_remote_code in
@@ -73,9 +64,7 @@ def export_transformers(checkpoint: str | os.PathLike, out: str | os.PathLike) -
         atomic_write_json(tmp / "generation_config.json", generation, overwrite=True)
         for name, text in tokenizer_files(config.tokenizer, config.max_sequence_length).items():
             atomic_write_text(tmp / name, text + "\n", overwrite=True)
-        for name, what, names in ((CONFIGURATION_FILE, "The configuration", "GLM53Config"),
-                                  (MODELING_FILE, "The model", "GLM53Config, GLM53ForCausalLM")):
-            atomic_write_text(tmp / name, SHIM.format(what=what, version=__version__, names=names), overwrite=True)
+        write_code_files(tmp, __version__)
         atomic_write_text(tmp / CARD_NAME, transformers_card(model_card(model, facts, checkpoint)), overwrite=True)
         atomic_write_json(tmp / METADATA_NAME, {"exported_from": str(checkpoint), "format": "transformers",
                                                 "glm53_version": __version__,

@@ -30,6 +30,8 @@ decoding with the MTP block (the MTP weights are kept; transformers' generate do
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
@@ -41,6 +43,27 @@ from ..model.config import ModelConfig
 from ..model.model import GLM53
 from ..model.moe import MixtureOfExperts
 from ..model.rope import RotaryEmbedding
+
+
+CONFIGURATION_FILE = "configuration_glm53.py"
+MODELING_FILE = "modeling_glm53.py"
+AUTO_MAP = {"AutoConfig": "configuration_glm53.GLM53Config",
+            "AutoModelForCausalLM": "modeling_glm53.GLM53ForCausalLM"}
+CODE_FILE = '''"""{what} of a glm53 model for transformers (trust_remote_code=True): glm53's own code, imported from
+the installed package rather than copied (glm53's docs/interop.md says why). pip install glm53>={version}"""
+
+from glm53.interop.transformers_model import {names}  # noqa: F401
+'''
+# what a packed batch (several documents a row) brings: glm53 keeps one document a row, so these are refused
+PACKING_ARGUMENTS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
+
+
+def write_code_files(folder: Path, version: str) -> None:
+    """configuration_glm53.py and modeling_glm53.py, which config.json's auto_map names: each imports from the
+    installed glm53."""
+    for name, what, names in ((CONFIGURATION_FILE, "The configuration", "GLM53Config"),
+                              (MODELING_FILE, "The model", "GLM53Config, GLM53ForCausalLM")):
+        (Path(folder) / name).write_text(CODE_FILE.format(what=what, version=version, names=names))
 
 
 class GLM53Config(PreTrainedConfig):
@@ -120,9 +143,11 @@ class GLM53Backbone(nn.Module):
 
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
                 **kwargs) -> BaseModelOutputWithPast:
-        first, _ = real_spans(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
-        _, hidden = self.glm53(_shift(input_ids, first), return_hidden=True)
-        return BaseModelOutputWithPast(last_hidden_state=_shift(self.glm53.final_norm(hidden), -first))
+        first, lengths = real_spans(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
+        width = max(int(lengths.max()), 1) if lengths.numel() else 1  # the pads after the real tokens are not run
+        _, hidden = self.glm53(_shift(input_ids, first)[:, :width], return_hidden=True)
+        hidden = F.pad(self.glm53.final_norm(hidden), (0, 0, 0, input_ids.shape[1] - width))
+        return BaseModelOutputWithPast(last_hidden_state=_shift(hidden, -first))
 
 
 class TiedHead:
@@ -174,6 +199,23 @@ class GLM53ForCausalLM(PreTrainedModel, GenerationMixin):
                              "export the checkpoint again with this glm53 (glm53 export --format transformers)")
         return (model, info) if wanted else model
 
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' save (weights, config.json, generation_config.json), with the two code files that
+        config.json's auto_map names written as glm53 writes them: transformers would otherwise copy this module's
+        source, whose imports of the rest of glm53 do not resolve in the saved folder (so Trainer's checkpoints and
+        push_to_hub work). The tokenizer is saved by its own save_pretrained (Trainer saves both)."""
+        from .. import __version__
+
+        self.config.auto_map = AUTO_MAP
+        saved = (type(self)._auto_class, type(self.config)._auto_class)
+        type(self)._auto_class = type(self.config)._auto_class = None  # no copy of this module's source
+        try:
+            result = super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            type(self)._auto_class, type(self.config)._auto_class = saved
+        write_code_files(Path(save_directory), self.config.glm53_version or __version__)
+        return result
+
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the model makes its own decoding state (GLM53Cache)
@@ -202,13 +244,20 @@ class GLM53ForCausalLM(PreTrainedModel, GenerationMixin):
     def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
                 past_key_values: GLM53Cache | None = None, inputs_embeds: torch.Tensor | None = None,
                 labels: torch.LongTensor | None = None, use_cache: bool | None = None,
-                logits_to_keep: int | torch.Tensor = 0, **kwargs) -> CausalLMOutputWithPast:
+                logits_to_keep: int | torch.Tensor = 0, position_ids: torch.LongTensor | None = None,
+                num_items_in_batch: int | torch.Tensor | None = None, **kwargs) -> CausalLMOutputWithPast:
         if inputs_embeds is not None:
             raise ValueError("glm53's transformers model takes input_ids, not inputs_embeds")
         if input_ids is None:
             raise ValueError("pass input_ids")
         B, T = input_ids.shape
         mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+        packed = [name for name in PACKING_ARGUMENTS if kwargs.get(name) is not None]
+        if packed or (position_ids is not None and past_key_values is None
+                      and not torch.equal(position_ids * mask, (mask.cumsum(-1) - 1).clamp_min(0) * mask)):
+            raise ValueError(f"{', '.join(packed) or 'position_ids'} say the rows hold several documents (packing, "
+                             "padding-free batches); a glm53 model reads one document a row, from position 0: turn "
+                             "packing off (TRL: packing=False, padding_free=False)")
         if past_key_values is not None:
             logits = self._decode_step(input_ids, past_key_values)
             cache = past_key_values
@@ -220,8 +269,12 @@ class GLM53ForCausalLM(PreTrainedModel, GenerationMixin):
         logits = logits.float()
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
-                                   ignore_index=-100)
+            # summed, then divided by the labelled tokens of the whole accumulated batch when Trainer gives their
+            # count (it then leaves the division by the accumulation steps to us), else by this batch's
+            total = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                                    ignore_index=-100, reduction="sum")
+            count = num_items_in_batch if num_items_in_batch is not None else (labels[:, 1:] != -100).sum()
+            loss = total / torch.as_tensor(count, device=total.device).clamp_min(1)
         if isinstance(logits_to_keep, int) and logits_to_keep > 0:
             logits = logits[:, -logits_to_keep:]
         elif isinstance(logits_to_keep, torch.Tensor):
@@ -253,11 +306,33 @@ class GLM53ForCausalLM(PreTrainedModel, GenerationMixin):
         cache.seen += input_ids.shape[1]
         return logits
 
+    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, **kwargs):
+        """transformers' generate, refused in one line before anything is decoded when the longest prompt plus
+        max_new_tokens passes the context, as glm53's generate refuses it (decode/generate.py check_lengths)."""
+        ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if torch.is_tensor(ids) and ids.dim() == 2 and ids.shape[1]:
+            config = generation_config or self.generation_config
+            mask = kwargs.get("attention_mask")
+            longest = int(mask.sum(-1).max()) if torch.is_tensor(mask) else ids.shape[1]
+            new = kwargs.get("max_new_tokens", config.max_new_tokens)
+            if new is None:
+                new = kwargs.get("max_length", config.max_length) - ids.shape[1]
+            context = self.config.max_position_embeddings
+            if longest + new > context:
+                raise ValueError(f"a prompt of {longest} tokens + max_new_tokens {new} exceeds the model's context of "
+                                 f"{context} tokens (max_sequence_length); lower max_new_tokens to at most "
+                                 f"{max(context - longest, 0)} or shorten the prompt")
+        return super().generate(inputs, generation_config, **kwargs)
+
     def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, past_key_values: GLM53Cache | None = None,
                                       attention_mask: torch.Tensor | None = None, use_cache: bool = True,
                                       **kwargs) -> dict:
         """The columns the decoding state has not consumed (all of them before the first step)."""
         if past_key_values is not None:
+            if past_key_values.seen >= input_ids.shape[1]:
+                raise ValueError(f"past_key_values has consumed {past_key_values.seen} columns of an input of "
+                                 f"{input_ids.shape[1]}: a glm53 decoding state serves one generate call; pass "
+                                 "past_key_values=None (or the state a forward of fewer tokens returned)")
             input_ids = input_ids[:, past_key_values.seen:]
         return {"input_ids": input_ids, "attention_mask": attention_mask, "past_key_values": past_key_values,
                 "use_cache": use_cache}

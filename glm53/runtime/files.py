@@ -236,8 +236,8 @@ class AtomicDirectory:
             return
         try:
             shared = 0o666 & ~_umask()
-            for child in self.tmp.iterdir():
-                if child.is_file():
+            for child in sorted(self.tmp.rglob("*")):  # files in subfolders too (a DatasetDict's splits)
+                if child.is_file() and not child.is_symlink():
                     # safetensors (0.8) creates its files owner-only (0600, where torch.save and open() give 0644
                     # under umask 022): results are shared like any other file (executable bits, if any, are kept)
                     os.chmod(child, shared | (child.stat().st_mode & 0o111))

@@ -17,7 +17,7 @@ from .rl_config import RLConfig, check_rewards_named
 
 def add_pretrain_parser(sub) -> None:
     p = sub.add_parser("pretrain", help="pretrain on generated Python functions")
-    p.add_argument("--tasks", help="JSON Lines task file whose prompts are sampled at each checkpoint "
+    p.add_argument("--tasks", help="task file (JSON Lines or a dataset) whose prompts are sampled at each checkpoint "
                                    "(default: dev split, one per family)")
     add_config_arguments(p, PretrainConfig, title="pretraining")
     add_config_file_flags(p)

@@ -152,7 +152,8 @@ class RLConfig:
     runtime: RuntimeConfig = setting(default_factory=RuntimeConfig, flatten=True,
                                      helps={"precision": "precision of the update"}, block="runtime")
     sample_precision: str = setting(DECODE_PRECISION, "precision of the rollouts", choices=PRECISIONS, block="rollouts")
-    tasks_file: str | None = setting(None, "JSON Lines task file to train on instead of the rl split", block="data")
+    tasks_file: str | None = setting(None, "task file to train on instead of the rl split (JSON Lines, "
+                                                    "or a dataset: DIR, DIR:SPLIT, FILE.parquet)", block="data")
     task_source: str = setting("rl-split", "rl-split: the first --tasks-per-family tasks of the rl split; stream "
                                            "(broad suite): --tasks-per-family tasks drawn like the pretraining stream "
                                            "from document 60,000,000 on (no held-out pair or phrasing, as in the "

@@ -114,3 +114,15 @@ def test_a_broad_body_is_decoded_to_the_function_end_and_verified_at_the_python_
     as_reference = [replace(t, language="reference") for t in tasks]  # each task is verified at its own level
     judged = sample_and_verify(model, as_reference, 1, Sampling(max_new_tokens=192), None, suite="broad")
     assert any(v.status == "invalid" for [(_, v)] in judged)  # loops and methods: refused at the reference level
+
+
+def test_a_line_nested_past_the_parsers_limits_does_not_stop_and_does_not_crash():
+    """ast.parse raises RecursionError or MemoryError, not SyntaxError, on a line thousands of operators deep: the
+    stop rule says "not complete" (generation goes on; the verifier judges the program) rather than crash the run."""
+    from glm53.decode.generate import function_body_complete
+
+    prompt = "def f(x):"
+    for line in ("\n    return " + "1+" * 3000 + "1\n", "\n    return " + "-" * 7000 + "1\n",
+                 "\n    return " + "(" * 400 + "1" + ")" * 400 + "\n"):
+        assert function_body_complete(prompt, line) in (False, True)  # answers, whichever
+    assert not function_body_complete(prompt, "\n    return " + "1+" * 3000 + "1\n")

@@ -164,6 +164,8 @@ def test_split_all_needs_a_dataset_form(tmp_path, capsys):
                    "--split all writes every split of the suite")
     one_line_error(capsys, ["tasks", "export", *REFERENCE, "--format", "parquet", "--out", str(tmp_path / "dev")],
                    "give an --out ending in .parquet")
+    one_line_error(capsys, ["tasks", "export", *REFERENCE, "--out", str(tmp_path / "dev.parquet")],
+                   "--format jsonl writes JSON Lines, which a .parquet name would hide")
     assert list(tmp_path.iterdir()) == []
 
 

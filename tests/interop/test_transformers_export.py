@@ -174,3 +174,51 @@ def test_a_folder_whose_weights_do_not_fit_is_refused_not_loaded_as_noise(tmp_pa
     with pytest.raises(ValueError, match="missing keys: model.glm53.final_norm.weight") as refused:
         AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
     assert "\n" not in str(refused.value) and "glm53 export --format transformers" in str(refused.value)
+
+
+def test_a_loaded_model_saves_again_and_the_save_loads_alike(tmp_path):
+    """save_pretrained (what Trainer's checkpoints and push_to_hub call) writes the code files as the export does,
+    not a copy of glm53's module whose imports would not resolve there."""
+    model, folder = _exported(tmp_path, _config())
+    hf_model, tokenizer = _load(folder)
+    hf_model.save_pretrained(tmp_path / "saved")
+    tokenizer.save_pretrained(tmp_path / "saved")
+    assert "from glm53.interop.transformers_model import" in (tmp_path / "saved" / "modeling_glm53.py").read_text()
+    assert not (tmp_path / "saved" / "transformers_model.py").exists()
+    again, tokenizer = _load(tmp_path / "saved")
+    batch = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    out = again.generate(**batch, max_new_tokens=NEW_TOKENS, do_sample=False)
+    assert [_new_ids(row, batch["input_ids"].shape[1]) for row in out] == _glm53_ids(model, PROMPTS)
+    assert json.loads((tmp_path / "saved" / "generation_config.json").read_text())["top_k"] == 0
+
+
+def test_the_loss_honours_trainers_token_count_and_packing_is_refused(tmp_path):
+    model, folder = _exported(tmp_path, _config())
+    hf_model, _ = _load(folder)
+    ids = torch.randint(4, 260, (2, 12))
+    labels = ids.clone()
+    labels[0, :5] = -100
+    summed = torch.nn.functional.cross_entropy(model(ids)[:, :-1].reshape(-1, 260), labels[:, 1:].reshape(-1),
+                                               ignore_index=-100, reduction="sum")
+    # Trainer under gradient accumulation: the count of the whole accumulated batch's labelled tokens
+    loss = hf_model(input_ids=ids, labels=labels, num_items_in_batch=40).loss
+    assert torch.allclose(loss, summed / 40, atol=1e-5)
+    assert torch.allclose(hf_model(input_ids=ids, labels=labels).loss, summed / 18, atol=1e-5)  # 7 + 11 labelled
+    left_padded_positions = torch.tensor([[0, 0, 1, 2], [0, 1, 2, 3]])  # what generate derives from the mask
+    hf_model(input_ids=ids[:, :4], attention_mask=torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]),
+             position_ids=left_padded_positions)
+    for packed in ({"position_ids": torch.tensor([[0, 1, 2, 0, 1, 2]] * 2)},
+                   {"cu_seq_lens_q": torch.tensor([0, 3, 6])}):
+        with pytest.raises(ValueError, match="one document a row") as refused:
+            hf_model(input_ids=ids[:, :6], **packed)
+        assert "\n" not in str(refused.value)
+
+
+def test_a_prompt_past_the_context_is_refused_before_decoding(tmp_path):
+    _, folder = _exported(tmp_path, _config())
+    hf_model, tokenizer = _load(folder)
+    encoded = tokenizer("x" * 90, return_tensors="pt")  # 91 ids with BOS, in a context of 96
+    with pytest.raises(ValueError, match="lower max_new_tokens to at most 5") as refused:
+        hf_model.generate(**encoded, max_new_tokens=6, do_sample=False)
+    assert "\n" not in str(refused.value)
+    assert hf_model.generate(**encoded, max_new_tokens=5, do_sample=False).shape[1] <= 96

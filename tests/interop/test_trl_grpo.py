@@ -60,14 +60,17 @@ def test_two_grpo_steps_on_cpu_reward_what_glm53_verify_says(tmp_path):
     binary, partial = Recording(sandbox_reward("binary")), Recording(sandbox_reward("partial"))
     args = GRPOConfig(output_dir=str(tmp_path / "grpo"), use_cpu=True, max_steps=STEPS, learning_rate=1e-4,
                       per_device_train_batch_size=PROMPTS_PER_STEP * GENERATIONS, num_generations=GENERATIONS,
-                      max_completion_length=16, temperature=1.0, logging_steps=1, save_strategy="no",
+                      max_completion_length=16, temperature=1.0, logging_steps=1, save_strategy="steps",
+                      save_steps=STEPS,
                       report_to="none", seed=0, dataloader_num_workers=0, bf16=False,
-                      gradient_checkpointing=False)  # TRL's default is on; the exported model does not offer it
+                      activation_checkpointing=False)  # TRL's default is on; the exported model does not offer it
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[binary, partial], args=args,
                           train_dataset=load_from_disk(str(tmp_path / "rl")))  # the split as it is
     trainer.train()
 
     assert trainer.state.global_step == STEPS
+    saved = tmp_path / "grpo" / f"checkpoint-{STEPS}"  # Trainer's checkpoint loads as the exported folder does
+    assert AutoModelForCausalLM.from_pretrained(saved, trust_remote_code=True).core.config == model.core.config
     logged = [entry for entry in trainer.state.log_history if "rewards/glm53_binary/mean" in entry]
     assert len(logged) == STEPS
     for entry in logged:

@@ -251,3 +251,13 @@ def test_a_sandbox_below_full_isolation_is_refused_unless_accepted(monkeypatch):
     accepted = sandbox_reward(accept_partial_isolation=True)
     assert trl_call(accepted, [row]) == [1.0]
     assert accepted.sandbox["level"] == "partial" and accepted.sandbox["accepted_partial"] is True
+
+
+def test_a_completion_nested_past_the_parsers_limits_is_invalid_not_a_crash():
+    """The stop rule parses each prefix; a line thousands of operators deep makes Python's parser raise
+    RecursionError or MemoryError, which must end as the verifier's verdict (invalid), never in the trainer."""
+    row = INCREMENT.to_json()
+    deep = "\n    return " + "1+" * 3000 + "1\n"
+    rewards = sandbox_reward("binary")(prompts=[row["prompt"]], completions=[deep], entry_point=[row["entry_point"]],
+                                       cases=[row["cases"]])
+    assert rewards == [RLConfig().invalid_penalty]

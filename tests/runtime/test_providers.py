@@ -46,7 +46,8 @@ def test_generate_runs_what_is_provided_for_text_generation(monkeypatch):
 
 
 def test_a_role_nobody_provides_is_one_line_naming_those_provided():
-    with pytest.raises(LookupError, match=r"no provider of 'beam search' is registered \(the roles provided: text "
-                                          r"generation\)") as err:
+    with pytest.raises(LookupError, match=r"no provider of 'beam search' is registered \(the roles provided: tasks as "
+                                          r"a dataset, tasks from a dataset, text generation, texts from a dataset, "
+                                          r"transformers export\)") as err:
         providers.provider("beam search")
     assert "\n" not in str(err.value)
