@@ -24,7 +24,7 @@ from ..runtime.files import atomic_write_json, read_jsonl
 from ..runtime.settings import MAX_SEED, Checks, config_from_settings, setting, setting_names
 from ..train.rl_config import RLConfig
 from .corpus_job import CORPUS
-from .scored_per_split import PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
+from .scored_per_split import END_LABEL, PRETRAIN_SPLITS, RL_SPLITS, make_pretrain as _make_pretrain
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,14 @@ class JobKind:
     run: Callable[[Any, Path, Callable[[str], None]], dict]  # (config, job dir, log) -> receipt
     uses_checkpoints: bool = True  # False: one evaluation, labelled "eval"
     verifies: bool = True  # its results include the sandbox's verdicts (the isolation policy applies)
+    # True: a spec may give no checkpoints, and each job is then scored at its own last update, labelled "end", so
+    # arms of different lengths pair (equal wall-clock time at different model sizes)
+    scores_end: bool = False
 
     def labels(self, checkpoints: tuple[int, ...]) -> list[str]:
-        return [str(c) for c in checkpoints] if self.uses_checkpoints else ["eval"]
+        if not self.uses_checkpoints:
+            return ["eval"]
+        return [str(c) for c in checkpoints] if checkpoints or not self.scores_end else [END_LABEL]
 
 
 # ---------------------------------------------------------------- expression-pretrain (the studies' own job)

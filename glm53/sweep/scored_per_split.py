@@ -42,6 +42,7 @@ from ..train.pretrain_config import PretrainConfig
 from ..train.rl_config import RLConfig
 
 
+END_LABEL = "end"  # a job scored at its own last update (a spec of pretrain-splits without checkpoints)
 HUMANEVAL_METRICS = ("humaneval_pass_at_1", "humaneval_sampled_pass_at_1", "humaneval_pass_at_10",
                      "humaneval_pass_at_100", "humaneval_samples_passed")
 
@@ -307,6 +308,10 @@ class PretrainSplitsSettings(HumanEvalMetric):
 class PretrainSplitsJob:
     pretrain: Any
     extra: PretrainSplitsSettings
+    at_end: bool = False  # the spec named no checkpoints: scored once, at the last update, labelled END_LABEL
+
+    def label(self, step: int) -> str:
+        return END_LABEL if self.at_end else str(step)
 
     def to_dict(self) -> dict:
         return {**self.pretrain.to_dict(), **self.extra.recorded()}
@@ -330,7 +335,7 @@ def make_pretrain_splits(settings: dict, seed: int, checkpoints: tuple[int, ...]
     extra.splits()  # unknown splits are refused before anything runs
     if extra.humaneval_samples:  # some prompt fits the context with the cap (run_config.humaneval_fit)
         humaneval_fit(pretrain.model, extra.humaneval_max_new_tokens, extra.humaneval_samples, "max_sequence_length")
-    return PretrainSplitsJob(pretrain, extra)
+    return PretrainSplitsJob(pretrain, extra, at_end=not checkpoints)
 
 
 def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
@@ -359,7 +364,7 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
             for s in splits:
                 row[f"{s}_pass_at_1"] = parts[s]["summary"]["pass_at_k"]["1"]
                 outcomes[f"{s}_pass_at_1"] = {r["task_id"]: float(r["passed"] > 0) for r in parts[s]["tasks"]}
-        metrics[str(c["step"])] = row
+        metrics[job.label(c["step"])] = row
         log(f"step {c['step']}: " + ", ".join(f"{s} loss {row[f'{s}_body_loss']:.3f}" +
                                              (f" pass {row[f'{s}_pass_at_1']:.3f}" if extra.pass_at_1 else "")
                                              for s in splits))
@@ -367,12 +372,12 @@ def run_pretrain_splits(job: PretrainSplitsJob, job_dir: Path, log) -> dict:
     if extra.humaneval_samples:  # at the last checkpoint (the costly part), which task_outcomes_at names too
         scored = extra.humaneval(load_model(Path(cfg.out) / checkpoint_name(cfg.steps), expect=cfg.model).model,
                                  cfg.runtime.accept_partial_isolation, job_dir, log)
-        metrics[str(cfg.steps)].update(scored["metrics"])
+        metrics[job.label(cfg.steps)].update(scored["metrics"])
         outcomes.update(scored["outcomes"])
     if not extra.keep_weights:
         prune_checkpoints(cfg.out, whole=0)  # every checkpoint's weights and state go; the hashes stay
     return {"job": "pretrain-splits", "settings": job.to_dict(), "seed": cfg.seed, **suite.receipt(),
-            "metrics": metrics, "task_outcomes": outcomes, "task_outcomes_at": str(cfg.steps),
+            "metrics": metrics, "task_outcomes": outcomes, "task_outcomes_at": job.label(cfg.steps),
             "parameter_counts": receipt["parameter_counts"],
             "run_receipt": str(Path(cfg.out).relative_to(job_dir) / "training-receipt.json"),
             "elapsed_seconds": receipt["elapsed_seconds_this_invocation"], "threads": receipt["threads"],
@@ -386,4 +391,4 @@ PRETRAIN_SPLITS = dict(
                 "checkpoint on the broad suite's splits: body loss and greedy pass@1",
     metrics=tuple(dict.fromkeys([*(f"{s}_{m}" for s in ALL_SPLITS for m in ("body_loss", "pass_at_1")),
                                  *HUMANEVAL_METRICS])),
-    make=make_pretrain_splits, run=run_pretrain_splits)
+    make=make_pretrain_splits, run=run_pretrain_splits, scores_end=True)

@@ -4,7 +4,8 @@ checkpoints to evaluate, the metrics, the baseline arm and the comparisons.
     name = "my-study"
     job = "expression-pretrain"          # a kind from glm53/sweep/jobs.py
     seeds = [11, 22, 33]
-    checkpoints = [50, 100, 200]         # updates at which each job is scored
+    checkpoints = [50, 100, 200]         # updates at which each job is scored (pretrain-splits: [] scores each
+                                         # job at its own last update, labelled "end", so arms of unequal length pair)
     metrics = ["target_byte_accuracy"]   # the first is the headline metric of the report
     baseline = "diverse-88"
     [base]                               # settings every arm shares (the job's setting names)
@@ -244,7 +245,8 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
     if wild:  # every job would fail as it starts: torch takes no such seed
         _fail(where, f"seeds must lie in [0, {MAX_SEED}] (torch and the data streams derive their seeds from them), "
                      f"got {', '.join(map(str, wild))}")
-    checkpoints = _int_list(where, "checkpoints", raw.get("checkpoints", []), allow_empty=not kind.uses_checkpoints)
+    checkpoints = _int_list(where, "checkpoints", raw.get("checkpoints", []),
+                            allow_empty=not kind.uses_checkpoints or kind.scores_end)
     if kind.uses_checkpoints and any(c < 1 for c in checkpoints):
         _fail(where, f"checkpoints must be positive update counts, got {list(checkpoints)}")
     metrics = raw.get("metrics", list(kind.metrics[:1]))

@@ -269,7 +269,7 @@ def time_jobs(spec: SweepSpec, threads: int, setup_from: str | None = None) -> d
     fixed = max(once_k - k * per_update - 2 * per_scoring, 0.0)  # a run scores before training and at each point
     steps = {arm: job_kind(spec.job).make(spec.settings(arm), seed, spec.checkpoints, Path(".")).steps
              for arm in spec.arms}
-    scorings = 1 + len(spec.checkpoints)
+    scorings = 1 + (len(spec.checkpoints) or 1)  # no checkpoints: each job is scored once, at its end
     return {"per_update": per_update, "per_scoring": per_scoring, "fixed": fixed,
             "job_seconds": {arm: fixed + steps[arm] * per_update + scorings * per_scoring for arm in spec.arms},
             "short": f"{k} and {2 * k} updates"}

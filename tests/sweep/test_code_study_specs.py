@@ -1,7 +1,7 @@
-"""Issue 58's studies (code-mix, code-prompts): each plans arms that differ only in the setting studied, on the code
-recipe's pretraining with the corpus a `corpus` [setup] job builds, scored on HumanEval and the broad splits; a
-spec whose arms read "{setup}/corpus/corpus.jsonl" is checked before its setup has run, and the corpus job builds
-what the arms read."""
+"""Issue 58's studies (code-mix, code-prompts, code-size): each plans arms that differ only in the setting studied,
+on the code recipe's pretraining with the corpus a `corpus` [setup] job builds, scored on HumanEval and the broad
+splits; a spec whose arms read "{setup}/corpus/corpus.jsonl" is checked before its setup has run, and the corpus job
+builds what the arms read."""
 
 import json
 
@@ -53,3 +53,25 @@ def test_a_corpus_setup_job_builds_what_the_arms_read(tmp_path, monkeypatch):
     made = job_kind(spec.job).make(settings, 1, spec.checkpoints, tmp_path / "arm")
     assert made.pretrain.corpus == str(corpus) and made.pretrain.corpus_mix == 0.25
 
+
+
+def test_the_size_study_pairs_the_reference_model_with_the_small_one_at_their_own_ends(tmp_path):
+    """code-size: the reference architecture (ModelConfig's defaults but the code recipe's vocabulary, context and
+    qk_norm) for 266 updates against the preset's small model for 1,200, each scored once at its end ("end")."""
+    from glm53 import ModelConfig
+
+    spec = load_spec("code-size")
+    assert spec.labels == ["end"] and spec.checkpoints == () and spec.baseline == "small" and len(spec.seeds) == 10
+    setup = tmp_path / "setup" / "corpus"
+    setup.mkdir(parents=True)
+    (setup / "corpus.jsonl").write_text('{"text": "def f(x):\\n    return x\\n"}\n')
+    made = {arm: job_kind(spec.job).make(resolve_setup(spec.settings(arm), str(tmp_path / "setup")), 1,
+                                         spec.checkpoints, tmp_path / arm) for arm in spec.arms}
+    assert {arm: (job.at_end, job.pretrain.checkpoints) for arm, job in made.items()} == {
+        "small": (True, (1200,)), "reference": (True, (266,))}
+    reference, small = made["reference"].pretrain.model, made["small"].pretrain.model
+    differs = {k for k, v in reference.to_dict().items() if v != ModelConfig().to_dict()[k]}
+    assert differs == {"tokenizer", "vocab_size", "max_sequence_length", "qk_norm"}
+    assert {k: v for k, v in small.to_dict().items() if k in differs} == {k: v for k, v in reference.to_dict().items()
+                                                                          if k in differs}
+    assert made["small"].pretrain.corpus_mix == made["reference"].pretrain.corpus_mix == 0.25

@@ -69,6 +69,21 @@ def test_pretrain_splits_job_on_a_tiny_model(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_pretrain_splits_job_without_checkpoints_is_scored_once_at_its_end(tmp_path):
+    """A spec of pretrain-splits may name no checkpoints: each job is scored at its own last update, labelled "end",
+    so arms of different lengths pair (code-size); the other kinds still need checkpoints."""
+    kind = job_kind("pretrain-splits")
+    settings = {"suite": "broad", "steps": 3, "batch_size": 2, "validation_rows": 0, "dev_max_new_tokens": 1,
+                "eval_count": 1, "eval_splits": "compose", "eval_max_new_tokens": 2, **TINY_BROAD}
+    assert kind.labels(()) == ["end"] and job_kind("pretrain").labels((3,)) == ["3"]
+    job = kind.make(settings, 3, (), tmp_path / "job")
+    assert job.pretrain.checkpoints == (3,)
+    receipt = kind.run(job, tmp_path / "job", lambda *_: None)
+    assert set(receipt["metrics"]) == {"end"} and receipt["task_outcomes_at"] == "end"
+    assert "compose_body_loss" in receipt["metrics"]["end"]
+
+
+@pytest.mark.slow
 def test_plan_times_pretrain_splits_jobs(tmp_path):
     spec = load_spec("pretraining-broad")
     tiny = {k: v for k, v in TINY_BROAD.items()}
