@@ -20,7 +20,10 @@ moves each bias by router_bias_rate toward even load: up for experts below the m
 Simplifications vs GLM-5.3-Flash: no group-limited top-k, and 8 experts on one device (the released model has
 hundreds with expert parallelism). Either router's experts are computed
 either with a plain loop over experts (`moe_impl="plain"`, the reference) or by grouping tokens by expert
-(`moe_impl="fast"`, the default).
+(`moe_impl="fast"`, the default). With one routed expert under the softmax router (the speedrun record's and the
+code preset's dense feed-forward) the fast form is a plain feed-forward: every token goes to that expert at weight
+exactly 1, so it skips the routing's top-k, count, sort, gather and scatter. The router still runs, so the balance
+loss (exactly 1) and the router's gradient (exactly 0) are those of the routed form.
 """
 
 from __future__ import annotations
@@ -98,6 +101,18 @@ class MixtureOfExperts(nn.Module):
         balance_loss = self.experts * (usage * mean_prob).sum()
         return top_idx, top_weights, balance_loss, usage
 
+    def runs_dense(self) -> bool:
+        """The fast form with one routed expert under the softmax router: a plain feed-forward (module docstring)."""
+        return self.impl == "fast" and self.experts == 1 and self.router_kind == "softmax-balance"
+
+    def route_one(self, x: torch.Tensor):
+        """`route` for one routed expert under the softmax router, without the top-k and the count: every token
+        takes the expert at weight 1, so usage is [1] and the balance loss E * usage * mean softmax is 1 (its
+        gradient, like the routed form's, exactly 0). Returns top_idx and top_weights as None (no routing)."""
+        mean_prob = self.router(x).float().softmax(dim=-1).mean(dim=0)
+        usage = torch.ones_like(mean_prob)
+        return None, None, self.experts * (usage * mean_prob).sum(), usage
+
     def global_counts(self, top_idx: torch.Tensor) -> torch.Tensor:
         """Assignments per expert [E]; in a data-parallel training forward, over every rank's tokens, so the balance
         loss steers toward the global load (each rank's mean probability P_e then averages into the global one,
@@ -137,9 +152,10 @@ class MixtureOfExperts(nn.Module):
         dtype = flat.dtype  # of the output: the sum of the experts stays in fp32 under bf16 autocast
         if torch.is_autocast_enabled(x.device.type):  # cast once: the router, the shared and the routed experts
             flat = flat.to(torch.get_autocast_dtype(x.device.type))  # would each cast the input on their own
-        top_idx, top_weights, balance_loss, usage = self.route(flat)
+        dense = self.runs_dense()
+        top_idx, top_weights, balance_loss, usage = self.route_one(flat) if dense else self.route(flat)
         if self.routing_probe is not None:
-            self.routing_probe(top_idx)
+            self.routing_probe(top_idx if top_idx is not None else flat.new_zeros(flat.shape[0], 1, dtype=torch.long))
         out = None
         for expert in self.shared:
             y = expert(flat)
@@ -148,6 +164,8 @@ class MixtureOfExperts(nn.Module):
             out = torch.zeros(flat.shape, dtype=dtype, device=flat.device)
         if self.impl == "plain":
             out = out + self.routed_plain(flat, top_idx, top_weights).to(dtype)
+        elif dense:  # cast once, as add_routed_fast does, and added as it adds (weight 1, every row)
+            out.add_(swiglu(flat, self.expert_up[0].to(flat.dtype), self.expert_down[0].to(flat.dtype)))
         else:
             self.add_routed_fast(out, flat, top_idx, top_weights)
         return out.reshape(shape), balance_loss, usage

@@ -36,9 +36,7 @@ class JobKind:
     run: Callable[[Any, Path, Callable[[str], None]], dict]  # (config, job dir, log) -> receipt
     uses_checkpoints: bool = True  # False: one evaluation, labelled "eval"
     verifies: bool = True  # its results include the sandbox's verdicts (the isolation policy applies)
-    # True: a spec may give no checkpoints, and each job is then scored at its own last update, labelled "end", so
-    # arms of different lengths pair (equal wall-clock time at different model sizes)
-    scores_end: bool = False
+    scores_end: bool = False  # no checkpoints named: scored at each job's own end ("end"), so lengths may differ
 
     def labels(self, checkpoints: tuple[int, ...]) -> list[str]:
         if not self.uses_checkpoints:
@@ -67,9 +65,7 @@ def _run_pretrain(cfg, job_dir: Path, log) -> dict:
     from ..train.pretrain import pretrain
 
     receipt = pretrain(cfg, log=log)
-    loss_at = {}
-    for row in _read_curve(Path(cfg.out)):
-        loss_at[row["step"]] = row["loss"]
+    loss_at = {row["step"]: row["loss"] for row in _read_curve(Path(cfg.out))}
     metrics = {str(c["step"]): {"dev_pass_rate": c["dev_passed"] / max(c["dev_tasks"], 1),
                                 "train_loss": loss_at.get(c["step"], float("nan")),
                                 "weights_sha256": c["weights_sha256"]}

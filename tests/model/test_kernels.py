@@ -143,6 +143,52 @@ def test_moe_fast_equals_plain(tiny_config, top_k, tokens):
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("shared", [0, 1])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_one_routed_experts_dense_form_equals_the_plain_and_the_routed_ones(tiny_config, shared, autocast):
+    """One routed expert under the softmax router (the dense feed-forward of the record and the code preset): the
+    fast form runs it as a plain feed-forward, no routing. Outputs, balance loss, usage and every gradient (the
+    router's, exactly 0, included) equal the plain form's, and the routed fast form's (add_routed_fast, which the
+    dense form replaces); under bf16 autocast, to bf16's rounding (the routed form pads rows, the dense one does
+    not)."""
+    import dataclasses
+
+    from glm53.model.moe import MixtureOfExperts
+
+    cfg = dataclasses.replace(tiny_config, experts=1, top_k=1, shared_experts=shared)
+    dense = MixtureOfExperts(cfg)
+    plain = MixtureOfExperts(dataclasses.replace(cfg, moe_impl="plain"))
+    for p in dense.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)
+    plain.load_state_dict(dense.state_dict())
+    dtype = torch.float32 if autocast else torch.float64
+    dense, plain = dense.to(dtype), plain.to(dtype)
+    x = torch.randn(2, 9, cfg.dim, dtype=dtype, requires_grad=True)
+    g = torch.randn(2, 9, cfg.dim, dtype=dtype)
+    seen = []
+    dense.routing_probe = seen.append
+    results = []
+    for moe in (dense, plain):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out, balance, usage = moe(x)
+        grads = torch.autograd.grad((out * g).sum() + balance, [x, *moe.parameters()])
+        results.append((out, balance, usage, grads))
+    tolerance = {"rtol": 1e-2, "atol": 1e-3} if autocast else {}
+    for a, b in zip(results[0][:3], results[1][:3]):
+        torch.testing.assert_close(a.float(), b.float(), **tolerance)
+    for a, b in zip(results[0][3], results[1][3]):
+        torch.testing.assert_close(a.float(), b.float(), **tolerance)
+    assert results[0][1].item() == 1.0 and not dense.router.weight.grad
+    assert float(results[0][3][1 + [n for n, _ in dense.named_parameters()].index("router.weight")].abs().max()) == 0
+    assert torch.equal(seen[0], torch.zeros(18, 1, dtype=torch.long))
+    flat = x.detach().reshape(-1, cfg.dim)
+    routed = torch.zeros(flat.shape, dtype=dtype)
+    dense.add_routed_fast(routed, flat, torch.zeros(18, 1, dtype=torch.long), torch.ones(18, 1, dtype=dtype))
+    with torch.no_grad():
+        once = dense(x.detach())[0].reshape(-1, cfg.dim) - sum(e(flat) for e in dense.shared)
+    torch.testing.assert_close(once, routed)
+
+
 @pytest.mark.parametrize("padding", [0, 64])
 def test_moe_fast_pads_rows_under_bf16_autocast_without_changing_results(tiny_config, padding):
     import dataclasses
