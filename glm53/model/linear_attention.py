@@ -117,6 +117,10 @@ class NormalizeSums(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         out, denominator, unclamped = ctx.saved_tensors
+        if torch.compiler.is_compiling():  # out= into a strided view breaks the graph; the same values, concatenated
+            grad_numerator = grad / denominator
+            grad_denominator = torch.linalg.vecdot(grad_numerator, out).unsqueeze(-1).neg_() * unclamped
+            return torch.cat((grad_numerator, grad_denominator), dim=-1), None
         grad_sums = grad.new_empty(*grad.shape[:-1], grad.shape[-1] + 1)
         torch.div(grad, denominator, out=grad_sums[..., :-1])
         # d out / d denominator = -out / denominator, where the clamp let the denominator through

@@ -196,7 +196,10 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be [batch, time], got shape {tuple(input_ids.shape)}")
-            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+            # the value check reads the ids (a graph break under torch.compile, where the embedding's own bounds
+            # check still refuses an id out of range), so it runs eagerly only
+            if (not torch.compiler.is_compiling() and input_ids.numel()
+                    and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size)):
                 raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got values in "
                                  f"[{int(input_ids.min())}, {int(input_ids.max())}]")
             inputs_embeds = self.embedding(input_ids)

@@ -46,6 +46,44 @@ def swiglu(x: torch.Tensor, up_weight: torch.Tensor, down_weight: torch.Tensor) 
     return F.linear(F.silu(F.linear(x, gate_weight)) * F.linear(x, value_weight), down_weight)
 
 
+def expert_counts(expert_of: torch.Tensor, experts: int) -> torch.Tensor:
+    """How many of `expert_of`'s entries name each expert, [experts] int64: bincount's counts, in a tensor whose
+    length does not depend on the data (bincount's does, which breaks torch.compile's graph)."""
+    return torch.zeros(experts, dtype=torch.long, device=expert_of.device).index_add_(
+        0, expert_of, torch.ones_like(expert_of))
+
+
+def grouped_swiglu(rows: torch.Tensor, up_weight: torch.Tensor, down_weight: torch.Tensor,
+                   ends: torch.Tensor) -> torch.Tensor:
+    """`swiglu` of each expert on its own contiguous slice of `rows` (expert e's rows end at ends[e]), as three
+    grouped products over every expert at once (torch's grouped_mm: one call however many experts, and shapes that
+    do not depend on the routing, so torch.compile keeps the layer in one graph). up_weight [E, 2h, D], down_weight
+    [E, D, h]; equal to the loop of `swiglu` over the slices (the same products, tests/model/test_compile.py)."""
+    offs = ends.to(torch.int32)
+    gate_weight, value_weight = up_weight.chunk(2, dim=1)
+    gate = F.grouped_mm(rows, gate_weight.transpose(1, 2), offs=offs)
+    value = F.grouped_mm(rows, value_weight.transpose(1, 2), offs=offs)
+    return F.grouped_mm(F.silu(gate) * value, down_weight.transpose(1, 2), offs=offs)
+
+
+HAS_GROUPED_MM = hasattr(F, "grouped_mm")  # torch >= 2.9; before it, the experts always loop
+# When the routed experts run as grouped products: "compiled" (under torch.compile, where the loop over experts would
+# break the graph; eagerly the training step measured no faster than the loop, docs/speed.md), "always" or "never"
+# (the agreement tests and scripts/bench_expert_forms.py switch it)
+GROUPED = "compiled"
+
+
+def uses_grouped(dtype: torch.dtype) -> bool:
+    """Whether the routed experts run as `grouped_swiglu` on rows of `dtype`. grouped_mm takes fp32 and half precision
+    eagerly on the CPU (float64, the tests', loops); compiled, its shape function takes bf16 alone (the CUDA kernel's
+    rule), so a compiled fp32 step loops and breaks its graph there."""
+    if not HAS_GROUPED_MM or GROUPED == "never":
+        return False
+    if torch.compiler.is_compiling():
+        return dtype == torch.bfloat16
+    return GROUPED == "always" and dtype in (torch.float32, torch.bfloat16, torch.float16)
+
+
 class SwiGLUExpert(nn.Module):
     """One feed-forward expert: up dim -> 2*hidden (gate, value), down hidden -> dim, no biases."""
 
@@ -117,7 +155,7 @@ class MixtureOfExperts(nn.Module):
         """Assignments per expert [E]; in a data-parallel training forward, over every rank's tokens, so the balance
         loss steers toward the global load (each rank's mean probability P_e then averages into the global one,
         as every rank holds as many tokens)."""
-        counts = torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
+        counts = expert_counts(top_idx.flatten(), self.experts).to(torch.float32)
         if self.load_sum is not None and torch.is_grad_enabled():
             counts = self.load_sum(counts)
         return counts
@@ -128,7 +166,7 @@ class MixtureOfExperts(nn.Module):
         top_scores = scores.gather(-1, top_idx)
         top_weights = top_scores / top_scores.sum(dim=-1, keepdim=True) * self.router_scale
         if torch.is_grad_enabled():  # training forwards count; sampling and evaluation do not
-            self.pending_load += torch.bincount(top_idx.flatten(), minlength=self.experts).to(torch.float32)
+            self.pending_load += expert_counts(top_idx.flatten(), self.experts).to(torch.float32)
         counts = self.global_counts(top_idx)
         return top_idx, top_weights, scores.new_zeros(()), counts / counts.sum()
 
@@ -193,23 +231,29 @@ class MixtureOfExperts(nn.Module):
         k = self.top_k
         expert_of = top_idx.flatten()
         order = torch.argsort(expert_of, stable=True)
-        counts = torch.bincount(expert_of, minlength=self.experts)
-        pad_to = self.row_padding if torch.is_autocast_enabled(flat.device.type) else 0
-        weights, slot, sizes, token_of = top_weights.flatten(), order, counts.tolist(), order // k
+        counts = expert_counts(expert_of, self.experts)
+        grouped = uses_grouped(flat.dtype)
+        # padding is for eager oneDNN's kernel cache; compiled, a grouped product's shapes never depend on the routing
+        pad_to = self.row_padding if torch.is_autocast_enabled(flat.device.type) and not (
+            grouped and torch.compiler.is_compiling()) else 0
+        weights, slot, sizes, token_of = top_weights.flatten(), order, counts, order // k
         if pad_to:
             padded = (counts + pad_to - 1) // pad_to * pad_to
-            sizes = padded.tolist()
+            sizes = padded
             # where each sorted pair lands: its rank plus the padding of the experts before its own
             shift = (padded.cumsum(0) - padded) - (counts.cumsum(0) - counts)
-            slot = order.new_full((sum(sizes),), order.numel())  # one past the pairs: the appended zero weight
+            slot = order.new_full((int(sizes.sum()),), order.numel())  # one past the pairs: the appended zero weight
             slot[torch.arange(order.numel(), device=order.device) + shift[expert_of[order]]] = order
             weights = torch.cat((weights, weights.new_zeros(1)))
             token_of = torch.where(slot < order.numel(), slot // k, 0)
         rows = flat.index_select(0, token_of)
-        # cast once (autocast would cast each expert's weights on their own) and unbind once: indexing
-        # expert_up[e] per expert would make backward build a full-size zero gradient for every expert and add them
-        ups, downs = self.expert_up.to(flat.dtype).unbind(0), self.expert_down.to(flat.dtype).unbind(0)
-        outputs = [swiglu(segment, ups[e], downs[e]) for e, segment in enumerate(rows.split(sizes)) if sizes[e]]
-        y = torch.cat(outputs)
+        # cast once (autocast would cast each expert's weights on their own)
+        ups, downs = self.expert_up.to(flat.dtype), self.expert_down.to(flat.dtype)
+        if grouped:
+            y = grouped_swiglu(rows, ups, downs, sizes.cumsum(0))
+        else:  # unbind once: indexing expert_up[e] per expert would make backward build a full-size zero gradient
+            ups, downs, sizes = ups.unbind(0), downs.unbind(0), sizes.tolist()  # for every expert and add them
+            y = torch.cat([swiglu(segment, ups[e], downs[e]) for e, segment in enumerate(rows.split(sizes))
+                           if sizes[e]])
         y = y * weights[slot, None].to(y.dtype)
         out.add_(torch.zeros(out.shape, dtype=y.dtype, device=y.device).index_add_(0, token_of, y))

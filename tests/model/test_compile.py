@@ -1,0 +1,83 @@
+"""The model under torch.compile: a training forward traces into one graph (no graph break) and a step of one shape
+compiles once; the grouped experts that make this possible equal the loop they replace. Traced with Dynamo and a
+counting backend (no Inductor code generation), so the tests take seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from glm53 import GLM53, ModelConfig
+from glm53.model import moe
+
+TINY = ModelConfig(dim=64, layers=4, heads=4, vocab_size=260, max_sequence_length=64, expert_hidden=64)
+DENSE = dataclasses.replace(TINY, experts=1, top_k=1, shared_experts=0)
+
+
+def _loss(model, ids, bf16: bool):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        out = model(ids[:, :-1])
+    logits = out if torch.is_tensor(out) else out[0]
+    return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+
+
+@pytest.mark.parametrize("config,bf16", [(TINY, True), (DENSE, False), (DENSE, True)],
+                         ids=["routed-bf16", "dense-fp32", "dense-bf16"])
+def test_a_training_forward_traces_without_a_graph_break(config, bf16):
+    if not moe.HAS_GROUPED_MM and config.experts > 1:
+        pytest.skip("routed experts compile whole with torch's grouped_mm (torch >= 2.9)")
+    torch.manual_seed(0)
+    model = GLM53(config)
+    ids = torch.randint(4, config.vocab_size, (2, 33))
+    explained = torch._dynamo.explain(lambda x: _loss(model, x, bf16))(ids)
+    assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
+    assert explained.graph_count == 1
+
+
+def test_a_compiled_fp32_step_with_routed_experts_breaks_only_at_the_expert_loop():
+    """grouped_mm's compiled shape rule takes bf16 alone, so routed experts in fp32 loop (the documented case)."""
+    torch.manual_seed(0)
+    model = GLM53(TINY)
+    explained = torch._dynamo.explain(lambda x: _loss(model, x, False))(torch.randint(4, 260, (2, 33)))
+    assert explained.graph_break_count > 0
+    assert all("add_routed_fast" in str(b.user_stack[-1]) for b in explained.break_reasons)
+
+
+def test_steps_of_one_shape_compile_once():
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = GLM53(DENSE)
+    compiled = torch.compile(model, backend=counting_backend)
+    for step in range(3):
+        ids = torch.randint(4, DENSE.vocab_size, (2, 33), generator=torch.Generator().manual_seed(step))
+        eager = _loss(model, ids, False)
+        traced = _loss(compiled, ids, False)
+        torch.testing.assert_close(traced, eager, rtol=0, atol=0)  # the traced graph runs the same operations
+    assert len(graphs) == 1
+
+
+@pytest.mark.skipif(not moe.HAS_GROUPED_MM, reason="torch's grouped_mm arrived in 2.9")
+@pytest.mark.parametrize("autocast", [False, True])
+def test_grouped_experts_equal_the_loop_over_experts(monkeypatch, autocast):
+    torch.manual_seed(0)
+    layer = moe.MixtureOfExperts(dataclasses.replace(TINY, experts=6, top_k=2, shared_experts=1))
+    for p in layer.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)
+    x = torch.randn(3, 21, TINY.dim, requires_grad=True)  # 63 tokens: some experts get few rows, padded under bf16
+    g = torch.randn(3, 21, TINY.dim)
+    results = []
+    for grouped in ("always", "never"):
+        monkeypatch.setattr(moe, "GROUPED", grouped)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out, balance, _ = layer(x)
+        results.append((out, *torch.autograd.grad((out * g).sum() + balance, [x, *layer.parameters()])))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
