@@ -17,7 +17,9 @@ gate's few rows are not a hidden transform), the norms, the hyper-connection str
 that is not a matrix, as the speedruns do.
 
 Simplifications: one process's step (data-parallel ranks each run the same step on the same averaged gradient; the
-speedruns' sharding of the Newton-Schulz work over ranks is left out); no foreach form.
+speedruns' sharding of the Newton-Schulz work over ranks is left out). The step batches the matrices of one shape
+into one Newton-Schulz call, up to BATCH_ELEMENTS (each matrix still orthogonalised on its own); `batched=False` is
+the plain per-parameter form, tested equal.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ NS_COEFFICIENTS = (3.4445, -4.775, 2.0315)
 NS_STEPS = 5
 NS_EPS = 1e-7
 LR_ADJUSTMENTS = ("original", "match_rms_adamw")
+# The most elements one batched Newton-Schulz call takes: batching pays where per-call overhead dominates (a small
+# model's matrices), not where the products are large and the concatenation is one more copy (the reference
+# model's 768 x 192 matrices, 8 experts a parameter, all in one call: its Muon step 8% slower; capped, 1.27x faster;
+# scripts/bench_muon_step.py, docs/speed.md)
+BATCH_ELEMENTS = 1 << 21
 
 
 def orthogonalize(update: torch.Tensor, steps: int = NS_STEPS, coefficients=NS_COEFFICIENTS,
@@ -66,12 +73,16 @@ class StackedMuon(Optimizer):
     is decoupled and scaled by the unadjusted lr (param *= 1 - lr * weight_decay), as torch.optim.Muon does."""
 
     def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, weight_decay: float = 0.0,
-                 nesterov: bool = True, ns_steps: int = NS_STEPS, adjust_lr: str = "original"):
+                 nesterov: bool = True, ns_steps: int = NS_STEPS, adjust_lr: str = "original", batched: bool = True):
         if lr < 0 or not 0 <= momentum < 1 or weight_decay < 0 or ns_steps < 1 or adjust_lr not in LR_ADJUSTMENTS:
             raise ValueError(f"StackedMuon: lr {lr} >= 0, momentum {momentum} in [0, 1), weight decay {weight_decay} "
                              f">= 0, ns_steps {ns_steps} >= 1 and adjust_lr one of {LR_ADJUSTMENTS}")
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov,
                                       ns_steps=ns_steps, adjust_lr=adjust_lr))
+        # batched: the matrices of one shape in a group orthogonalised by one `orthogonalize` call (up to
+        # BATCH_ELEMENTS: a handful of batched products for all of a small model's layers, not for each parameter);
+        # False: one call a parameter, the plain form it is tested against
+        self.batched = batched
         for group in self.param_groups:
             for p in group["params"]:
                 if p.ndim < 2:
@@ -86,6 +97,7 @@ class StackedMuon(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             lr, momentum = group["lr"], group["momentum"]
+            by_shape: dict[tuple[int, int], list[tuple[torch.Tensor, torch.Tensor]]] = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -95,10 +107,27 @@ class StackedMuon(Optimizer):
                 buf = state["momentum_buffer"]
                 buf.lerp_(p.grad, 1 - momentum)
                 update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
-                update = orthogonalize(update, group["ns_steps"])
-                p.mul_(1 - lr * group["weight_decay"])
-                p.add_(update.to(p.dtype), alpha=-adjusted_lr(lr, p.shape, group["adjust_lr"]))
+                by_shape.setdefault(tuple(p.shape[-2:]) if self.batched else (id(p),), []).append((p, update))
+            for pairs in (chunk for same in by_shape.values() for chunk in _batches(same)):
+                updates = [update.reshape(-1, *update.shape[-2:]) for _, update in pairs]
+                together = orthogonalize(torch.cat(updates) if len(updates) > 1 else updates[0], group["ns_steps"])
+                for (p, _), update in zip(pairs, together.split([u.shape[0] for u in updates])):
+                    p.mul_(1 - lr * group["weight_decay"])
+                    p.add_(update.reshape(p.shape).to(p.dtype), alpha=-adjusted_lr(lr, p.shape, group["adjust_lr"]))
         return loss
+
+
+def _batches(pairs: list) -> list[list]:
+    """Consecutive runs of `pairs` (parameter, update) of at most BATCH_ELEMENTS elements each (a larger parameter
+    alone)."""
+    chunks, size = [], BATCH_ELEMENTS
+    for pair in pairs:
+        if size + pair[1].numel() > BATCH_ELEMENTS:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(pair)
+        size += pair[1].numel()
+    return chunks
 
 
 def muon_groups(model: torch.nn.Module) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from glm53.train import muon
 from glm53.train.muon import StackedMuon, muon_groups, orthogonalize
 from glm53.train.pretrain import pretrain
 
@@ -76,3 +77,26 @@ def test_muon_run_trains_and_resumes_exactly(tmp_path):
     with pytest.raises(ValueError, match="settings differ.*optimizer"):
         pretrain(tiny_run(tmp_path / "adamw", steps=6, checkpoints=(6,), resume=True, **muon), dev_tasks=[],
                  log=lambda *_: None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cap", [None, 24 * 16 * 2], ids=["one-call-a-shape", "capped"])
+def test_batched_newton_schulz_equals_one_call_a_parameter(monkeypatch, cap):
+    """The step orthogonalises the matrices of one shape in one call (or in runs under the cap); the plain form calls
+    once a parameter."""
+    if cap is not None:
+        monkeypatch.setattr(muon, "BATCH_ELEMENTS", cap)
+        assert [len(c) for c in muon._batches([(None, torch.empty(s)) for s in [(24, 16)] * 3 + [(3, 24, 16)]])] \
+            == [2, 1, 1]
+    shapes = [(24, 16), (3, 24, 16), (24, 16), (16, 40), (2, 16, 40), (8, 8)]
+    runs = []
+    for batched in (True, False):
+        params = [torch.nn.Parameter(w.clone()) for w in _grads(shapes, 1)]
+        opt = StackedMuon(params, lr=0.02, momentum=0.9, weight_decay=0.1, batched=batched)
+        for step in range(3):
+            for p, g in zip(params, _grads(shapes, 10 + step)):
+                p.grad = g
+            opt.step()
+        runs.append([p.detach() for p in params])
+    for a, b in zip(*runs):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
