@@ -1,12 +1,14 @@
-"""Device choice: `auto` picks cuda, then mps, then cpu."""
+"""Device choice: `auto` picks cuda, then mps, then cpu; precision and autocast; compiling a forward."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 
 from .config import DEVICE_CHOICES, PRECISIONS
 from .cpu import cpu_has_native_bf16
-from .kernel_settings import cached
+from .kernel_settings import cache_folder, cached
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -77,3 +79,11 @@ def explain_precision(device: torch.device) -> str:
 def autocast(device: torch.device, precision: str):
     """A context manager: bf16 autocast for precision 'bf16', a no-op for 'fp32'."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=(precision == "bf16"))
+
+
+def compiled(forward):
+    """torch.compile(forward), with Inductor's cache in glm53's cache folder (`$GLM53_CACHE_DIR/inductor`), so a
+    second run of the same shapes loads the compiled code instead of generating it again; a TORCHINDUCTOR_CACHE_DIR
+    the user set wins. Every `--compile` (pretrain, speedrun, bench) compiles through here."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_folder() / "inductor"))
+    return torch.compile(forward)

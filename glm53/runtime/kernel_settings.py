@@ -19,8 +19,13 @@ from .config import KERNEL_CHOICES
 from .cpu import cpu_description
 
 
+def cache_folder() -> Path:
+    """glm53's cache folder: $GLM53_CACHE_DIR, default ~/.cache/glm53 (the calibration, Inductor's compiled code)."""
+    return Path(os.environ.get("GLM53_CACHE_DIR") or Path.home() / ".cache" / "glm53")
+
+
 def cache_file() -> Path:
-    return Path(os.environ.get("GLM53_CACHE_DIR") or Path.home() / ".cache" / "glm53") / "calibration.json"
+    return cache_folder() / "calibration.json"
 
 
 def machine_key() -> str:

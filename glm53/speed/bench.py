@@ -37,7 +37,7 @@ from ..model.config import MODEL_PRESETS, ModelConfig
 from ..model.model import GLM53
 from ..model.sparse_attention import sparse_attention_mask
 from ..runtime.cpu import cpu_description, cpu_summary
-from ..runtime.device import peak_memory_bytes, resolve_precision
+from ..runtime.device import compiled, peak_memory_bytes, resolve_precision
 from ..runtime.kernel_settings import resolve_kernels
 from ..train.pretrain import make_optimizer, training_update
 from ..train.pretrain_config import PretrainConfig
@@ -69,7 +69,7 @@ def train_phase(model_kwargs: dict, plain: bool, precision: str, compile_model: 
     sha = weights_sha256(model)
     cfg = PretrainConfig(out="-", batch_size=batch_size, sequence_length=sequence_length, model=model.config)
     optimizer = make_optimizer(model, cfg)
-    forward = torch.compile(model) if compile_model else model
+    forward = compiled(model) if compile_model else model
     device = torch.device("cpu")
     times, losses, ceilings = [], [], []
     for step in range(warmup + timed):

@@ -66,12 +66,13 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     from ..data.pretrain_batches import pretraining_batch
     from ..evaluate.body_loss import body_loss_batched, reference_bodies
     from ..runtime.cpu import cpu_description
+    from ..runtime.device import compiled
     from ..train.pretrain import train_step
     from ..train.training_start import build_training
 
     start = build_training(cfg.pretrain)
     p, model, optimizer, device, precision = start.cfg, start.model, start.optimizer, start.device, start.precision
-    forward = torch.compile(model) if p.compile else model
+    forward = compiled(model) if p.compile else model
     items = reference_bodies(SUITE, "dev", TARGET_TASKS)
     pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on,
                       tokenizer=start.tokenizer)  # the stream's tables, before the first timed step

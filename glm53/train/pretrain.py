@@ -40,7 +40,7 @@ from ..data.tasks import Task
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
-from ..runtime.device import autocast, peak_memory_bytes
+from ..runtime.device import autocast, compiled, peak_memory_bytes
 from ..runtime.config import RESUMABLE_CHANGES
 from ..runtime.distributed import SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, remove_stale_temporaries, run_lock, truncate_jsonl
@@ -218,7 +218,7 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     if dp.active:
         log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
             f"{torch.get_num_threads()} threads per rank")
-    forward = torch.compile(forward) if cfg.compile else forward
+    forward = compiled(forward) if cfg.compile else forward
     if run.start_step == 0 and not cfg.runtime.resume and dp.is_main:
         _save_checkpoint(run, 0)
 

@@ -5,6 +5,7 @@ counting backend (no Inductor code generation), so the tests take seconds."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -81,3 +82,34 @@ def test_grouped_experts_equal_the_loop_over_experts(monkeypatch, autocast):
         results.append((out, *torch.autograd.grad((out * g).sum() + balance, [x, *layer.parameters()])))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_compiled_forwards_keep_inductors_cache_in_glm53s_cache_folder(monkeypatch, tmp_path):
+    from glm53.runtime.device import compiled
+
+    monkeypatch.setenv("GLM53_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert callable(compiled(lambda x: x + 1))
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # the user's choice wins
+    compiled(lambda x: x + 1)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+@pytest.mark.slow
+def test_pretrain_compile_trains_as_the_eager_run(monkeypatch, tmp_path):
+    """`--compile` wiring on a tiny run: traced by Dynamo without Inductor's code generation (minutes on a CPU), the
+    losses equal the eager run's to float rounding."""
+    from glm53.train.pretrain import pretrain
+
+    from ..train.test_pretrain import losses, tiny_run
+
+    torch_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: torch_compile(fn, backend="aot_eager", **kw))
+    monkeypatch.setenv("GLM53_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    torch._dynamo.reset()
+    for name, compile_ in (("eager", False), ("compiled", True)):
+        pretrain(tiny_run(tmp_path / name, steps=3, checkpoints=(3,), compile=compile_), dev_tasks=[],
+                 log=lambda *_: None)
+    torch.testing.assert_close(losses(tmp_path / "compiled"), losses(tmp_path / "eager"), rtol=1e-5, atol=1e-5)
