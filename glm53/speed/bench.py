@@ -41,7 +41,7 @@ from ..runtime.device import compiled, peak_memory_bytes, resolve_precision
 from ..runtime.kernel_settings import resolve_kernels
 from ..train.pretrain import make_optimizer, training_update
 from ..train.pretrain_config import PretrainConfig
-from .profile import format_profile, profile_phase
+from .profile import format_profile, profile_phase, profile_recipe_phase
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
                         max_sequence_length=192),
@@ -153,9 +153,23 @@ def _prompt_of(tokens: int) -> str:
     return text
 
 
-def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "reference") -> dict:
+def run_profile(quick: bool = False, seed: int = 0, log=print, model: str = "reference", recipe: str | None = None,
+                recipe_overrides: dict | None = None) -> dict:
     """Per-component seconds per training step, fast (default precision) and plain (fp32), each in a fresh process,
-    for the named architecture `model` (see MODEL_PRESETS; "released" has the released model's attention)."""
+    for the named architecture `model` (see MODEL_PRESETS; "released" has the released model's attention), or for a
+    `recipe` of the book as pretraining builds it (its shapes, optimizer and precision; `recipe_overrides`: flat
+    settings over it)."""
+    if recipe is not None:
+        from ..recipes.book import pretraining
+
+        steps = 1 if quick else 3
+        with mp.get_context("spawn").Pool(1) as pool:
+            profiles = {"fast": pool.apply(profile_recipe_phase, (recipe, False, steps, seed, recipe_overrides))}
+        with mp.get_context("spawn").Pool(1) as pool:
+            profiles["plain"] = pool.apply(profile_recipe_phase, (recipe, True, 1, seed, recipe_overrides))
+        log(format_profile(profiles))
+        return {"machine": {"platform": platform.platform(), "cpu": cpu_description()},
+                "settings": {"recipe": recipe, **pretraining(recipe), **(recipe_overrides or {})}, "profile": profiles}
     s = QUICK if quick else FULL
     s = {**s, "model": {**MODEL_PRESETS[model], **s["model"]}, "architecture": model}
     fast_precision = resolve_precision("auto", torch.device("cpu"))

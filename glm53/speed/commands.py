@@ -25,8 +25,12 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--compile", action="store_true", help="also time the fast path under torch.compile")
     p.add_argument("--profile", action="store_true",
                    help="instead: seconds per training step by component, forward and backward, fast and plain")
-    p.add_argument("--model", default="reference", choices=tuple(MODEL_PRESETS),
-                   help="with --profile: the named architecture to profile (released: every released part switched on)")
+    p.add_argument("--model", default=None, choices=tuple(MODEL_PRESETS),
+                   help="with --profile: the named architecture to profile (released: every released part switched on; "
+                        "default: reference)")
+    p.add_argument("--recipe", default=None,
+                   help="with --profile: a recipe of the book (glm53/recipes/) profiled as pretraining builds it: its "
+                        "shapes, tokenizer, optimizer and precision (the speedrun's record: " + RECORD + ")")
     p.set_defaults(func=cmd_bench)
 
 
@@ -37,8 +41,15 @@ def cmd_bench(args) -> int:
 
     out = Path(args.out or f"runs/bench/{'profile' if args.profile else 'bench'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     refuse_unusable_output(out)
+    if (args.model or args.recipe) and not args.profile:
+        raise ValueError("--model and --recipe choose what --profile profiles; add --profile, or leave them out")
+    if args.model and args.recipe:
+        raise ValueError(f"--model {args.model} and --recipe {args.recipe} name two models to profile; give one")
+    if args.recipe:
+        pretraining(args.recipe)  # an unknown name is refused here, in one line, before anything runs
     if args.profile:
-        result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print, model=args.model)
+        result = run_profile(quick=args.quick, log=(lambda *_: None) if args.json else print,
+                             model=args.model or "reference", recipe=args.recipe)
         atomic_write_json(out, result)
         print(json.dumps(result, indent=2) if args.json else f"\nwritten to {out}")
         return 0

@@ -11,7 +11,11 @@ Simplification: backward time of modules whose inputs need no gradient still cou
 `operator_split` times two more steps under torch.profiler, by kind of operator instead: matrix products (with
 the FLOP rate they reach), fused attention kernels, and everything else (element-wise passes, copies, casts,
 gathers, reductions), with the number of operator calls; it shows how far the step's fraction of the matmul
-ceiling is held down by the matrix products themselves and how far by the rest.
+ceiling is held down by the matrix products themselves and how far by the rest. `against_ceiling` adds the step's
+fraction of the matmul ceiling and its seconds outside every operator (the framework's overhead).
+
+`--recipe NAME` profiles a recipe of the book (the speedrun's record, muon-qk-bpe-dense, for one) as `glm53 pretrain
+--recipe NAME` builds it: its tokenizer, stream, shapes, optimizer and precision.
 """
 
 from __future__ import annotations
@@ -119,13 +123,14 @@ class _Restore:
         self.obj.__dict__.pop(self.name, None)
 
 
-def profile_training(model: nn.Module, batches, precision: str, warmup: int = 1) -> dict:
+def profile_training(model: nn.Module, batches, precision: str, warmup: int = 1, cfg: PretrainConfig | None = None,
+                     optimizer=None) -> dict:
     """Seconds per step, mean over the steps after `warmup`: forward and backward per component (with what no
     component covers as `other`), the loss, and the optimizer (clipping included). The loss is the training
     loss of pretraining's step, with its coefficients (train/loss.py's `training_loss`; until issue 45 a copy of
-    the language and balance terms alone)."""
-    cfg = PretrainConfig(out="-", model=model.config)
-    optimizer = make_optimizer(model, cfg)
+    the language and balance terms alone). `cfg` and `optimizer`: a recipe's (default: pretraining's defaults)."""
+    cfg = cfg or PretrainConfig(out="-", model=model.config)
+    optimizer = optimizer or make_optimizer(model, cfg)
     device = torch.device("cpu")
     sums: dict[str, dict[str, float]] = {"forward": defaultdict(float), "backward": defaultdict(float)}
     whole: dict[str, float] = defaultdict(float)
@@ -173,13 +178,15 @@ MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "ate
                    "aten::addmv_", "aten::addr", "aten::dot", "aten::vdot")
 
 
-def operator_split(model: nn.Module, batches, precision: str) -> dict:
+def operator_split(model: nn.Module, batches, precision: str, cfg: PretrainConfig | None = None,
+                   optimizer=None) -> dict:
     """Training steps (pretraining's own, train/pretrain.py's `training_update`; until issue 45 a copy without
     clipping, the schedule and the log's figures) under torch.profiler, one per batch: their operators' own
     seconds per step by kind. Times come from a profile without shapes (recording shapes roughly doubles what
-    small operators cost); the matrix products' FLOPs from one more step that records them."""
-    cfg = PretrainConfig(out="-", model=model.config)
-    optimizer = make_optimizer(model, cfg)
+    small operators cost); the matrix products' FLOPs from one more step that records them. `cfg` and `optimizer`
+    as in `profile_training`."""
+    cfg = cfg or PretrainConfig(out="-", model=model.config)
+    optimizer = optimizer or make_optimizer(model, cfg)
     cpu = torch.device("cpu")
     with profile(activities=[ProfilerActivity.CPU]) as timed:
         for step, (inputs, labels) in enumerate(batches):
@@ -215,7 +222,46 @@ def profile_phase(model_kwargs: dict, plain: bool, precision: str, batch_size: i
     model = GLM53(cfg.plain() if plain else cfg)
     batches = [pretraining_batch(step, batch_size, sequence_length) for step in range(steps + 2)]
     result = {"precision": precision, **profile_training(model, batches, precision, warmup=2)}
-    return {**result, "operators": operator_split(model, batches[-2:], precision)}
+    result["operators"] = operator_split(model, batches[-2:], precision)
+    return {**result, **against_ceiling(result, model.config, batch_size, sequence_length, precision)}
+
+
+def profile_recipe_phase(recipe: str, plain: bool, steps: int, seed: int, overrides: dict | None = None) -> dict:
+    """One phase for a recipe of the book (`glm53 bench --profile --recipe NAME`): its model, tokenizer, stream,
+    shapes, optimizer and precision as `glm53 pretrain --recipe NAME` builds them (plain: the plain model in fp32).
+    `overrides`: flat settings over the recipe's (the tests' small shapes)."""
+    from dataclasses import replace
+
+    from ..recipes.book import pretraining
+    from ..train.training_start import build_training
+
+    cfg = PretrainConfig(out="-", **{**pretraining(recipe), "seed": seed, **(overrides or {})})
+    if plain:
+        cfg = replace(cfg, model=cfg.model.plain(), runtime=replace(cfg.runtime, precision="fp32"))
+    start = build_training(cfg)
+    cfg, model, precision = start.cfg, start.model, start.precision
+    batches = [pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, loss_on=cfg.loss_on,
+                                 tokenizer=start.tokenizer, docstring_share=cfg.docstring_share)
+               for step in range(steps + 2)]
+    result = {"precision": precision, **profile_training(model, batches, precision, warmup=2, cfg=cfg,
+                                                           optimizer=start.optimizer)}
+    result["operators"] = operator_split(model, batches[-2:], precision, cfg=cfg, optimizer=start.optimizer)
+    return {**result, **against_ceiling(result, cfg.model, cfg.batch_size, cfg.sequence_length, precision)}
+
+
+def against_ceiling(result: dict, model: ModelConfig, batch_size: int, sequence_length: int, precision: str) -> dict:
+    """The step's training FLOPs (bench.flops_per_token, every position of every row) over its seconds, as a fraction
+    of a square matmul's rate in the step's precision measured here right after it; and the step's seconds outside
+    every aten operator's own time (Python, autograd's engine, dispatch: the framework's overhead)."""
+    from .bench import PRECISION_DTYPES, flops_per_token, matmul_gflops
+
+    flops = flops_per_token(model, sequence_length)["train_flops_per_token"] * batch_size * sequence_length
+    ceiling = matmul_gflops(PRECISION_DTYPES[precision], repeats=3)
+    ops = result["operators"]
+    inside = ops["matrix_product_seconds"] + ops["attention_kernel_seconds"] + ops["other_operator_seconds"]
+    return {"train_gflops_per_step": flops / 1e9, "matmul_ceiling_gflops": ceiling,
+            "fraction_of_ceiling": flops / result["step"] / (ceiling * 1e9),
+            "outside_operators_seconds": max(0.0, result["step"] - inside)}
 
 
 def format_profile(profiles: dict) -> str:
@@ -238,4 +284,10 @@ def format_profile(profiles: dict) -> str:
                            ("other_operator_seconds", "all other operators"), ("operator_calls", "operator calls")):
             fmt = "{:18.0f}" if key in ("matrix_product_gflops_per_second", "operator_calls") else "{:18.3f}"
             lines.append(f"  {label:32s}" + "".join(fmt.format(profiles[h]["operators"][key]) for h in heads))
+    if all("fraction_of_ceiling" in p for p in profiles.values()):
+        for key, label, fmt in (("outside_operators_seconds", "step outside the operators", "{:18.3f}"),
+                                ("train_gflops_per_step", "training GFLOP a step", "{:18.2f}"),
+                                ("matmul_ceiling_gflops", "matmul ceiling GFLOP/s", "{:18.0f}"),
+                                ("fraction_of_ceiling", "step's fraction of it", "{:18.1%}")):
+            lines.append(f"  {label:32s}" + "".join(fmt.format(profiles[h][key]) for h in heads))
     return "\n".join(lines)

@@ -71,3 +71,21 @@ def test_operator_split_counts_matrix_products_and_their_flops():
     split = operator_split(model, [pretraining_batch(s, 2, 128) for s in range(2)], "fp32")
     assert split["matrix_product_seconds"] > 0 and split["other_operator_seconds"] > 0
     assert split["matrix_product_gflops_per_second"] > 0 and split["operator_calls"] > 100 and split["steps"] == 2
+
+
+@pytest.mark.slow
+def test_a_recipe_profiles_as_pretraining_builds_it():
+    """`glm53 bench --profile --recipe`: the record's model, tokenizer and Muon, at small shapes here."""
+    from glm53.speed.profile import format_profile, profile_recipe_phase
+
+    small = {"batch_size": 2, "sequence_length": 64}
+    fast = profile_recipe_phase("muon-qk-bpe-dense", False, 1, 0, small)
+    plain = profile_recipe_phase("muon-qk-bpe-dense", True, 1, 0, small)
+    assert plain["precision"] == "fp32" and fast["optimizer"] > 0 and fast["operators"]["operator_calls"] > 100
+    for phase in (fast, plain):
+        assert 0 < phase["fraction_of_ceiling"] < 1 and phase["matmul_ceiling_gflops"] > 0
+        assert 0 <= phase["outside_operators_seconds"] < phase["step"]
+    # the record's 2048-token vocabulary and dim 128: its head is 2048 x 128 of each position's FLOPs
+    assert fast["train_gflops_per_step"] > 6 * 2048 * 128 * 2 * 64 / 1e9
+    text = format_profile({"fast": fast, "plain": plain})
+    assert "fraction of it" in text and "outside the operators" in text
