@@ -68,7 +68,7 @@ def main() -> None:
 
     from glm53.model.model import GLM53
     from glm53.runtime.cpu import cpu_description
-    from glm53.runtime.device import resolve_precision
+    from glm53.runtime.device import compiled, resolve_precision
     from glm53.train.optimizers import make_optimizer
     from glm53.train.pretrain import train_step
     from glm53.train.pretrain_config import PretrainConfig
@@ -86,7 +86,7 @@ def main() -> None:
     torch.manual_seed(cfg.seed)
     model = GLM53(cfg.model)
     optimizer = make_optimizer(model, cfg)
-    forward = torch.compile(model) if cfg.compile else model
+    forward = compiled(model) if cfg.compile else model
     model.train()
     figures = {"recipe": args.recipe, "overrides": overrides, "precision": precision, "compile": cfg.compile,
                "threads": torch.get_num_threads(), "cpu": cpu_description()["model"], "torch": torch.__version__,

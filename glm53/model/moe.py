@@ -58,7 +58,8 @@ def grouped_swiglu(rows: torch.Tensor, up_weight: torch.Tensor, down_weight: tor
     """`swiglu` of each expert on its own contiguous slice of `rows` (expert e's rows end at ends[e]), as three
     grouped products over every expert at once (torch's grouped_mm: one call however many experts, and shapes that
     do not depend on the routing, so torch.compile keeps the layer in one graph). up_weight [E, 2h, D], down_weight
-    [E, D, h]; equal to the loop of `swiglu` over the slices (the same products, tests/model/test_compile.py)."""
+    [E, D, h]; the loop of `swiglu` over the slices computes the same products (equal to rounding: the grouped
+    kernel may block its sums differently; tests/model/test_compile.py)."""
     offs = ends.to(torch.int32)
     gate_weight, value_weight = up_weight.chunk(2, dim=1)
     gate = F.grouped_mm(rows, gate_weight.transpose(1, 2), offs=offs)
@@ -77,6 +78,8 @@ def uses_grouped(dtype: torch.dtype) -> bool:
     """Whether the routed experts run as `grouped_swiglu` on rows of `dtype`. grouped_mm takes fp32 and half precision
     eagerly on the CPU (float64, the tests', loops); compiled, its shape function takes bf16 alone (the CUDA kernel's
     rule), so a compiled fp32 step loops and breaks its graph there."""
+    if GROUPED not in ("compiled", "always", "never"):
+        raise ValueError(f"moe.GROUPED is {GROUPED!r}; set it to 'compiled', 'always' or 'never'")
     if not HAS_GROUPED_MM or GROUPED == "never":
         return False
     if torch.compiler.is_compiling():

@@ -81,9 +81,16 @@ def autocast(device: torch.device, precision: str):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=(precision == "bf16"))
 
 
+# Inductor writes its default folder into TORCHINDUCTOR_CACHE_DIR on first use, so a value found later cannot tell
+# the user's choice from Inductor's own: the user's is the one present when glm53 was imported
+USER_INDUCTOR_CACHE = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+
 def compiled(forward):
     """torch.compile(forward), with Inductor's cache in glm53's cache folder (`$GLM53_CACHE_DIR/inductor`), so a
     second run of the same shapes loads the compiled code instead of generating it again; a TORCHINDUCTOR_CACHE_DIR
-    the user set wins. Every `--compile` (pretrain, speedrun, bench) compiles through here."""
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_folder() / "inductor"))
+    the user set before starting glm53 wins. The variable is the process's (Inductor reads it when it compiles):
+    each call sets it again, so a later run in the same process with another GLM53_CACHE_DIR follows its own. Every
+    `--compile` (pretrain, speedrun, bench) compiles through here."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = USER_INDUCTOR_CACHE or str(cache_folder() / "inductor")
     return torch.compile(forward)

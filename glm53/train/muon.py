@@ -36,8 +36,8 @@ NS_EPS = 1e-7
 LR_ADJUSTMENTS = ("original", "match_rms_adamw")
 # The most elements one batched Newton-Schulz call takes: batching pays where per-call overhead dominates (a small
 # model's matrices), not where the products are large and the concatenation is one more copy (the reference
-# model's 768 x 192 matrices, 8 experts a parameter, all in one call: its Muon step 8% slower; capped, 1.27x faster;
-# scripts/bench_muon_step.py, docs/speed.md)
+# model's 768 x 192 matrices, 8 experts a parameter, all in one call: its Muon step 0.78x and 0.92x the loop's speed
+# in two runs; capped, 1.27x; scripts/bench_muon_step.py, docs/speed.md)
 BATCH_ELEMENTS = 1 << 21
 
 
@@ -96,37 +96,48 @@ class StackedMuon(Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lr, momentum = group["lr"], group["momentum"]
-            by_shape: dict[tuple[int, int], list[tuple[torch.Tensor, torch.Tensor]]] = {}
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p)
-                buf = state["momentum_buffer"]
-                buf.lerp_(p.grad, 1 - momentum)
-                update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
-                by_shape.setdefault(tuple(p.shape[-2:]) if self.batched else (id(p),), []).append((p, update))
-            for pairs in (chunk for same in by_shape.values() for chunk in _batches(same)):
-                updates = [update.reshape(-1, *update.shape[-2:]) for _, update in pairs]
+            live = [p for p in group["params"] if p.grad is not None]
+            if not self.batched:  # the plain form: one parameter at a time
+                for p in live:
+                    self._apply(p, orthogonalize(self._momentum_update(p, group), group["ns_steps"]), group)
+                continue
+            by_shape: dict[tuple[int, ...], list[torch.Tensor]] = {}
+            for p in live:
+                by_shape.setdefault(tuple(p.shape[-2:]), []).append(p)
+            # each chunk's updates are made, orthogonalised and applied before the next chunk's: one chunk's worth of
+            # updates lives at a time, as one parameter's did in the plain form
+            for chunk in (chunk for same in by_shape.values() for chunk in _batches(same)):
+                updates = [self._momentum_update(p, group).reshape(-1, *p.shape[-2:]) for p in chunk]
                 together = orthogonalize(torch.cat(updates) if len(updates) > 1 else updates[0], group["ns_steps"])
-                for (p, _), update in zip(pairs, together.split([u.shape[0] for u in updates])):
-                    p.mul_(1 - lr * group["weight_decay"])
-                    p.add_(update.reshape(p.shape).to(p.dtype), alpha=-adjusted_lr(lr, p.shape, group["adjust_lr"]))
+                for p, update in zip(chunk, together.split([u.shape[0] for u in updates])):
+                    self._apply(p, update.reshape(p.shape), group)
         return loss
 
+    def _momentum_update(self, p: torch.Tensor, group: dict) -> torch.Tensor:
+        """Advance p's momentum by its gradient; the update to orthogonalise (Nesterov's look-ahead, or the buffer)."""
+        state = self.state[p]
+        if "momentum_buffer" not in state:
+            state["momentum_buffer"] = torch.zeros_like(p)
+        buf = state["momentum_buffer"]
+        buf.lerp_(p.grad, 1 - group["momentum"])
+        return p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
 
-def _batches(pairs: list) -> list[list]:
-    """Consecutive runs of `pairs` (parameter, update) of at most BATCH_ELEMENTS elements each (a larger parameter
-    alone)."""
-    chunks, size = [], BATCH_ELEMENTS
-    for pair in pairs:
-        if size + pair[1].numel() > BATCH_ELEMENTS:
+    @staticmethod
+    def _apply(p: torch.Tensor, update: torch.Tensor, group: dict) -> None:
+        lr = group["lr"]
+        p.mul_(1 - lr * group["weight_decay"])
+        p.add_(update.to(p.dtype), alpha=-adjusted_lr(lr, p.shape, group["adjust_lr"]))
+
+
+def _batches(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """Consecutive runs of `params` of at most BATCH_ELEMENTS elements each (a larger parameter alone)."""
+    chunks, size = [], 0
+    for p in params:
+        if not chunks or size + p.numel() > BATCH_ELEMENTS:
             chunks.append([])
             size = 0
-        chunks[-1].append(pair)
-        size += pair[1].numel()
+        chunks[-1].append(p)
+        size += p.numel()
     return chunks
 
 
