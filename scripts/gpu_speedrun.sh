@@ -5,8 +5,8 @@
 # Each run's speedrun.json, check log and console log land in $OUT/gpu-speedrun.tgz (the weights are left out),
 # beside nvidia-smi's and lscpu's lines; the runs' record row (scripts/speedrun_table.py) is printed last.
 #   OUT=/tmp/gpu-out bash scripts/gpu_speedrun.sh [RECIPE [SPEEDRUN FLAGS...]]
-# Settings by environment: COMPILE=1 (--pretrain.compile: torch.compile's Inductor; on CUDA its graphs cut the
-# per-operator launches that bound a small model's step), BATCH=N (--pretrain.batch-size N, a batch sized for the
+# Settings by environment: COMPILE=1 (--pretrain.compile: Inductor fuses element-wise operators, so fewer of the
+# launches that bound a small model's step; CUDA graphs are not on: untested without a GPU), BATCH=N (--pretrain.batch-size N, a batch sized for the
 # device), SEEDS ("42 43 44"), DEVICE (cuda; tests/speed/test_gpu_speedrun_script.py runs this path with DEVICE=cpu
 # on a tiny config, so the script is checked where there is no GPU).
 set -u
