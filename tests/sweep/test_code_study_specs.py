@@ -1,7 +1,7 @@
-"""Issue 58's studies (code-mix, code-prompts, code-size): each plans arms that differ only in the setting studied,
-on the code recipe's pretraining with the corpus a `corpus` [setup] job builds, scored on HumanEval and the broad
-splits; a spec whose arms read "{setup}/corpus/corpus.jsonl" is checked before its setup has run, and the corpus job
-builds what the arms read."""
+"""Issue 58's studies (code-mix, code-prompts, code-size, code-corpus): each plans arms that differ only in the
+setting studied, on the code recipe's pretraining with the corpus a `corpus` [setup] job builds, scored on HumanEval
+and the broad splits; a spec whose arms read "{setup}/corpus/corpus.jsonl" is checked before its setup has run, and
+the corpus job builds what the arms read."""
 
 import json
 
@@ -14,7 +14,7 @@ from glm53.sweep.spec import load_spec, resolve_setup
 
 from ..data.test_corpus_build import make_tree
 
-STUDIED = {"code-mix": {"corpus_mix"}, "code-prompts": {"docstring_share"}}
+STUDIED = {"code-mix": {"corpus_mix"}, "code-prompts": {"docstring_share"}, "code-corpus": {"corpus_mix"}}
 
 
 @pytest.mark.parametrize("name", sorted(STUDIED))
@@ -33,6 +33,7 @@ def test_the_code_studies_plan_arms_that_change_only_what_they_study(name, tmp_p
     assert len(plan_jobs(spec, tmp_path)) == len(spec.arms) * len(spec.seeds)  # the setup job runs apart
     assert {m for m in spec.metrics} >= {"humaneval_pass_at_10", "humaneval_samples_passed", "human_pass_at_1",
                                          "compose_pass_at_1"}
+    assert spec.setup["settings"].get("site_packages", False) == (name == "code-corpus")  # the larger corpus
 
 
 def test_a_corpus_setup_job_builds_what_the_arms_read(tmp_path, monkeypatch):
