@@ -17,7 +17,7 @@ import torch
 @dataclass
 class LayerCache:
     """elu linear layers: state = (S [B, H, d, d], z [B, H, d]); KDA layers: state = (S [B, H, d, d],) and
-    conv [B, kernel - 1, 3 * dim]; sparse layers: k, v [B, H, max_length, d], and index_k
+    conv [B, kernel - 1, 3 * dim]; sparse layers: k, v [B, H, max_length, d] (fp32 at least), and index_k
     [B, max_length, indexer_dim] when the indexer selects keys."""
 
     state: tuple[torch.Tensor, ...] | None = None
@@ -65,8 +65,11 @@ class InferenceCache:
         pattern, layers = layers or config.layer_pattern, []
         for kind in pattern:
             if kind == "S":
-                layer = LayerCache(k=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype),
-                                   v=torch.zeros(batch, H, max_length, d, device=device, dtype=dtype))
+                # keys and values in fp32 whatever the weights' dtype: attention reads them in fp32 (the projection
+                # returns q, k, v in fp32), and a bf16 cache was converted back over its whole length at every step
+                # of every layer (a quarter of bf16 decoding's time)
+                layer = LayerCache(k=torch.zeros(batch, H, max_length, d, device=device, dtype=state_dtype),
+                                   v=torch.zeros(batch, H, max_length, d, device=device, dtype=state_dtype))
                 if config.sparse_selection == "indexer":
                     layer.index_k = torch.zeros(batch, max_length, config.indexer_dim, device=device, dtype=dtype)
             elif config.linear_attention == "kda":

@@ -272,7 +272,8 @@ class GLM53(nn.Module, PyTorchModelHubMixin, library_name="glm53"):
                 module.set_dense(dense)
 
     def new_cache(self, batch: int, max_length: int | None = None) -> InferenceCache:
-        """An empty decoding cache for `batch` rows (in the dtype of the model's weights)."""
+        """An empty decoding cache for `batch` rows (in the dtype of the model's weights, fp32 at least for the
+        recurrent states and the keys and values, which attention reads in fp32)."""
         return InferenceCache.empty(self.config, batch, max_length or self.config.max_sequence_length, self.device,
                                     self.embedding.weight.dtype)
 

@@ -66,3 +66,35 @@ def test_bf16_decoding_runs_and_is_deterministic(tiny_config):
     assert runs[0] == runs[1]
     assert all(len(s["token_ids"]) >= 1 for group in runs[0] for s in group)
     assert model.embedding.weight.dtype == torch.float32  # the caller's model is left as it was
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_finished_rows_waiting_for_a_compaction_change_no_row(tiny_config, monkeypatch, temperature):
+    """Rows leave the batch once a quarter has finished (engine.COMPACT_BELOW); leaving at once (1.0, the form before
+    it) gives the same rows, sampled ones included: the running rows draw alone, in the same order."""
+    from glm53.decode import engine
+
+    model = GLM53(tiny_config)
+    # caps from 13 to 40 (fit_context: what the 64-token context leaves), and a stop rule that ends rows at random
+    prompts = ["def f(x):", "ab", "x" * 30, "y" * 40, "z" * 45, "x = [" * 5]
+    stop = lambda prompt, completion: any(c in completion for c in "aeiou0123456789")  # noqa: E731
+    runs = []
+    for share in (1.0, engine.COMPACT_BELOW):
+        monkeypatch.setattr(engine, "COMPACT_BELOW", share)
+        runs.append(generate_groups(model, prompts, group_size=3, stop=stop, fit_context=True,
+                                    sampling=Sampling(temperature=temperature, max_new_tokens=40),
+                                    generator=torch.Generator().manual_seed(4)))
+    assert runs[0] == runs[1]
+    lengths = {len(s["token_ids"]) for group in runs[1] for s in group}
+    assert len(lengths) > 2  # rows did finish at different steps
+
+
+def test_a_finished_row_at_the_cache_end_leaves_before_it_would_write_past_it(tiny_config):
+    """A long prompt's row ends where the context does (fit_context) while 4 of 5 rows run on: too many for the
+    share rule, so it must leave because its next token has no room (the cache holds 64 positions)."""
+    model = GLM53(tiny_config)
+    prompts = ["x" * 50, "ab", "cd", "ef", "gh"]
+    sampling = Sampling(max_new_tokens=20, ignore_eos=True)  # every row runs to its cap
+    cached = generate_groups(model, prompts, sampling=sampling, fit_context=True)
+    assert [len(group[0]["token_ids"]) for group in cached] == [13, 20, 20, 20, 20]
+    assert cached == generate_uncached(model, prompts, sampling=sampling, fit_context=True)
