@@ -2,9 +2,9 @@
 convolution's last inputs for KDA), a KV cache for each sparse layer (plus the indexer's keys when it selects).
 
 Rows may sit at different positions (prompts of different lengths decoded together), so the cache keeps one
-position per row. Every tensor has the batch as its first dimension, which makes copying a prompt's state to
-the G samples of its group (`repeat_rows`), joining many prompts' groups (`concat`) and dropping finished
-rows (`select`) three plain indexing operations.
+position per row. Every tensor has the batch as its first dimension, which makes joining many prompts' states
+(`concat`), copying a prompt's state to the G samples of its group and dropping finished rows (both `select`)
+plain indexing operations.
 """
 
 from __future__ import annotations
@@ -101,10 +101,6 @@ class InferenceCache:
 
     def select(self, rows: torch.Tensor) -> "InferenceCache":
         return self._map(lambda t: t.index_select(0, rows))
-
-    def repeat_rows(self, repeats: int) -> "InferenceCache":
-        """Each row becomes `repeats` consecutive rows (a prompt's state copied to its group)."""
-        return self._map(lambda t: t.repeat_interleave(repeats, dim=0))
 
     @staticmethod
     def concat(caches: list["InferenceCache"]) -> "InferenceCache":
