@@ -5,7 +5,9 @@ For each distinct prompt the prefix is run once (prompts of equal length share o
 group; the groups of all prompts are then decoded together, one token per step, each row at its own position.
 Rows that end (EOS or the caller's stop rule) leave the batch once a quarter of it has ended (`COMPACT_BELOW`: each
 departure copies the cache), so later steps mostly pay for live rows; the rows still running sample alone, so the
-draws are those of a batch of running rows.
+draws are those of a batch of running rows. The rows equal those of leaving at once up to floating-point rounding
+(a row's logits can move by about 1e-7 with the batch's size, as they did when rows left one at a time): equal in
+the tests and on HumanEval's 164 prompts x 4 samples.
 
 `generate_uncached` in generate.py is the plain reference; with temperature 0 both give the same tokens.
 """
@@ -76,7 +78,7 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampl
                     keep.append(j)
             if not keep:
                 break
-            step_tokens = torch.zeros(len(live), dtype=torch.long, device=device)  # a finished row reads a pad
+            step_tokens = torch.full((len(live),), tokenizer.pad_id, dtype=torch.long, device=device)  # finished: pad
             step_tokens[torch.tensor(active, device=device)] = chosen
             running = [False] * len(live)
             for j in keep:
@@ -94,7 +96,8 @@ def generate_groups(model: GLM53, prompts: list[str], group_size: int = 1, sampl
 
 # Finished rows leave the batch when no more than this share of it still runs. Dropping them at once copied the whole
 # cache (every sparse layer's keys and values, up to the longest row's length) each time a row ended: 30% of a
-# HumanEval evaluation's time. Waiting bounds the copies to about log(rows) / log(4/3) and the wasted rows to a quarter.
+# HumanEval evaluation's time. Waiting bounds the copies to about log(rows) / log(4/3), plus those the cache's end asks
+# for, and the wasted rows to a quarter.
 COMPACT_BELOW = 0.75
 
 

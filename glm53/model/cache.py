@@ -17,8 +17,8 @@ import torch
 @dataclass
 class LayerCache:
     """elu linear layers: state = (S [B, H, d, d], z [B, H, d]); KDA layers: state = (S [B, H, d, d],) and
-    conv [B, kernel - 1, 3 * dim]; sparse layers: k, v [B, H, max_length, d] (fp32 at least), and index_k
-    [B, max_length, indexer_dim] when the indexer selects keys."""
+    conv [B, kernel - 1, 3 * dim]; sparse layers: k, v [B, H, max_length, d], and index_k
+    [B, max_length, indexer_dim] when the indexer selects keys (these three fp32 at least)."""
 
     state: tuple[torch.Tensor, ...] | None = None
     k: torch.Tensor | None = None
@@ -70,8 +70,9 @@ class InferenceCache:
                 # of every layer (a quarter of bf16 decoding's time)
                 layer = LayerCache(k=torch.zeros(batch, H, max_length, d, device=device, dtype=state_dtype),
                                    v=torch.zeros(batch, H, max_length, d, device=device, dtype=state_dtype))
-                if config.sparse_selection == "indexer":
-                    layer.index_k = torch.zeros(batch, max_length, config.indexer_dim, device=device, dtype=dtype)
+                if config.sparse_selection == "indexer":  # read in fp32 too (the indexer's scores)
+                    layer.index_k = torch.zeros(batch, max_length, config.indexer_dim, device=device,
+                                                dtype=state_dtype)
             elif config.linear_attention == "kda":
                 layer = LayerCache(state=(torch.zeros(batch, H, d, d, device=device, dtype=state_dtype),),
                                    conv=torch.zeros(batch, config.kda_conv_kernel - 1, 3 * config.dim, device=device,

@@ -140,6 +140,6 @@ def test_pretrain_compile_trains_as_the_eager_run(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # restored when the test ends
     torch._dynamo.reset()
     for name, compile_ in (("eager", False), ("compiled", True)):
-        pretrain(tiny_run(tmp_path / name, steps=3, checkpoints=(3,), compile=compile_), dev_tasks=[],
-                 log=lambda *_: None)
+        pretrain(tiny_run(tmp_path / name, steps=2, checkpoints=(2,), batch_size=2,
+                          compile=compile_), dev_tasks=[], log=lambda *_: None)
     torch.testing.assert_close(losses(tmp_path / "compiled"), losses(tmp_path / "eager"), rtol=1e-5, atol=1e-5)
