@@ -2,6 +2,7 @@
 speedrun). Read in this order:
 
     bench.py      `glm53 bench`: the plain and the fast path timed on the same weights
+    ceiling.py    the matmul ceiling and a training step's FLOPs, which bench and profile measure a step against
     profile.py    `glm53 bench --profile`: a training step's time by component, forward and backward
     calibrate.py  `glm53 calibrate`: precisions and kernel settings chosen by timing the candidates here (the cache
                   it writes is read by runtime/kernel_settings.py)

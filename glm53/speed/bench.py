@@ -35,12 +35,12 @@ from ..decode.generate import generate_uncached
 from ..decode.sampling import Sampling
 from ..model.config import MODEL_PRESETS, ModelConfig
 from ..model.model import GLM53
-from ..model.sparse_attention import sparse_attention_mask
 from ..runtime.cpu import cpu_description, cpu_summary
 from ..runtime.device import compiled, peak_memory_bytes, resolve_precision
 from ..runtime.kernel_settings import resolve_kernels
 from ..train.pretrain import make_optimizer, training_update
 from ..train.pretrain_config import PretrainConfig
+from .ceiling import PRECISION_DTYPES, flops_per_token, matmul_ceiling, matmul_gflops
 from .profile import format_profile, profile_phase, profile_recipe_phase
 
 QUICK = dict(model=dict(dim=32, layers=4, heads=4, expert_hidden=48, experts=4, sparse_window=8, sparse_stride=8,
@@ -110,41 +110,6 @@ def generation_phase(model_kwargs: dict, plain: bool, precision: str, prompts: l
             "seconds_per_completion": seconds / (len(prompts) * group_size), "completions": len(prompts) * group_size,
             "peak_memory_bytes": peak_memory_bytes(torch.device("cpu")), "weights_sha256": sha,
             "cached": not plain, "precision": precision, "runs_seconds": timed}
-
-
-PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-def matmul_gflops(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
-    """Best-of GFLOP/s of a square matmul in `dtype` on this machine's threads."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
-    return 2 * size**3 / best / 1e9
-
-
-def matmul_ceiling(size: int = 2048, repeats: int = 5) -> dict:
-    """Best-of GFLOP/s of a square matmul in fp32 and bf16 on this machine's threads."""
-    return {name: matmul_gflops(dtype, size, repeats) for name, dtype in PRECISION_DTYPES.items()}
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def flops_per_token(cfg: ModelConfig, sequence_length: int) -> dict:
-    """Training FLOPs per token: 6 x active matmul parameters + 3 x attention's forward FLOPs."""
-    D, H, d, h = cfg.dim, cfg.heads, cfg.head_dim, cfg.expert_hidden
-    expert = D * 2 * h + h * D
-    per_layer = 3 * D * D + D * D + D * cfg.experts + (cfg.top_k + cfg.shared_experts) * expert
-    matmul_params = cfg.layers * per_layer + cfg.vocab_size * D
-    sparse_layers = sum(cfg.is_sparse_layer(i) for i in range(cfg.layers))
-    keys = sparse_attention_mask(sequence_length, cfg.sparse_window, cfg.sparse_stride).sum().item() / sequence_length
-    attention = (cfg.layers - sparse_layers) * 4 * H * d * d + sparse_layers * 4 * keys * D
-    return {"active_matmul_parameters": matmul_params, "attention_forward_flops": attention,
-            "train_flops_per_token": 6 * matmul_params + 3 * attention, "mean_sparse_keys": keys}
 
 
 def _prompt_of(tokens: int) -> str:

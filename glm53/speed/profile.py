@@ -43,6 +43,7 @@ from ..runtime.device import autocast
 from ..train.loss import language_loss, training_loss
 from ..train.pretrain import make_optimizer, training_update
 from ..train.pretrain_config import PretrainConfig
+from .ceiling import PRECISION_DTYPES, flops_per_token, matmul_gflops
 
 COMPONENTS = {nn.Embedding: "embedding", RMSNorm: "block norms", LinearAttention: "linear attention",
               KimiDeltaAttention: "linear attention", SparseAttention: "sparse attention",
@@ -250,11 +251,9 @@ def profile_recipe_phase(recipe: str, plain: bool, steps: int, seed: int, overri
 
 
 def against_ceiling(result: dict, model: ModelConfig, batch_size: int, sequence_length: int, precision: str) -> dict:
-    """The step's training FLOPs (bench.flops_per_token, every position of every row) over its seconds, as a fraction
+    """The step's training FLOPs (ceiling.flops_per_token, every position of every row) over its seconds, as a fraction
     of a square matmul's rate in the step's precision measured here right after it; and the step's seconds outside
     every aten operator's own time (Python, autograd's engine, dispatch: the framework's overhead)."""
-    from .bench import PRECISION_DTYPES, flops_per_token, matmul_gflops
-
     flops = flops_per_token(model, sequence_length)["train_flops_per_token"] * batch_size * sequence_length
     ceiling = matmul_gflops(PRECISION_DTYPES[precision], repeats=3)
     ops = result["operators"]

@@ -1,7 +1,8 @@
 import pytest
 
 from glm53.model.config import ModelConfig
-from glm53.speed.bench import flops_per_token, format_report, run_bench
+from glm53.speed.bench import format_report, run_bench
+from glm53.speed.ceiling import flops_per_token
 
 
 def test_flops_per_token_of_the_default_model():
