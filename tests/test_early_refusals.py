@@ -337,3 +337,13 @@ def test_generate_refuses_an_unwritable_out_before_decoding(checkpoint, tmp_path
     assert main(["generate", "--checkpoint", str(checkpoint), "--split", "dev", "--per-family", "1",
                  "--max-new-tokens", "4", "--device", "cpu", "--out", str(tmp_path / "file" / "x.jsonl")]) == 2
     assert "is a file, not a folder" in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"], ids=["empty", "blank-lines"])
+def test_glm53_verify_refuses_an_input_without_rows_before_writing(tmp_path, capsys, text):
+    given = tmp_path / "completions.jsonl"
+    given.write_text(text)
+    assert main(["verify", "--in", str(given), "--out", str(tmp_path / "verdicts.jsonl")]) != 0
+    line = one_line(capsys.readouterr().err)
+    assert "completions.jsonl holds no rows" in line and "glm53 generate --tasks" in line
+    assert not (tmp_path / "verdicts.jsonl").exists()

@@ -94,8 +94,17 @@ def verify_file(input_path: str | os.PathLike, out_path: str | os.PathLike, time
     return _verify_path(input_path, str(input_path), out_path, timeout_s, pool, language, cpu_s, skip_bad_rows)
 
 
+def _has_rows(path) -> bool:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return any(line.strip() for line in f)
+
+
 def _verify_path(path, name: str, out_path, timeout_s: float, pool, language: str | None, cpu_s: float,
                  skip_bad_rows: bool) -> dict[str, int]:
+    if not _has_rows(path):  # an empty input is a mistake (a wrong file, a generation that wrote nothing), said
+        # before anything is written rather than answered with an empty verdict file and exit 0
+        raise ValueError(f"{name} holds no rows: give JSON Lines with one {{prompt, completion, entry_point, cases}} "
+                         "a line (glm53 generate --tasks FILE --out completions.jsonl writes them)")
     if not skip_bad_rows:
         bad = bad_rows(path, language, name)
         if bad:
