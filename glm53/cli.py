@@ -34,6 +34,7 @@ from .serve.commands import add_serve_parser
 from .speed.commands import add_bench_parser, add_calibrate_parser, add_speedrun_parser
 from .sweep.commands import add_analyze_parser, add_sweep_parser
 from .train.commands import add_pretrain_parser, add_rl_parser
+from .verify.languages import LANGUAGES
 from .verify.sandbox_policy import require_isolation
 from .verify.verifier import DEFAULT_CPU_S, MAX_TIMEOUT_S
 from .verify.verify_file import verify_file
@@ -147,8 +148,9 @@ def add_verify_parser(sub) -> None:
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="judge the good rows and write a `refused` verdict with its reason for each bad row "
                         "(default: name every bad row and write nothing)")
-    p.add_argument("--language", choices=["reference", "python"], default=None,
-                   help="language level of every row (default: each row's own \"language\", else reference)")
+    p.add_argument("--language", choices=LANGUAGES, default=None,
+                   help="language level of every row (default: each row's own \"language\", else reference; "
+                        "python-stdlib: python with the standard-library imports HumanEval's problems use)")
     p.set_defaults(func=cmd_verify)
 
 

@@ -347,3 +347,11 @@ def test_glm53_verify_refuses_an_input_without_rows_before_writing(tmp_path, cap
     line = one_line(capsys.readouterr().err)
     assert "completions.jsonl holds no rows" in line and "glm53 generate --tasks" in line
     assert not (tmp_path / "verdicts.jsonl").exists()
+
+
+def test_glm53_verify_takes_every_language_level_the_verifier_has():
+    from glm53.cli import build_parser
+    from glm53.verify.languages import LANGUAGES
+
+    for level in LANGUAGES:
+        assert build_parser().parse_args(["verify", "--in", "x", "--out", "y", "--language", level]).language == level
