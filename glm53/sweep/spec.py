@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import tempfile
 
 import tomllib
@@ -63,6 +64,7 @@ from ..runtime.settings import MAX_SEED
 from .jobs import job_kind
 
 SPECS_DIR = Path(__file__).parent / "specs"
+ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 KEYS = {"name", "description", "job", "seeds", "checkpoints", "metrics", "baseline", "base", "arms", "comparisons",
         "analysis_seed", "setup"}
 RECIPE = "recipe"  # in [setup] or [base]: a recipe of the book, opened as the spec loads
@@ -266,6 +268,9 @@ def spec_from_dict(raw: dict, where: str, seeds: list[int] | None = None) -> Swe
         _fail(where, "arms is empty; add at least one [arms.NAME] table")
     setup = _setup_from_dict(where, raw["setup"]) if "setup" in raw else None
     for name, overrides in arms.items():
+        if not ARM_NAME.fullmatch(name):  # a folder's name (DIR/runs/ARM) and a report table's cell
+            _fail(where, f"arm name {name!r} must be letters, digits, '.', '_' and '-' (starting with a letter or "
+                         "a digit); rename the [arms.NAME] table")
         if not isinstance(overrides, dict):
             _fail(where, f"arm {name!r} must be a table of settings ([arms.{name}])")
         if "seed" in overrides or "seed" in base:

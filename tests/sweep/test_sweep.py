@@ -152,6 +152,8 @@ BAD_SPECS = {
     "non-integer seed": ('', "seeds must be a list of integers"),
     "duplicate seed": ('', "seeds lists 2 more than once"),
     "invalid base": ('', "--lr must be > 0, got -1.0"),
+    "arm name a path": ('[arms."../outside"]\n', "arm name '../outside' must be letters, digits"),
+    "arm name a table cell": ('[arms."a|b"]\n', "arm name 'a|b' must be letters, digits"),
 }
 
 
