@@ -130,6 +130,21 @@ def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: in
     return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)
 
 
+def widened(inputs, labels, multiple: int, pad_id: int, limit: int):
+    """A batch's width rounded up to a multiple of `multiple` tokens (at most `limit`), the new columns padding:
+    PAD in the inputs, IGNORE_INDEX in the labels. A compiled step meets one shape per width and compiles again for
+    each new one, so a length-bucketed run (widths of every size) is cut to a few widths this way. Causal attention
+    means no earlier position reads the new ones, and they are never targets, so the loss is the same but for float
+    rounding; routed experts do route the padding, as they route the padding of a batch's shorter rows."""
+    width = inputs.shape[1]
+    target = min(limit, -(-width // multiple) * multiple)
+    if target <= width:
+        return inputs, labels
+    grow = (0, target - width)
+    return (torch.nn.functional.pad(inputs, grow, value=pad_id),
+            torch.nn.functional.pad(labels, grow, value=IGNORE_INDEX))
+
+
 def bucketed_texts(stream, step: int, batch_size: int, seed: int) -> list[str]:
     """Step `step`'s documents under length bucketing (see the module docstring), in stream order."""
     window, slot = divmod(step, stream.bucket_steps)

@@ -85,6 +85,8 @@ class SparseAttention(AttentionProjections):
         self._masks: dict[tuple[int, str], torch.Tensor] = {}
 
     def mask(self, length: int, device: torch.device) -> torch.Tensor:
+        if torch.compiler.is_compiling():  # built inside the graph: a cache entry made while tracing would fail
+            return sparse_attention_mask(length, self.window, self.stride, device)  # the guard, a compile again
         key = (length, str(device))
         if key not in self._masks:
             self._masks[key] = sparse_attention_mask(length, self.window, self.stride, device)

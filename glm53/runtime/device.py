@@ -91,6 +91,11 @@ def compiled(forward):
     second run of the same shapes loads the compiled code instead of generating it again; a TORCHINDUCTOR_CACHE_DIR
     the user set before starting glm53 wins. The variable is the process's (Inductor reads it when it compiles):
     each call sets it again, so a later run in the same process with another GLM53_CACHE_DIR follows its own. Every
-    `--compile` (pretrain, speedrun, bench) compiles through here."""
+    `--compile` (pretrain, speedrun, bench) compiles through here.
+
+    Static shapes (`dynamic=False`): at a second shape Dynamo would otherwise trace the model again with symbolic
+    sizes, which its chunked and windowed attention's integer arithmetic does not survive (the frames fall back to
+    eager, graph broken); a shape a graph instead, and the callers keep the shapes few (pretrain.py rounds a
+    length-bucketed batch's width up to COMPILED_WIDTH_MULTIPLE)."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = USER_INDUCTOR_CACHE or str(cache_folder() / "inductor")
-    return torch.compile(forward)
+    return torch.compile(forward, dynamic=False)

@@ -143,3 +143,58 @@ def test_pretrain_compile_trains_as_the_eager_run(monkeypatch, tmp_path):
         pretrain(tiny_run(tmp_path / name, steps=2, checkpoints=(2,), batch_size=2,
                           compile=compile_), dev_tasks=[], log=lambda *_: None)
     torch.testing.assert_close(losses(tmp_path / "compiled"), losses(tmp_path / "eager"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_compiled_length_bucketed_run_meets_a_few_widths_and_trains_as_the_eager_run(monkeypatch, tmp_path):
+    """The broad suite cuts each batch to its longest row (a width a step); under --compile train_step rounds the
+    width up to COMPILED_WIDTH_MULTIPLE, so the run compiles once a rounded width, not once a raw one, and the
+    losses are the eager run's (the new columns are padding outside the loss, and attention is causal)."""
+    from glm53 import ModelConfig
+    from glm53.data.bpe_tokenizer import tokenizer_for
+    from glm53.data.pretrain_batches import IGNORE_INDEX, pretraining_batch
+    from glm53.train import pretrain as pretrain_module
+    from glm53.train.pretrain import COMPILED_WIDTH_MULTIPLE, pretrain
+
+    from ..train.test_pretrain import losses, tiny_run
+
+    steps, rows, length = 16, 2, 384
+    model = ModelConfig(**{**DENSE.__dict__, "tokenizer": "broad-bpe-2048", "vocab_size": 2048,
+                           "max_sequence_length": length})
+    bpe = tokenizer_for("broad-bpe-2048")
+    raw = [pretraining_batch(s, rows, length, 42, "broad", tokenizer=bpe)[0].shape[1] for s in range(steps)]
+    rounded = {min(length, -(-w // COMPILED_WIDTH_MULTIPLE) * COMPILED_WIDTH_MULTIPLE) for w in raw}
+    assert len(rounded) < len(set(raw))  # the steps chosen show the rounding at work
+
+    seen, graphs = [], []
+    update = pretrain_module.training_update
+
+    def recording_update(cfg, step, model_, forward, optimizer, inputs, labels, *args, **kw):
+        seen.append((inputs.clone(), labels.clone()))
+        return update(cfg, step, model_, forward, optimizer, inputs, labels, *args, **kw)
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: torch_compile(fn, backend=counting_backend, **kw))
+    monkeypatch.setattr(pretrain_module, "training_update", recording_update)
+    monkeypatch.setenv("GLM53_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # restored when the test ends
+    torch._dynamo.reset()
+    for name, compile_ in (("eager", False), ("compiled", True)):
+        pretrain(tiny_run(tmp_path / name, steps=steps, checkpoints=(steps,), batch_size=rows, suite="broad",
+                          sequence_length=length, model=model, compile=compile_), dev_tasks=[], log=lambda *_: None)
+    eager, compiled = seen[:steps], seen[steps:]
+    assert [i.shape[1] for i, _ in eager] == raw
+    for (e_in, e_lab), (c_in, c_lab) in zip(eager, compiled):
+        width = e_in.shape[1]
+        assert c_in.shape[1] % COMPILED_WIDTH_MULTIPLE == 0 or c_in.shape[1] == length
+        assert torch.equal(c_in[:, :width], e_in) and torch.equal(c_lab[:, :width], e_lab)
+        assert torch.all(c_in[:, width:] == bpe.pad_id) and torch.all(c_lab[:, width:] == IGNORE_INDEX)
+    assert 1 <= len(graphs) <= len(rounded)
+    # the first step's loss equal exactly; after it the padded products round differently (up to 4e-5 relative on
+    # the Zen 4 over these 16 steps, and not growing), so the tolerance is float rounding's, not the loss's scale
+    torch.testing.assert_close(losses(tmp_path / "compiled"), losses(tmp_path / "eager"), rtol=2e-4, atol=0)
+    assert losses(tmp_path / "compiled")[0] == losses(tmp_path / "eager")[0]
