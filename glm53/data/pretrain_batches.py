@@ -130,14 +130,29 @@ def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: in
     return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)
 
 
-def widened(inputs, labels, multiple: int, pad_id: int, limit: int):
-    """A batch's width rounded up to a multiple of `multiple` tokens (at most `limit`), the new columns padding:
-    PAD in the inputs, IGNORE_INDEX in the labels. A compiled step meets one shape per width and compiles again for
-    each new one, so a length-bucketed run (widths of every size) is cut to a few widths this way. Causal attention
-    means no earlier position reads the new ones, and they are never targets, so the loss is the same but for float
-    rounding; routed experts do route the padding, as they route the padding of a batch's shorter rows."""
+def compiled_width(width: int, limit: int) -> int:
+    """The width a compiled step pads a batch of `width` columns to: a multiple of 16 up to 128 columns, of 64 above
+    (so rows of up to 1,024 meet 22 widths, not 64), at most `limit`."""
+    step = 16 if width <= 128 else 64
+    return min(limit, -(-width // step) * step)
+
+
+def compiled_widths(limit: int) -> int:
+    """How many widths compiled_width gives for batches of 1 .. `limit` columns: the graphs a compiled run may
+    need, one a width."""
+    return len({compiled_width(w, limit) for w in range(1, limit + 1)})
+
+
+def widened(inputs, labels, pad_id: int, limit: int):
+    """A batch's columns padded to compiled_width: PAD in the inputs, IGNORE_INDEX in the labels. A compiled step
+    meets one shape per width and compiles again for each new one, so a length-bucketed run (a width almost every
+    step) is cut to a few widths this way. Causal attention means no earlier position reads the new ones and they
+    are never targets, so the language (and MTP) loss is the same but for float rounding. The routed experts'
+    statistics are not: the padding is routed and counted in the balance loss, the sigmoid-bias router's load and
+    the indexer's loss, as the padding of a batch's shorter rows already is in an eager run; a compiled run of a
+    routed model therefore differs from the eager one by more than rounding (docs/speed.md)."""
     width = inputs.shape[1]
-    target = min(limit, -(-width // multiple) * multiple)
+    target = compiled_width(width, limit)
     if target <= width:
         return inputs, labels
     grow = (0, target - width)

@@ -86,7 +86,7 @@ def autocast(device: torch.device, precision: str):
 USER_INDUCTOR_CACHE = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
 
 
-def compiled(forward):
+def compiled(forward, shapes: int = 1):
     """torch.compile(forward), with Inductor's cache in glm53's cache folder (`$GLM53_CACHE_DIR/inductor`), so a
     second run of the same shapes loads the compiled code instead of generating it again; a TORCHINDUCTOR_CACHE_DIR
     the user set before starting glm53 wins. The variable is the process's (Inductor reads it when it compiles):
@@ -96,6 +96,11 @@ def compiled(forward):
     Static shapes (`dynamic=False`): at a second shape Dynamo would otherwise trace the model again with symbolic
     sizes, which its chunked and windowed attention's integer arithmetic does not survive (the frames fall back to
     eager, graph broken); a shape a graph instead, and the callers keep the shapes few (pretrain.py rounds a
-    length-bucketed batch's width up to COMPILED_WIDTH_MULTIPLE)."""
+    length-bucketed batch's width up to data.pretrain_batches.compiled_width). `shapes`: how many the caller may
+    meet; Dynamo's recompile limit (8 by default, past which a new shape runs eagerly with a warning) is raised to
+    it."""
+    import torch._dynamo
+
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = USER_INDUCTOR_CACHE or str(cache_folder() / "inductor")
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, shapes)
     return torch.compile(forward, dynamic=False)

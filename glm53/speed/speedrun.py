@@ -63,7 +63,7 @@ def speedrun(cfg: SpeedrunConfig, started: float | None = None, log=print) -> di
 def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     import torch
 
-    from ..data.pretrain_batches import pretraining_batch
+    from ..data.pretrain_batches import compiled_widths, pretraining_batch
     from ..evaluate.body_loss import body_loss_batched, reference_bodies
     from ..runtime.cpu import cpu_description
     from ..runtime.device import compiled
@@ -72,7 +72,7 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
 
     start = build_training(cfg.pretrain)
     p, model, optimizer, device, precision = start.cfg, start.model, start.optimizer, start.device, start.precision
-    forward = compiled(model) if p.compile else model
+    forward = compiled(model, shapes=compiled_widths(p.sequence_length)) if p.compile else model
     items = reference_bodies(SUITE, "dev", TARGET_TASKS)
     pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on,
                       tokenizer=start.tokenizer)  # the stream's tables, before the first timed step

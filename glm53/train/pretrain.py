@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from ..data.corpus import Corpus, load_corpus
 from ..data.bpe_tokenizer import tokenizer_for
-from ..data.pretrain_batches import IGNORE_INDEX, pretraining_batch, widened
+from ..data.pretrain_batches import IGNORE_INDEX, compiled_widths, pretraining_batch, widened
 from ..data.run_order import run_stream
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..data.tasks import Task
@@ -57,10 +57,6 @@ from ..checkpoints.retention import RETENTION_CHANGES, apply_retention
 from .validation import Validation, corpus_samples, validation_due, validation_set
 
 LOG_NAME = "train_log.jsonl"
-# --compile: each batch's width rounded up to a multiple of this many tokens, so a length-bucketed stream (the
-# broad suite's rows of 22 to 73 byte-pair tokens) compiles 4 shapes, not one a width (about a minute each on 2
-# cores); 16 pads the record recipe's rows by about 8 tokens in 40, which the compiled step more than pays for
-COMPILED_WIDTH_MULTIPLE = 16
 # what a resumed run may change besides EXTENSIONS: when the validation loss is measured leaves training alone
 VALIDATION_SETTINGS = frozenset({"eval_every", "validation_rows"})
 
@@ -93,9 +89,8 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model),
                                        docstring_share=cfg.docstring_share, corpus_in_buckets=cfg.corpus_in_buckets)
-    if cfg.compile:
-        inputs, labels = widened(inputs, labels, COMPILED_WIDTH_MULTIPLE, tokenizer_for(cfg.model).pad_id,
-                                 cfg.sequence_length)
+    if cfg.compile:  # a few widths, not one a step: each new width compiles again (about 45 s on 2 cores)
+        inputs, labels = widened(inputs, labels, tokenizer_for(cfg.model).pad_id, cfg.sequence_length)
     rows = dp.share(cfg.batch_size * k)
     return training_update(cfg, step, model, forward, optimizer, inputs[rows].to(device), labels[rows].to(device),
                            device, precision, dp)
@@ -225,7 +220,7 @@ def _pretrain(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataPa
     if dp.active:
         log(f"data parallel: {dp.world_size} ranks ({dp.backend}), {cfg.batch_size // dp.world_size} rows each, "
             f"{torch.get_num_threads()} threads per rank")
-    forward = compiled(forward) if cfg.compile else forward
+    forward = compiled(forward, shapes=compiled_widths(cfg.sequence_length)) if cfg.compile else forward
     if run.start_step == 0 and not cfg.runtime.resume and dp.is_main:
         _save_checkpoint(run, 0)
 

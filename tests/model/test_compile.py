@@ -148,13 +148,13 @@ def test_pretrain_compile_trains_as_the_eager_run(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_a_compiled_length_bucketed_run_meets_a_few_widths_and_trains_as_the_eager_run(monkeypatch, tmp_path):
     """The broad suite cuts each batch to its longest row (a width a step); under --compile train_step rounds the
-    width up to COMPILED_WIDTH_MULTIPLE, so the run compiles once a rounded width, not once a raw one, and the
+    width up to compiled_width, so the run compiles once a rounded width, not once a raw one, and the
     losses are the eager run's (the new columns are padding outside the loss, and attention is causal)."""
     from glm53 import ModelConfig
     from glm53.data.bpe_tokenizer import tokenizer_for
-    from glm53.data.pretrain_batches import IGNORE_INDEX, pretraining_batch
+    from glm53.data.pretrain_batches import IGNORE_INDEX, compiled_width, pretraining_batch
     from glm53.train import pretrain as pretrain_module
-    from glm53.train.pretrain import COMPILED_WIDTH_MULTIPLE, pretrain
+    from glm53.train.pretrain import pretrain
 
     from ..train.test_pretrain import losses, tiny_run
 
@@ -163,7 +163,7 @@ def test_a_compiled_length_bucketed_run_meets_a_few_widths_and_trains_as_the_eag
                            "max_sequence_length": length})
     bpe = tokenizer_for("broad-bpe-2048")
     raw = [pretraining_batch(s, rows, length, 42, "broad", tokenizer=bpe)[0].shape[1] for s in range(steps)]
-    rounded = {min(length, -(-w // COMPILED_WIDTH_MULTIPLE) * COMPILED_WIDTH_MULTIPLE) for w in raw}
+    rounded = {compiled_width(w, length) for w in raw}
     assert len(rounded) < len(set(raw))  # the steps chosen show the rounding at work
 
     seen, graphs = [], []
@@ -183,14 +183,16 @@ def test_a_compiled_length_bucketed_run_meets_a_few_widths_and_trains_as_the_eag
     monkeypatch.setenv("GLM53_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # restored when the test ends
     torch._dynamo.reset()
-    for name, compile_ in (("eager", False), ("compiled", True)):
-        pretrain(tiny_run(tmp_path / name, steps=steps, checkpoints=(steps,), batch_size=rows, suite="broad",
-                          sequence_length=length, model=model, compile=compile_), dev_tasks=[], log=lambda *_: None)
+    with torch._dynamo.config.patch(recompile_limit=torch._dynamo.config.recompile_limit):  # restored after
+        for name, compile_ in (("eager", False), ("compiled", True)):
+            pretrain(tiny_run(tmp_path / name, steps=steps, checkpoints=(steps,), batch_size=rows, suite="broad",
+                              sequence_length=length, model=model, compile=compile_), dev_tasks=[],
+                     log=lambda *_: None)
     eager, compiled = seen[:steps], seen[steps:]
     assert [i.shape[1] for i, _ in eager] == raw
     for (e_in, e_lab), (c_in, c_lab) in zip(eager, compiled):
         width = e_in.shape[1]
-        assert c_in.shape[1] % COMPILED_WIDTH_MULTIPLE == 0 or c_in.shape[1] == length
+        assert c_in.shape[1] == compiled_width(width, length) and c_in.shape[1] % 16 == 0
         assert torch.equal(c_in[:, :width], e_in) and torch.equal(c_lab[:, :width], e_lab)
         assert torch.all(c_in[:, width:] == bpe.pad_id) and torch.all(c_lab[:, width:] == IGNORE_INDEX)
     assert 1 <= len(graphs) <= len(rounded)
@@ -198,3 +200,20 @@ def test_a_compiled_length_bucketed_run_meets_a_few_widths_and_trains_as_the_eag
     # the Zen 4 over these 16 steps, and not growing), so the tolerance is float rounding's, not the loss's scale
     torch.testing.assert_close(losses(tmp_path / "compiled"), losses(tmp_path / "eager"), rtol=2e-4, atol=0)
     assert losses(tmp_path / "compiled")[0] == losses(tmp_path / "eager")[0]
+
+
+def test_compiled_widths_are_few_and_dynamo_may_compile_each():
+    """Multiples of 16 up to 128 columns, of 64 above, capped at the row length; `compiled` raises Dynamo's
+    recompile limit (past which a new shape would run eagerly) to the widths a run may meet."""
+    from glm53.data.pretrain_batches import compiled_width, compiled_widths
+    from glm53.runtime.device import compiled
+
+    assert [compiled_width(w, 324) for w in (1, 16, 17, 73, 128, 129, 256, 257, 321, 324)] == [
+        16, 16, 32, 80, 128, 192, 256, 320, 324, 324]
+    assert compiled_widths(324) == 8 + 4 and compiled_widths(1024) == 8 + 14 and compiled_widths(64) == 4
+    assert compiled_widths(324) == len({compiled_width(w, 324) for w in range(1, 325)})
+    with torch._dynamo.config.patch(recompile_limit=8):  # restored after
+        compiled(lambda x: x, shapes=compiled_widths(1024))
+        assert torch._dynamo.config.recompile_limit == 22
+        compiled(lambda x: x, shapes=3)  # never lowered
+        assert torch._dynamo.config.recompile_limit == 22
