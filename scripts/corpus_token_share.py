@@ -20,13 +20,20 @@ from glm53.recipes.book import pretraining, suite_of
 from glm53.train.pretrain_config import PretrainConfig
 
 
-def targets(recipe: str, corpus: str, mix: float, steps: int) -> int:
-    """The loss tokens of the recipe's first `steps` batches with `mix` of the rows from `corpus`."""
+def config(recipe: str, corpus: str, mix: float, steps: int) -> PretrainConfig:
+    """The recipe's pretraining settings with `mix` of the rows from `corpus` (a valid schedule of `steps` updates)."""
     length = max(steps, pretraining(recipe).get("warmup_steps", 0), 8)  # a valid schedule; only its batches are read
-    cfg = PretrainConfig(**{**pretraining(recipe), "out": "unused", "suite": suite_of(recipe), "steps": length,
-                            "checkpoints": (length,), "corpus": corpus, "corpus_mix": mix})
+    return PretrainConfig(**{**pretraining(recipe), "out": "unused", "suite": suite_of(recipe), "steps": length,
+                             "checkpoints": (length,), "corpus": corpus, "corpus_mix": mix})
+
+
+def targets(recipe: str, corpus: str, mix: float, steps: int, rows=None) -> int:
+    """The loss tokens of the recipe's first `steps` batches with `mix` of the rows from `corpus` (`rows`: the
+    corpus already read with the recipe's tokenizer, which does not depend on the mix)."""
+    cfg = config(recipe, corpus, mix, steps)
     tokenizer = tokenizer_for(cfg.model)
-    rows = load_corpus(cfg.corpus, cfg.corpus_validation_share, cfg.sequence_length, tokenizer)
+    if rows is None:
+        rows = load_corpus(cfg.corpus, cfg.corpus_validation_share, cfg.sequence_length, tokenizer)
     total = 0
     for step in range(steps):
         _, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, rows,
@@ -45,10 +52,12 @@ def main() -> None:
     args = p.parse_args()
     if not all(0 < m < 1 for m in args.mix):
         p.error("--mix: each share must be between 0 and 1 (exclusive), e.g. --mix 0.02 0.25")
-    generated = targets(args.recipe, args.corpus, 0.0, args.steps)
+    cfg = config(args.recipe, args.corpus, 0.0, args.steps)
+    rows = load_corpus(cfg.corpus, cfg.corpus_validation_share, cfg.sequence_length, tokenizer_for(cfg.model))
+    generated = targets(args.recipe, args.corpus, 0.0, args.steps, rows)
     print(f"{args.recipe}, {args.steps} updates: {generated} loss tokens without the corpus")
     for mix in args.mix:
-        total = targets(args.recipe, args.corpus, mix, args.steps)
+        total = targets(args.recipe, args.corpus, mix, args.steps, rows)
         share = (total - generated * (1 - mix)) / total
         print(f"corpus_mix {mix:g} (rows): {total} loss tokens, about {share:.0%} of them the corpus's")
 
