@@ -57,6 +57,15 @@ def resolve_precision(name: str, device: torch.device, purpose: str = "train") -
     return "fp32"
 
 
+def native_bf16(device: torch.device) -> bool:
+    """True where bf16 matrix products run in hardware: a CUDA device that supports bf16, a CPU with AVX512-BF16 or
+    AMX. Elsewhere (an AVX2 CPU such as AMD Zen 3 or most laptops) a bf16 product is emulated and many times slower
+    than fp32, so explicit bf16 kernels (Muon's Newton-Schulz) take fp32 there."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and cpu_has_native_bf16()
+
+
 def explain_precision(device: torch.device) -> str:
     """What `--precision auto` picks on `device` for training and decoding, and why."""
     chosen = resolve_precision("auto", device)

@@ -20,6 +20,11 @@ Simplifications: one process's step (data-parallel ranks each run the same step 
 speedruns' sharding of the Newton-Schulz work over ranks is left out). The step batches the matrices of one shape
 into one Newton-Schulz call, up to BATCH_ELEMENTS (each matrix still orthogonalised on its own); `batched=False` is
 the plain per-parameter form, tested equal.
+
+Precision: the Newton-Schulz products run in bf16, as torch.optim.Muon's do, where the hardware multiplies bf16
+natively (a GPU, a CPU with AVX512-BF16 or AMX), and in fp32 elsewhere: on an AVX2 CPU (AMD Zen 3, most laptops) a
+bf16 product is emulated, and the broad preset's Muon step took 4.3 s in bf16 on a 2-core Zen 3 (docs/speed.md).
+`newton_schulz_precision` is the rule; pretraining's receipt records what it chose.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import math
 
 import torch
 from torch.optim import Optimizer
+
+from ..runtime.device import native_bf16
 
 # torch.optim.Muon's defaults (the quintic's coefficients from the speedruns), repeated here as StackedMuon's
 NS_COEFFICIENTS = (3.4445, -4.775, 2.0315)
@@ -39,14 +46,25 @@ LR_ADJUSTMENTS = ("original", "match_rms_adamw")
 # model's 768 x 192 matrices, 8 experts a parameter, all in one call: its Muon step 0.78x and 0.92x the loop's speed
 # in two runs; capped, 1.27x; scripts/bench_muon_step.py, docs/speed.md)
 BATCH_ELEMENTS = 1 << 21
+NS_PRECISIONS = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def newton_schulz_precision(device: torch.device, precision: str = "auto") -> str:
+    """The Newton-Schulz products' precision on `device`: auto is bf16 where the hardware multiplies bf16 natively
+    (torch.optim.Muon's choice), fp32 where bf16 would be emulated; bf16 or fp32 as named."""
+    if precision == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    if precision not in NS_PRECISIONS:
+        raise ValueError(f"Newton-Schulz precision {precision!r}: choose auto, bf16 or fp32")
+    return precision
 
 
 def orthogonalize(update: torch.Tensor, steps: int = NS_STEPS, coefficients=NS_COEFFICIENTS,
-                  eps: float = NS_EPS) -> torch.Tensor:
+                  eps: float = NS_EPS, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     """About U V^T of each trailing [rows, cols] matrix of `update` (U S V^T its SVD), by `steps` quintic
-    Newton-Schulz iterations in bf16, as torch.optim.Muon computes it for one matrix."""
+    Newton-Schulz iterations in `dtype` (bf16, as torch.optim.Muon computes it for one matrix, or fp32)."""
     a, b, c = coefficients
-    x = update.bfloat16()
+    x = update.to(dtype)
     tall = x.size(-2) > x.size(-1)
     if tall:  # iterate on the wide orientation: X X^T is then the smaller square
         x = x.mT
@@ -73,7 +91,8 @@ class StackedMuon(Optimizer):
     is decoupled and scaled by the unadjusted lr (param *= 1 - lr * weight_decay), as torch.optim.Muon does."""
 
     def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, weight_decay: float = 0.0,
-                 nesterov: bool = True, ns_steps: int = NS_STEPS, adjust_lr: str = "original", batched: bool = True):
+                 nesterov: bool = True, ns_steps: int = NS_STEPS, adjust_lr: str = "original", batched: bool = True,
+                 precision: str = "auto"):
         if lr < 0 or not 0 <= momentum < 1 or weight_decay < 0 or ns_steps < 1 or adjust_lr not in LR_ADJUSTMENTS:
             raise ValueError(f"StackedMuon: lr {lr} >= 0, momentum {momentum} in [0, 1), weight decay {weight_decay} "
                              f">= 0, ns_steps {ns_steps} >= 1 and adjust_lr one of {LR_ADJUSTMENTS}")
@@ -83,6 +102,9 @@ class StackedMuon(Optimizer):
         # BATCH_ELEMENTS: a handful of batched products for all of a small model's layers, not for each parameter);
         # False: one call a parameter, the plain form it is tested against
         self.batched = batched
+        newton_schulz_precision(torch.device("cpu"), precision)  # an unknown name is refused here, not at a step
+        # auto, bf16 or fp32: the Newton-Schulz products' precision, resolved on the parameters' device at each step
+        self.precision = precision
         for group in self.param_groups:
             for p in group["params"]:
                 if p.ndim < 2:
@@ -97,9 +119,13 @@ class StackedMuon(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             live = [p for p in group["params"] if p.grad is not None]
+            if not live:
+                continue
+            dtype = NS_PRECISIONS[newton_schulz_precision(live[0].device, self.precision)]
             if not self.batched:  # the plain form: one parameter at a time
                 for p in live:
-                    self._apply(p, orthogonalize(self._momentum_update(p, group), group["ns_steps"]), group)
+                    self._apply(p, orthogonalize(self._momentum_update(p, group), group["ns_steps"], dtype=dtype),
+                                group)
                 continue
             by_shape: dict[tuple[int, ...], list[torch.Tensor]] = {}
             for p in live:
@@ -108,7 +134,8 @@ class StackedMuon(Optimizer):
             # updates lives at a time, as one parameter's did in the plain form
             for chunk in (chunk for same in by_shape.values() for chunk in _batches(same)):
                 updates = [self._momentum_update(p, group).reshape(-1, *p.shape[-2:]) for p in chunk]
-                together = orthogonalize(torch.cat(updates) if len(updates) > 1 else updates[0], group["ns_steps"])
+                together = orthogonalize(torch.cat(updates) if len(updates) > 1 else updates[0], group["ns_steps"],
+                                         dtype=dtype)
                 for p, update in zip(chunk, together.split([u.shape[0] for u in updates])):
                     self._apply(p, update.reshape(p.shape), group)
         return loss

@@ -49,6 +49,7 @@ from ..verify.verifier import isolation_report
 from ..checkpoints.format import save_checkpoint
 from ..checkpoints.names import RECEIPT_NAME, RUN_CONFIG_NAME, checkpoint_name
 from .loss import language_loss_sum, training_loss
+from .muon import newton_schulz_precision
 from .optimizers import decay_groups, make_optimizer  # noqa: F401 - part of this module's API
 from .run_folder import check_run_folder, restore_latest, rng_state, start_run_folder
 from .training_start import build_training
@@ -347,6 +348,8 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "parameter_counts": counts, "seed": cfg.seed, "corpus": run.corpus.summary if run.corpus else None,
         "validation": run.validation.to_dict() if run.validation else None,
         "steps": cfg.steps, "tokens_seen": run.tokens_seen, "device": str(run.device), "precision": run.precision,
+        # Muon's Newton-Schulz products: bf16 where the hardware has it natively, fp32 where it would be emulated
+        "muon_newton_schulz": newton_schulz_precision(run.device) if cfg.optimization.optimizer == "muon" else None,
         "elapsed_seconds_this_invocation": elapsed, "resumed_from_step": run.start_step if cfg.runtime.resume else None,
         "resumed_from": run.resumed_from,
         # input tokens per second of optimizer steps (checkpoint writing and dev sampling excluded)

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 
@@ -17,7 +19,8 @@ def _step_both(shapes, steps=3, **kw):
     """Run StackedMuon and torch.optim.Muon (per 2-D slice) on the same parameters and gradients."""
     ours = [torch.nn.Parameter(w.clone()) for w in _grads(shapes, 1)]
     theirs = [[torch.nn.Parameter(s.clone()) for s in (w.reshape(-1, *w.shape[-2:]))] for w in ours]
-    mine = StackedMuon(ours, lr=0.02, momentum=0.9, weight_decay=0.1, **kw)
+    # torch.optim.Muon runs its Newton-Schulz products in bf16 on every device; auto would take fp32 on an AVX2 CPU
+    mine = StackedMuon(ours, lr=0.02, momentum=0.9, weight_decay=0.1, precision="bf16", **kw)
     torch_opt = torch.optim.Muon([p for slices in theirs for p in slices], lr=0.02, momentum=0.9, weight_decay=0.1)
     for step in range(steps):
         for p, slices, g in zip(ours, theirs, _grads(shapes, 10 + step)):
@@ -39,11 +42,43 @@ def test_stacked_muon_is_torch_muon_on_each_matrix(shapes):
         assert (p.detach() - start).abs().max() > 1e-3  # it moved
 
 
-def test_orthogonalize_flattens_the_spectrum():
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_orthogonalize_flattens_the_spectrum(dtype):
     g = torch.randn(32, 64) @ torch.diag(torch.logspace(-2, 1, 64))
-    s = torch.linalg.svdvals(orthogonalize(g).float())
+    out = orthogonalize(g, dtype=dtype)
+    assert out.dtype == dtype
+    s = torch.linalg.svdvals(out.float())
     assert s.max() < 1.6 and s.min() > 0.3  # about U V^T: singular values near 1 (Uniform(0.5, 1.5) by design)
     assert torch.linalg.svdvals(g).max() / torch.linalg.svdvals(g).min() > 100
+
+
+def test_fp32_newton_schulz_is_the_bf16_one_to_bf16_rounding():
+    """The fp32 form (AVX2 CPUs) computes what the bf16 one (torch.optim.Muon's) does, only without its rounding."""
+    g = torch.randn(3, 48, 96, generator=torch.Generator().manual_seed(0))
+    low, high = orthogonalize(g, dtype=torch.bfloat16).float(), orthogonalize(g, dtype=torch.float32)
+    assert (low - high).norm() / high.norm() < 0.05  # bf16 keeps 8 bits: about 1% an element, a few after 5 steps
+    assert (low - high).abs().max() > 0  # they are two computations, not one
+
+
+@pytest.mark.slow
+def test_newton_schulz_precision_follows_the_hardware(monkeypatch):
+    cpu = torch.device("cpu")
+    for native, chosen in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(muon, "native_bf16", lambda device, native=native: native)
+        assert muon.newton_schulz_precision(cpu) == chosen
+        assert muon.newton_schulz_precision(cpu, "bf16") == "bf16"  # named, it is kept
+        runs = []
+        for precision in ("auto", chosen, "fp32" if chosen == "bf16" else "bf16"):
+            params = [torch.nn.Parameter(w.clone()) for w in _grads([(24, 16), (16, 40)], 1)]
+            opt = StackedMuon(params, lr=0.02, precision=precision)
+            for p, g in zip(params, _grads([(24, 16), (16, 40)], 2)):
+                p.grad = g
+            opt.step()
+            runs.append([p.detach() for p in params])
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], runs[1]))  # auto is the rule's choice
+        assert not all(torch.equal(a, b) for a, b in zip(runs[0], runs[2]))  # and the other precision differs
+    with pytest.raises(ValueError, match="choose auto, bf16 or fp32"):
+        StackedMuon([torch.nn.Parameter(torch.zeros(4, 4))], precision="fp16")
 
 
 def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
@@ -65,23 +100,26 @@ def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
 @pytest.mark.slow
 def test_muon_run_trains_and_resumes_exactly(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
-    muon = dict(optimizer="muon", muon_lr=0.02)
-    pretrain(tiny_run(whole, steps=6, checkpoints=(3, 6), **muon), dev_tasks=[], log=lambda *_: None)
-    pretrain(tiny_run(part, steps=3, checkpoints=(3,), **muon), dev_tasks=[], log=lambda *_: None)
+    settings = dict(optimizer="muon", muon_lr=0.02)
+    pretrain(tiny_run(whole, steps=6, checkpoints=(3, 6), **settings), dev_tasks=[], log=lambda *_: None)
+    receipt = json.loads((whole / "training-receipt.json").read_text())
+    assert receipt["muon_newton_schulz"] == muon.newton_schulz_precision(torch.device("cpu"))
+    pretrain(tiny_run(part, steps=3, checkpoints=(3,), **settings), dev_tasks=[], log=lambda *_: None)
     (part / "training-receipt.json").unlink()
-    pretrain(tiny_run(part, steps=6, checkpoints=(3, 6), resume=True, **muon), dev_tasks=[], log=lambda *_: None)
+    pretrain(tiny_run(part, steps=6, checkpoints=(3, 6), resume=True, **settings), dev_tasks=[], log=lambda *_: None)
     assert losses(part) == losses(whole)
     adamw = tmp_path / "adamw"
     pretrain(tiny_run(adamw, steps=6, checkpoints=(6,)), dev_tasks=[], log=lambda *_: None)
     assert losses(adamw)[1:] != losses(whole)[1:]  # the switch changes the training
     with pytest.raises(ValueError, match="settings differ.*optimizer"):
-        pretrain(tiny_run(tmp_path / "adamw", steps=6, checkpoints=(6,), resume=True, **muon), dev_tasks=[],
+        pretrain(tiny_run(tmp_path / "adamw", steps=6, checkpoints=(6,), resume=True, **settings), dev_tasks=[],
                  log=lambda *_: None)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
 @pytest.mark.parametrize("cap", [None, 24 * 16 * 2], ids=["one-call-a-shape", "capped"])
-def test_batched_newton_schulz_equals_one_call_a_parameter(monkeypatch, cap):
+def test_batched_newton_schulz_equals_one_call_a_parameter(monkeypatch, cap, precision):
     """The step orthogonalises the matrices of one shape in one call (or in runs under the cap); the plain form calls
     once a parameter."""
     shapes = [(24, 16), (3, 24, 16), (24, 16), (16, 40), (2, 16, 40), (8, 8), (24, 16)]
@@ -93,7 +131,7 @@ def test_batched_newton_schulz_equals_one_call_a_parameter(monkeypatch, cap):
     runs = []
     for batched in (True, False):
         params = [torch.nn.Parameter(w.clone()) for w in _grads(shapes, 1)]
-        opt = StackedMuon(params, lr=0.02, momentum=0.9, weight_decay=0.1, batched=batched)
+        opt = StackedMuon(params, lr=0.02, momentum=0.9, weight_decay=0.1, batched=batched, precision=precision)
         for step in range(3):
             for p, g in zip(params, _grads(shapes, 10 + step)):
                 p.grad = g
