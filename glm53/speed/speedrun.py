@@ -67,6 +67,7 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     from ..evaluate.body_loss import body_loss_batched, reference_bodies
     from ..runtime.cpu import cpu_description
     from ..runtime.device import compiled
+    from ..train.muon import newton_schulz_precision
     from ..train.pretrain import train_step
     from ..train.training_start import build_training
 
@@ -120,6 +121,7 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
         "recipe": cfg.recipe, "recipe_chain": recipe_chain(cfg.recipe), "seed": cfg.seed,
         "settings": cfg.to_dict() | {"pretrain": p.to_dict()}, "parameter_counts": counts,
         "precision": precision, "device": str(device), "cpu": cpu_description()["model"],
+        "muon_newton_schulz": newton_schulz_precision(device) if p.optimization.optimizer == "muon" else None,
         "torch_version": torch.__version__, "threads": torch.get_num_threads(),
     }
     if reached:

@@ -1,10 +1,12 @@
 import json
 
 import pytest
+import torch
 
 from glm53.cli import main
 from glm53.recipes.book import RECORD, pretraining, recipe_chain
 from glm53.speed.speedrun_config import speedrun_recipes
+from glm53.train.muon import newton_schulz_precision
 
 TINY_FLAGS = ["--pretrain.dim", "32", "--pretrain.layers", "2", "--pretrain.heads", "4", "--pretrain.expert-hidden",
               "32", "--pretrain.batch-size", "2", "--device", "cpu", "--no-progress", "--pretrain.kernels", "config",
@@ -23,6 +25,8 @@ def test_speedrun_stops_at_the_target_and_writes_a_loadable_model(tmp_path, caps
     assert result["body_loss"] <= 100 and result["target_tasks"] == 64
     assert 0 <= result["dev_passed"] <= 32 and result["recipe"] == RECORD and result["seed"] == 42
     assert {"cpu", "torch_version", "threads", "check_seconds", "settings"} <= set(result)
+    # the record trains with Muon: the receipt names its Newton-Schulz precision, by the hardware's rule
+    assert result["muon_newton_schulz"] == newton_schulz_precision(torch.device("cpu"))
     assert result["settings"]["pretrain"]["model"]["dim"] == 32  # the resolved settings, flags over the recipe
     capsys.readouterr()
     assert main(["eval", "--checkpoint", str(out / "final"), "--suite", "broad", "--split", "dev", "--count", "1",
