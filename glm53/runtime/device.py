@@ -58,11 +58,12 @@ def resolve_precision(name: str, device: torch.device, purpose: str = "train") -
 
 
 def native_bf16(device: torch.device) -> bool:
-    """True where bf16 matrix products run in hardware: a CUDA device that supports bf16, a CPU with AVX512-BF16 or
-    AMX. Elsewhere (an AVX2 CPU such as AMD Zen 3 or most laptops) a bf16 product is emulated and many times slower
-    than fp32, so explicit bf16 kernels (Muon's Newton-Schulz) take fp32 there."""
+    """True where bf16 matrix products run in hardware: a CUDA device of compute capability 8.0 or newer (Ampere on;
+    torch.cuda.is_bf16_supported() also counts emulation), a CPU with AVX512-BF16 or AMX. Elsewhere (a CPU without
+    them, such as AMD Zen 3 or an AVX-512 Xeon before Cooper Lake; an older GPU; MPS) explicit bf16 kernels (Muon's
+    Newton-Schulz) take fp32, since an emulated bf16 product is many times slower."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.get_device_capability(device) >= (8, 0)
     return device.type == "cpu" and cpu_has_native_bf16()
 
 

@@ -9,7 +9,7 @@ torch.optim.Muon takes 2-D parameters only. This model keeps each MoE layer's ro
 parameter ([experts, out, in], moe.py), so `StackedMuon` does the same arithmetic over any leading dimensions: each
 expert's matrix is orthogonalised on its own, in one batched product. With no leading dimension it is
 torch.optim.Muon's step to rounding (a test holds the two equal, and each 3-D slice equal to torch's step on that
-slice alone).
+slice alone) when its Newton-Schulz products run in bf16, as torch's always do (below).
 
 Which parameters Muon takes (`muon_groups`): every matrix inside the blocks (attention projections, the experts,
 the shared experts). AdamW keeps the embedding (and an untied head, an MTP block's projection), the routers (a
@@ -22,9 +22,10 @@ into one Newton-Schulz call, up to BATCH_ELEMENTS (each matrix still orthogonali
 the plain per-parameter form, tested equal.
 
 Precision: the Newton-Schulz products run in bf16, as torch.optim.Muon's do, where the hardware multiplies bf16
-natively (a GPU, a CPU with AVX512-BF16 or AMX), and in fp32 elsewhere: on an AVX2 CPU (AMD Zen 3, most laptops) a
-bf16 product is emulated, and the broad preset's Muon step took 4.3 s in bf16 on a 2-core Zen 3 (docs/speed.md).
-`newton_schulz_precision` is the rule; pretraining's receipt records what it chose.
+natively (a CUDA GPU from Ampere on, a CPU with AVX512-BF16 or AMX), and in fp32 elsewhere: on a CPU without them
+(AMD Zen 3, for one) a bf16 product is emulated, and the broad preset's Muon step took 4.3 s in bf16 on a 2-core
+Zen 3 (docs/speed.md). `newton_schulz_precision` is the rule; the pretraining and speedrun receipts record what it
+chose. Simplification: each process applies the rule to its own hardware (data-parallel ranks on one machine agree).
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ class StackedMuon(Optimizer):
         # BATCH_ELEMENTS: a handful of batched products for all of a small model's layers, not for each parameter);
         # False: one call a parameter, the plain form it is tested against
         self.batched = batched
-        newton_schulz_precision(torch.device("cpu"), precision)  # an unknown name is refused here, not at a step
+        if precision != "auto" and precision not in NS_PRECISIONS:  # refused here, not at the first step
+            raise ValueError(f"Newton-Schulz precision {precision!r}: choose auto, bf16 or fp32")
         # auto, bf16 or fp32: the Newton-Schulz products' precision, resolved on the parameters' device at each step
         self.precision = precision
         for group in self.param_groups:

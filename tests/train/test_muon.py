@@ -60,13 +60,22 @@ def test_fp32_newton_schulz_is_the_bf16_one_to_bf16_rounding():
     assert (low - high).abs().max() > 0  # they are two computations, not one
 
 
-@pytest.mark.slow
-def test_newton_schulz_precision_follows_the_hardware(monkeypatch):
+def test_newton_schulz_precision_rule(monkeypatch):
     cpu = torch.device("cpu")
     for native, chosen in ((True, "bf16"), (False, "fp32")):
         monkeypatch.setattr(muon, "native_bf16", lambda device, native=native: native)
         assert muon.newton_schulz_precision(cpu) == chosen
         assert muon.newton_schulz_precision(cpu, "bf16") == "bf16"  # named, it is kept
+    with pytest.raises(ValueError, match="choose auto, bf16 or fp32"):
+        muon.newton_schulz_precision(cpu, "fp16")
+    with pytest.raises(ValueError, match="choose auto, bf16 or fp32"):
+        StackedMuon([torch.nn.Parameter(torch.zeros(4, 4))], precision="fp16")
+
+
+@pytest.mark.slow
+def test_newton_schulz_precision_follows_the_hardware(monkeypatch):
+    for native, chosen in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(muon, "native_bf16", lambda device, native=native: native)
         runs = []
         for precision in ("auto", chosen, "fp32" if chosen == "bf16" else "bf16"):
             params = [torch.nn.Parameter(w.clone()) for w in _grads([(24, 16), (16, 40)], 1)]
@@ -77,8 +86,6 @@ def test_newton_schulz_precision_follows_the_hardware(monkeypatch):
             runs.append([p.detach() for p in params])
         assert all(torch.equal(a, b) for a, b in zip(runs[0], runs[1]))  # auto is the rule's choice
         assert not all(torch.equal(a, b) for a, b in zip(runs[0], runs[2]))  # and the other precision differs
-    with pytest.raises(ValueError, match="choose auto, bf16 or fp32"):
-        StackedMuon([torch.nn.Parameter(torch.zeros(4, 4))], precision="fp16")
 
 
 def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
@@ -98,12 +105,17 @@ def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
 
 
 @pytest.mark.slow
-def test_muon_run_trains_and_resumes_exactly(tmp_path):
+def test_muon_run_trains_and_resumes_exactly(tmp_path, monkeypatch):
     whole, part = tmp_path / "whole", tmp_path / "part"
     settings = dict(optimizer="muon", muon_lr=0.02)
     pretrain(tiny_run(whole, steps=6, checkpoints=(3, 6), **settings), dev_tasks=[], log=lambda *_: None)
     receipt = json.loads((whole / "training-receipt.json").read_text())
     assert receipt["muon_newton_schulz"] == muon.newton_schulz_precision(torch.device("cpu"))
+    for native, chosen in ((True, "bf16"), (False, "fp32")):  # the receipt follows the hardware's rule
+        monkeypatch.setattr(muon, "native_bf16", lambda device, native=native: native)
+        pretrain(tiny_run(tmp_path / chosen, steps=1, checkpoints=(1,), **settings), dev_tasks=[], log=lambda *_: None)
+        assert json.loads((tmp_path / chosen / "training-receipt.json").read_text())["muon_newton_schulz"] == chosen
+    monkeypatch.undo()
     pretrain(tiny_run(part, steps=3, checkpoints=(3,), **settings), dev_tasks=[], log=lambda *_: None)
     (part / "training-receipt.json").unlink()
     pretrain(tiny_run(part, steps=6, checkpoints=(3, 6), resume=True, **settings), dev_tasks=[], log=lambda *_: None)
