@@ -24,7 +24,7 @@ import torch
 def main() -> None:
     from glm53 import GLM53, ModelConfig
     from glm53.recipes.book import pretraining
-    from glm53.train.muon import StackedMuon, muon_groups
+    from glm53.train.muon import StackedMuon, muon_groups, newton_schulz_precision
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", default="muon-qk-bpe-dense", help="a recipe's model, or 'reference'")
@@ -45,7 +45,8 @@ def main() -> None:
     shapes = Counter(tuple(p_.shape[-2:]) for p_ in hidden)
     print(f"{args.recipe}: {len(hidden)} Muon parameters in {len(shapes)} shapes: "
           + ", ".join(f"{n} x {list(s)}" for s, n in shapes.most_common()))
-    if args.compare == "batching":
+    if args.compare == "batching":  # both forms in the precision this machine's rule picks
+        print(f"Newton-Schulz products in {newton_schulz_precision(torch.device('cpu'))} (the rule on this CPU)")
         optimizers = {"per-parameter": StackedMuon(hidden, lr=0.02, batched=False),
                       "batched": StackedMuon(hidden, lr=0.02)}
     else:
