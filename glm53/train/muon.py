@@ -53,11 +53,16 @@ NS_PRECISIONS = {"bf16": torch.bfloat16, "fp32": torch.float32}
 def newton_schulz_precision(device: torch.device, precision: str = "auto") -> str:
     """The Newton-Schulz products' precision on `device`: auto is bf16 where the hardware multiplies bf16 natively
     (torch.optim.Muon's choice), fp32 where bf16 would be emulated; bf16 or fp32 as named."""
+    check_precision(precision)
     if precision == "auto":
         return "bf16" if native_bf16(device) else "fp32"
-    if precision not in NS_PRECISIONS:
-        raise ValueError(f"Newton-Schulz precision {precision!r}: choose auto, bf16 or fp32")
     return precision
+
+
+def check_precision(precision: str) -> None:
+    """Refuse a Newton-Schulz precision other than auto, bf16 or fp32 (without probing the hardware)."""
+    if precision != "auto" and precision not in NS_PRECISIONS:
+        raise ValueError(f"Newton-Schulz precision {precision!r}: choose auto, bf16 or fp32")
 
 
 def orthogonalize(update: torch.Tensor, steps: int = NS_STEPS, coefficients=NS_COEFFICIENTS,
@@ -103,8 +108,7 @@ class StackedMuon(Optimizer):
         # BATCH_ELEMENTS: a handful of batched products for all of a small model's layers, not for each parameter);
         # False: one call a parameter, the plain form it is tested against
         self.batched = batched
-        if precision != "auto" and precision not in NS_PRECISIONS:  # refused here, not at the first step
-            raise ValueError(f"Newton-Schulz precision {precision!r}: choose auto, bf16 or fp32")
+        check_precision(precision)  # refused here, not at the first step
         # auto, bf16 or fp32: the Newton-Schulz products' precision, resolved on the parameters' device at each step
         self.precision = precision
         for group in self.param_groups:
