@@ -40,6 +40,7 @@ from ..data.tasks import Task
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
+from ..runtime.cpu import cpu_description
 from ..runtime.device import autocast, compiled, peak_memory_bytes
 from ..runtime.config import RESUMABLE_CHANGES
 from ..runtime.distributed import SINGLE, DataParallel
@@ -361,6 +362,9 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "final_loss": curve[-1]["loss"] if curve else None,
         "final_val_loss": next((r["val_loss"] for r in reversed(curve) if "val_loss" in r), None),
         "torch_version": torch.__version__,
+        # the machine's model and family numbers: a study's jobs may run on several machines, and speed or the
+        # precision (bf16 where the CPU has it natively) differs between them
+        "cpu": cpu_description(),
         "threads": torch.get_num_threads(), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
     }
     atomic_write_json(out / RECEIPT_NAME, receipt)

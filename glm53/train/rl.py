@@ -49,6 +49,7 @@ from ..verify.rewards import WeightedReward, ordering_problem, reward_terms, spe
 from ..verify.sandbox_policy import sandbox_record
 from ..model.model import GLM53
 from ..runtime.config import RESUMABLE_CHANGES
+from ..runtime.cpu import cpu_description
 from ..runtime.device import peak_memory_bytes, resolve_device, resolve_precision
 from ..runtime.distributed import RANK_SEED_OFFSET, SINGLE, DataParallel
 from ..runtime.files import atomic_write_json, json_text, read_jsonl, remove_stale_temporaries, run_lock, truncate_jsonl
@@ -356,7 +357,7 @@ def _finish(run: _Run, elapsed: float) -> dict:
                "rewards": [term.record() for term in run.rewards],
                "initial_checkpoint_verified": (Path(cfg.init) / "metadata.json").is_file(),  # else --trust-unverified
                "trainable_parameters": sum(p.numel() for p in run.trainable), "precision": run.precision,
-               "device": str(run.device), "data_parallel": run.dp.to_dict(),
+               "device": str(run.device), "cpu": cpu_description(), "data_parallel": run.dp.to_dict(),
                "sandbox": sandbox_record(cfg.runtime.accept_partial_isolation),
                "elapsed_seconds_this_invocation": elapsed,
                "resumed_after_group": run.done_groups if cfg.runtime.resume else None,

@@ -7,6 +7,7 @@ from glm53.data.pretrain_batches import IGNORE_INDEX, pretraining_batch
 from glm53.data.tasks import frozen_tasks
 from glm53.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from glm53.checkpoints.format import load_model, read_metadata, verify_checkpoint
+from glm53.runtime.cpu import cpu_description
 from glm53.train.pretrain import pretrain
 from glm53.train.pretrain_config import PretrainConfig
 
@@ -62,6 +63,7 @@ def test_run_writes_checkpoints_with_metadata_and_receipt(tmp_path):
         assert meta["dev_pass_at_1"] == passed / len(DEV) and c["dev_passed"] == passed
     assert len(losses(out)) == 4
     assert (out / "training-receipt.json").is_file()
+    assert receipt["cpu"] == cpu_description() | {"threads": receipt["threads"]}  # the machine it ran on
     model = load_model(out / "checkpoint-0004").model
     assert model.parameter_counts() == receipt["parameter_counts"]
     assert not list(out.glob(".*.tmp")), "temporary files left behind"
