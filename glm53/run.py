@@ -17,7 +17,7 @@ The reference settings stay one flag away: --rl.families increment,double,even -
 Three stages join them on request, each off by default (run_config.py; docs/main-job.md): --corpus-from builds
 RUN/corpus/ and pretrains on it beside the stream (`_corpus_stage`), --eval-prompt-style scores the broad splits in
 docstring style too, and --humaneval-samples scores HumanEval into RUN/humaneval/ (`_humaneval_stage`; a problem
-whose prompt plus the cap does not fit fails undecoded and is named, `score_humaneval`).
+whose prompt plus the cap does not fit fails undecoded and is named, evaluate/humaneval_score.py).
 
 What the folder keeps (--keep-checkpoints needed, the default): as each stage finishes, every trainer state and the
 weights of every checkpoint but the RL start (pretraining) and the chosen RL checkpoint are deleted; metadata.json
@@ -39,16 +39,16 @@ from .data.corpus_build_config import CorpusBuildConfig
 from .data.suites import get_suite
 from .data.tasks import frozen_tasks, parse_families, read_tasks, write_tasks
 from .decode.sampling import Sampling
-from .decode.task_completions import evaluation_completions
 from .evaluate.compare import compare
 from .evaluate.eval_config import EvalConfig
-from .evaluate.evaluate import evaluate, judge
+from .evaluate.evaluate import evaluate
+from .evaluate.humaneval_score import score_humaneval
 from .evaluate.split_scores import evaluate_splits
 from .report.humaneval_report import humaneval_figures
 from .report.run_report import REFERENCE_RL_FAMILIES, make_charts, training_charts, write_report
 from .report.run_suite_report import corpus_record, split_chart, split_rows, write_suite_report
 from .run_config import (CORPUS_FILE, RUN_RECEIPT_NAME, RunConfig, eval_splits, humaneval_evaluations,
-                         humaneval_prompt_tokens, pretrain_choice, refuse_humaneval_past_context, refuse_short_context,
+                         pretrain_choice, refuse_humaneval_past_context, refuse_short_context,
                          rl_choice)
 from .runtime.config import RESUMABLE_CHANGES
 from .runtime.device import resolve_device
@@ -60,7 +60,6 @@ from .train.run_folder import check_run_folder, start_run_folder
 from .train.pretrain import pretrain
 from .checkpoints.retention import RETENTION_CHANGES, prune_checkpoints, retention_record
 from .verify.rewards import ordering_problem, reward_terms
-from .verify.verifier import Verdict
 from .train.rl import probe_task, rl_train
 
 
@@ -83,22 +82,6 @@ def _finished_stage(cfg: RunConfig, out: Path, needed: str, log) -> None:
         gone = retention_record(out)["pruned"]
         log(f"{out.name}: deleted every trainer state and the weights of {', '.join(gone) or 'no other checkpoint'}; "
             f"kept the weights of {needed} and every checkpoint's metadata.json")
-
-
-def score_humaneval(model, tasks: list, cfg: EvalConfig, accepted_partial: bool = False) -> dict:
-    """`evaluate` of HumanEval problems with a stricter fit: a problem whose prompt plus the token cap does not fit
-    the model's context fails without being decoded (verdict rule "context") and is named in
-    `prompts_past_context`; every other one is decoded with the whole cap, so every problem had the same room."""
-    cap, context = cfg.decoding.sampling.max_new_tokens, model.config.max_sequence_length
-    past = {t: n for t, n in humaneval_prompt_tokens(model.config, tasks).items() if n + cap > context}
-    kept = [t for t in tasks if t.task_id not in past]
-    completions, precision = evaluation_completions(model, kept, cfg.decoding)
-    refusals = {task_id: Verdict("invalid", 0, 1, f"the prompt is {n} tokens, and with the token cap of {cap} it "
-                                                  f"needs {n + cap}, more than the model's context of {context}",
-                                 "context") for task_id, n in past.items()}
-    result = judge(tasks, dict(zip((t.task_id for t in kept), completions)), cfg, None, accepted_partial, refusals)
-    result["settings"]["precision"] = precision
-    return result
 
 
 # RL's reward settings: a resumed run may give others until RL has begun (its folder holds no checkpoint yet), so a

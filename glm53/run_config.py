@@ -239,14 +239,6 @@ def eval_splits(cfg: RunConfig) -> dict[str, list]:
     return {"comment": plain, "docstring": docstring, "both": {**plain, **docstring}}[cfg.eval_prompt_style]
 
 
-def humaneval_prompt_tokens(config, tasks: list) -> dict[str, int]:
-    """task id -> prompt tokens, BOS included, under the tokenizer of `config` (a ModelConfig)."""
-    from .data.bpe_tokenizer import tokenizer_for  # the tokenizers library: not for --help
-
-    tokenizer = tokenizer_for(config)
-    return {t.task_id: len(tokenizer.encode(t.prompt, bos=True)) for t in tasks}
-
-
 def humaneval_evaluations(cap: int, samples: int, temperature: float, sampled_before: bool = False
                           ) -> dict[str, EvalConfig]:
     """HumanEval's evaluations by name, all at the token cap `cap`: greedy of the RL start and of the final model,
@@ -262,6 +254,8 @@ def humaneval_fit(model, cap: int, samples: int, context_flag: str) -> tuple[int
     """(prompts that fit `model`'s context with the token cap, problems), refused in one line when none does (the
     evaluation could only fail every problem) or when `samples` a problem overflow this machine's memory.
     `model`: a ModelConfig; `context_flag` names its context where the user sets it."""
+    from .evaluate.humaneval_score import humaneval_prompt_tokens  # decoding and the sandbox: not for --help
+
     tasks = humaneval.humaneval_tasks()
     lengths, context = humaneval_prompt_tokens(model, tasks), model.max_sequence_length
     fit = [n for n in lengths.values() if n + cap <= context]

@@ -15,8 +15,9 @@ from glm53 import GLM53, ModelConfig
 from glm53.checkpoints.format import save_checkpoint
 from glm53.data import humaneval
 from glm53.evaluate.evaluate import evaluate
-from glm53.run import _humaneval_stage, run_pipeline, score_humaneval
-from glm53.run_config import RunConfig, humaneval_evaluations, humaneval_fit, humaneval_prompt_tokens
+from glm53.evaluate.humaneval_score import humaneval_prompt_tokens, score_humaneval
+from glm53.run import _humaneval_stage, run_pipeline
+from glm53.run_config import RunConfig, humaneval_evaluations, humaneval_fit
 
 from .test_run import _strip_timings
 from .tiny import TINY

@@ -13,7 +13,7 @@ same greedy decoding. A race between parallel jobs is harmless: both compute the
 written atomically by whichever ends first.
 
 Both jobs take an optional HumanEval metric (`HumanEvalMetric`; off, a job records and runs as before it), scored
-as the main job scores it (glm53/run.py `score_humaneval`): `humaneval_pass_at_1` (greedy), and from n samples a
+as the main job scores it (evaluate/humaneval_score.py): `humaneval_pass_at_1` (greedy), and from n samples a
 problem `humaneval_sampled_pass_at_1`, `humaneval_pass_at_10`, `humaneval_pass_at_100` (as n allows) and the graded
 count `humaneval_samples_passed` (summed over problems: more power than 0/1). rl-splits scores them after RL (and
 greedy before: `humaneval_pass_at_1_before`, `humaneval_lift`), pretrain-splits at its last checkpoint.
@@ -85,7 +85,7 @@ class HumanEvalMetric:
         import time
 
         from ..data.humaneval import humaneval_tasks
-        from ..run import score_humaneval
+        from ..evaluate.humaneval_score import score_humaneval
 
         started, problems, evaluations = time.perf_counter(), humaneval_tasks(), self.humaneval_evaluations()
         greedy = score_humaneval(model, problems, evaluations["greedy-after"], accepted)
