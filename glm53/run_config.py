@@ -254,10 +254,10 @@ def humaneval_fit(model, cap: int, samples: int, context_flag: str) -> tuple[int
     """(prompts that fit `model`'s context with the token cap, problems), refused in one line when none does (the
     evaluation could only fail every problem) or when `samples` a problem overflow this machine's memory.
     `model`: a ModelConfig; `context_flag` names its context where the user sets it."""
-    from .evaluate.humaneval_score import humaneval_prompt_tokens  # decoding and the sandbox: not for --help
+    from .data.bpe_tokenizer import prompt_tokens  # the tokenizers library: not for --help
 
     tasks = humaneval.humaneval_tasks()
-    lengths, context = humaneval_prompt_tokens(model, tasks), model.max_sequence_length
+    lengths, context = prompt_tokens(model, tasks), model.max_sequence_length
     fit = [n for n in lengths.values() if n + cap <= context]
     if not fit:
         shortest = min(lengths.values())

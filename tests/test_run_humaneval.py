@@ -15,7 +15,8 @@ from glm53 import GLM53, ModelConfig
 from glm53.checkpoints.format import save_checkpoint
 from glm53.data import humaneval
 from glm53.evaluate.evaluate import evaluate
-from glm53.evaluate.humaneval_score import humaneval_prompt_tokens, score_humaneval
+from glm53.data.bpe_tokenizer import prompt_tokens
+from glm53.evaluate.humaneval_score import score_humaneval
 from glm53.run import _humaneval_stage, run_pipeline
 from glm53.run_config import RunConfig, humaneval_evaluations, humaneval_fit
 
@@ -47,7 +48,7 @@ def _model(context: int) -> GLM53:
 
 def test_a_prompt_that_does_not_fit_with_the_cap_fails_undecoded_and_the_boundary_fits():
     tasks = humaneval.humaneval_tasks(6)
-    lengths = humaneval_prompt_tokens(ModelConfig(**TINY), tasks)
+    lengths = prompt_tokens(ModelConfig(**TINY), tasks)
     cap = 5
     edge = sorted(lengths.values())[2]  # the third shortest prompt fits exactly: prompt + cap == context
     model = _model(edge + cap)
@@ -76,7 +77,7 @@ def test_problems_that_fit_are_scored_as_evaluate_scores_them():
 def test_the_fit_is_counted_and_a_context_that_holds_no_prompt_is_refused_in_one_line():
     config = ModelConfig(**BYTE_BROAD)
     fit, problems = humaneval_fit(config, 8, 2, "--pretrain.max-sequence-length")
-    lengths = humaneval_prompt_tokens(config, humaneval.humaneval_tasks()).values()
+    lengths = prompt_tokens(config, humaneval.humaneval_tasks()).values()
     assert problems == 164 and fit == sum(n + 8 <= 384 for n in lengths) and 0 < fit < 164
     with pytest.raises(ValueError) as refused:
         humaneval_fit(config, 400, 2, "--pretrain.max-sequence-length")

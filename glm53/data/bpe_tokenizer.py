@@ -248,3 +248,10 @@ def tokenizer_for(config) -> Tokenizer:
     if name not in TOKENIZERS:
         raise ValueError(f"unknown tokenizer {name!r}; choose one of {', '.join(TOKENIZERS)}")
     return ByteTokenizer() if name == "byte" else load_bpe(name)
+
+
+def prompt_tokens(config, tasks: list) -> dict[str, int]:
+    """task id -> prompt tokens, BOS included, under the tokenizer of `config` (a ModelConfig): which HumanEval
+    problems fit a context with a given token cap (run_config.humaneval_fit, evaluate/humaneval_score.py)."""
+    tokenizer = tokenizer_for(config)
+    return {t.task_id: len(tokenizer.encode(t.prompt, bos=True)) for t in tasks}

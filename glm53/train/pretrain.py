@@ -363,7 +363,8 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "final_val_loss": next((r["val_loss"] for r in reversed(curve) if "val_loss" in r), None),
         "torch_version": torch.__version__,
         # the machine's model and family numbers: a study's jobs may run on several machines, and speed or the
-        # precision (bf16 where the CPU has it natively) differs between them
+        # precision (bf16 where the CPU has it natively) differs between them. The machine that finished the run
+        # (a run resumed elsewhere began on another; under data parallelism, rank 0's)
         "cpu": cpu_description(),
         "threads": torch.get_num_threads(), "data_parallel": run.dp.to_dict(), "sandbox": isolation_report(),
     }

@@ -1,7 +1,7 @@
-"""Issue 58's studies (code-mix, code-prompts, code-size, code-corpus): each plans arms that differ only in the
-setting studied, on the code recipe's pretraining with the corpus a `corpus` [setup] job builds, scored on HumanEval
-and the broad splits; a spec whose arms read "{setup}/corpus/corpus.jsonl" is checked before its setup has run, and
-the corpus job builds what the arms read."""
+"""Issue 58's studies (code-mix, code-prompts, code-size, code-corpus, and code-mix-confirm, which scores no
+HumanEval): each plans arms that differ only in the setting studied, on the code recipe's pretraining with the
+corpus a `corpus` [setup] job builds, scored on HumanEval and the broad splits; a spec whose arms read
+"{setup}/corpus/corpus.jsonl" is checked before its setup has run, and the corpus job builds what the arms read."""
 
 import json
 
@@ -10,7 +10,7 @@ import pytest
 from glm53.recipes.book import pretraining
 from glm53.sweep.jobs import job_kind
 from glm53.sweep.runner import plan_jobs
-from glm53.sweep.spec import load_spec, resolve_setup
+from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
 
 from ..data.test_corpus_build import make_tree
 
@@ -40,8 +40,12 @@ def test_the_confirmation_runs_code_mixs_own_two_arms_on_fresh_seeds():
     """code-mix-confirm: code-mix's mix-0 and mix-25 jobs as they were (HumanEval off), on seeds code-mix did not
     use, tested on the two metrics code-mix separated on."""
     spec, first = load_spec("code-mix-confirm"), load_spec("code-mix")
-    assert spec.baseline == first.baseline == "mix-25" and set(spec.arms) == {"mix-0", "mix-25"}
-    assert len(spec.seeds) == 10 and not set(spec.seeds) & set(first.seeds)
+    assert spec.job == first.job and spec.baseline == first.baseline == "mix-25" and set(spec.arms) == {"mix-0",
+                                                                                                          "mix-25"}
+    assert spec.comparisons == (("mix-0", "mix-25"),) == first.comparisons[:1]  # mix-0 - mix-25, as code-mix's
+    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
+              for seed in load_spec(name).seeds}
+    assert len(spec.seeds) == 10 and not set(spec.seeds) & others  # fresh against every code study
     assert list(spec.metrics) == ["compose_pass_at_1", "confirm_pass_at_1"] and spec.checkpoints == first.checkpoints
     assert spec.setup == first.setup
     for arm in spec.arms:

@@ -5,6 +5,7 @@ import torch
 
 from glm53 import GLM53, ModelConfig
 from glm53.data.tasks import frozen_tasks
+from glm53.runtime.cpu import cpu_description
 from glm53.train.completion_batch import completion_batch
 from glm53.train.pretrain import pretrain
 from glm53.train.pretrain_config import PretrainConfig
@@ -86,6 +87,8 @@ def test_rl_run_records_every_rollout_and_is_reproducible(start_checkpoint, tmp_
     assert json.loads((tmp_path / "a" / "schedule.json").read_text()) == \
         [t.task_id for t in task_schedule(rl_tasks, 4, a["settings"]["seed"])]
     assert (tmp_path / "a" / "rl_log.jsonl").read_text().count("\n") == 2
+    on_disk = json.loads((tmp_path / "a" / "training-receipt.json").read_text())
+    assert on_disk["cpu"] == cpu_description() | {"threads": on_disk["cpu"]["threads"]}  # the machine it ran on
 
 
 @pytest.mark.slow
