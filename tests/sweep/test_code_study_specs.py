@@ -1,5 +1,5 @@
-"""Issue 58's studies (code-mix, code-prompts, code-size, code-corpus, and code-mix-confirm, which scores no
-HumanEval): each plans arms that differ only in the setting studied, on the code recipe's pretraining with the
+"""Issue 58's studies (code-mix, code-prompts, code-size, code-corpus, code-prompts-confirm, and code-mix-confirm, which
+scores no HumanEval): each plans arms that differ only in the setting studied, on the code recipe's pretraining with the
 corpus a `corpus` [setup] job builds, scored on HumanEval and the broad splits; a spec whose arms read
 "{setup}/corpus/corpus.jsonl" is checked before its setup has run, and the corpus job builds what the arms read."""
 
@@ -51,6 +51,21 @@ def test_the_confirmation_runs_code_mixs_own_two_arms_on_fresh_seeds():
     for arm in spec.arms:
         theirs = {k: v for k, v in first.settings(arm).items() if k != "humaneval_samples"}
         assert spec.settings(arm) == theirs, arm
+
+
+def test_the_prompts_confirmation_runs_code_prompts_own_two_arms_on_fresh_seeds():
+    """code-prompts-confirm: code-prompts' two jobs as they were, on seeds no code study used, tested on the one
+    metric named before it ran."""
+    spec, first = load_spec("code-prompts-confirm"), load_spec("code-prompts")
+    assert spec.job == first.job and spec.baseline == first.baseline == "docstring-half"
+    assert spec.comparisons == first.comparisons == (("comment-only", "docstring-half"),)
+    assert list(spec.metrics) == ["humaneval_samples_passed"] and spec.checkpoints == first.checkpoints
+    assert spec.setup == first.setup and set(spec.arms) == set(first.arms)
+    for arm in spec.arms:
+        assert spec.settings(arm) == first.settings(arm), arm
+    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
+              for seed in load_spec(name).seeds}
+    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
 
 
 def test_a_corpus_setup_job_builds_what_the_arms_read(tmp_path, monkeypatch):
