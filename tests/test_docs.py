@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+
+from .scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "docs" / "studies"
@@ -15,10 +16,7 @@ RECORDS = sorted(p.parent for p in STUDIES.glob("*/analysis.json"))
 
 
 def study_tables():
-    spec = importlib.util.spec_from_file_location("docs_study_tables", ROOT / "scripts" / "docs_study_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("docs_study_tables")
 
 
 def test_readme_is_short_and_keeps_the_two_commands():

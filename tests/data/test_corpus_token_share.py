@@ -1,18 +1,13 @@
 """scripts/corpus_token_share.py: a share of corpus rows is a larger share of the loss tokens (a corpus row is a
 whole function, a generated row's target its body alone), and no corpus rows means no corpus tokens."""
 
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..scripts import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("corpus_token_share", ROOT / "scripts" / "corpus_token_share.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("corpus_token_share")
 
 
 def test_a_share_of_corpus_rows_is_a_larger_share_of_the_loss_tokens(tmp_path):

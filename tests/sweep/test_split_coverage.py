@@ -1,20 +1,16 @@
 """scripts/split_coverage.py: the tasks of a split that any kept job solved, counted once each, over several studies;
 a study folder without job receipts is refused in one line."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..scripts import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("split_coverage", ROOT / "scripts" / "split_coverage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("split_coverage")
 
 
 def _job(study: Path, arm: str, seed: int, outcomes: dict) -> None:
