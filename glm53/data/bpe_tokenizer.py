@@ -251,7 +251,8 @@ def tokenizer_for(config) -> Tokenizer:
 
 
 def prompt_tokens(config, tasks: list) -> dict[str, int]:
-    """task id -> prompt tokens, BOS included, under the tokenizer of `config` (a ModelConfig): which HumanEval
-    problems fit a context with a given token cap (run_config.humaneval_fit, evaluate/humaneval_score.py)."""
+    """task id -> prompt tokens, BOS included, under the tokenizer of `config` (a ModelConfig): which prompts fit a
+    context (evaluate.prompts_past_context), and with HumanEval's token cap (run_config.humaneval_fit,
+    evaluate/humaneval_score.py)."""
     tokenizer = tokenizer_for(config)
     return {t.task_id: len(tokenizer.encode(t.prompt, bos=True)) for t in tasks}

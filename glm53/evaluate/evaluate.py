@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import torch
 
-from ..data.bpe_tokenizer import tokenizer_for
+from ..data.bpe_tokenizer import prompt_tokens
 from ..data.suites import DEFAULT_SUITE, get_suite
 from ..data.tasks import Task
 from ..decode.sampling import Sampling
@@ -130,9 +130,8 @@ def judge(tasks: list[Task], completions: dict[str, list[dict]], cfg: EvalConfig
 
 def prompts_past_context(model: GLM53, tasks: list[Task]) -> dict[str, int]:
     """task id -> prompt tokens (with BOS), for the tasks whose prompt leaves no room in the model's context."""
-    tokenizer, context = tokenizer_for(model.config), model.config.max_sequence_length
-    lengths = {t.task_id: len(tokenizer.encode(t.prompt, bos=True)) for t in tasks}
-    return {task_id: n for task_id, n in lengths.items() if n >= context}
+    context = model.config.max_sequence_length
+    return {task_id: n for task_id, n in prompt_tokens(model.config, tasks).items() if n >= context}
 
 
 def _summaries(rows: list[dict], samples: int) -> dict:
