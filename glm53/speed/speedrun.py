@@ -75,8 +75,9 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     p, model, optimizer, device, precision = start.cfg, start.model, start.optimizer, start.device, start.precision
     forward = compiled(model, shapes=compiled_widths(p.sequence_length)) if p.compile else model
     items = reference_bodies(SUITE, "dev", TARGET_TASKS)
-    pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on,
-                      tokenizer=start.tokenizer)  # the stream's tables, before the first timed step
+    pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on, tokenizer=start.tokenizer,
+                      docstring_share=p.docstring_share, stream_primitives=p.stream_primitives)  # the stream's tables,
+    # and its registry and guard, before the first timed step
     counts = model.parameter_counts()
     log(f"glm53 speedrun: recipe {cfg.recipe} ({' -> '.join(recipe_chain(cfg.recipe))}), seed {cfg.seed}, "
         f"{counts['total']:,} parameters, {p.steps} steps of {p.batch_size} rows, {p.optimization.optimizer}, "

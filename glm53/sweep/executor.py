@@ -8,6 +8,15 @@ another job. A job process dies with the sweep (PR_SET_PDEATHSIG), so a killed s
 
 A job writes `receipt.json` (atomically) when it finishes, or `error.json` when it raises; a job process that
 dies without either (killed, out of memory) is reported as failed with its exit status.
+
+The source guard: the fork server holds glm53's modules as they were when it started, and a job imports others
+lazily, so a sweep whose package source changes mid-way would run jobs of two versions of the code (or fail with an
+ImportError between them), and its table would mix them. `LocalExecutor` takes a record of glm53's files (code and
+data: SOURCE_SUFFIXES; sweep specs aside, which a sweep reads once) the first time it runs in a process, checks it
+before it starts each job and every SOURCE_CHECK_S while jobs run, and on a change stops: the running jobs are killed
+and recorded as failed ("stopped: ..."), and SourceChanged (one line) ends the sweep. The finished jobs are kept, so
+the same command, run again, continues with the new code. Simplification: the record is files' sizes and
+modification times, not their contents; a cluster executor has no guard.
 """
 
 from __future__ import annotations
@@ -40,6 +49,32 @@ JOB_LOG = "log.txt"
 # torch._dynamo is imported by the first optimizer a process builds: 1.5 s of every job, paid once here instead
 PRELOAD = ["torch", "torch._dynamo", "glm53.sweep.jobs", "glm53.train.expression_pretrain", "glm53.train.pretrain",
            "glm53.decode.task_completions", "glm53.evaluate.evaluate", "glm53.train.rl"]
+
+PACKAGE = Path(__file__).resolve().parents[1]  # glm53/
+SOURCE_SUFFIXES = (".py", ".toml", ".json", ".jsonl")
+SOURCE_CHECK_S = 5.0
+_BASELINES: dict[Path, dict] = {}  # package root -> its files as this process's fork server imported them
+
+
+class SourceChanged(ValueError):
+    """glm53's source changed while a sweep ran (the module docstring); the message is one line."""
+
+
+def source_state(root: Path) -> dict[str, tuple[int, int]]:
+    """(modification time, size) of each file under `root` a job may read, by relative path."""
+    state = {}
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if path.suffix in SOURCE_SUFFIXES and "__pycache__" not in rel.parts and rel.parts[:2] != ("sweep", "specs"):
+            stat = path.stat()
+            state[str(rel)] = (stat.st_mtime_ns, stat.st_size)
+    return state
+
+
+def source_changes(root: Path) -> list[str]:
+    """The files under `root` added, removed or changed since this process first looked (sorted)."""
+    baseline, now = _BASELINES.setdefault(root, source_state(root)), source_state(root)
+    return sorted(name for name in baseline.keys() | now.keys() if baseline.get(name) != now.get(name))
 
 
 @dataclass(frozen=True)
@@ -152,17 +187,35 @@ def exit_detail(job: Job, exitcode: int | None) -> str:
 
 
 class LocalExecutor:
-    def __init__(self, workers: int, threads: int):
+    def __init__(self, workers: int, threads: int, source_root: Path = PACKAGE):
         if workers < 1 or threads < 1:
             raise ValueError(f"--workers and --threads-per-worker must be >= 1, got {workers} and {threads}")
-        self.workers, self.threads = workers, threads
+        self.workers, self.threads, self.source_root = workers, threads, Path(source_root)
+
+    def _stop_if_source_changed(self, running: dict, on_event) -> None:
+        changed = source_changes(self.source_root)
+        if not changed:
+            return
+        where = f"{len(changed)} file{'s' if len(changed) > 1 else ''} under {self.source_root}, first {changed[0]}"
+        for sentinel, (process, job) in list(running.items()):
+            process.kill()
+            process.join(10)
+            running.pop(sentinel)
+            on_event("failed", job, f"stopped: glm53's source changed while it ran ({where})")
+        raise SourceChanged(f"glm53's source changed since this sweep started ({where}): its jobs would mix two "
+                            "versions of the code; the finished jobs are kept, and the same command run again "
+                            "continues with the code as it is then")
 
     def run(self, jobs: Sequence[Job], on_event: Callable[[str, Job, str], None]) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
         pending, running = list(jobs), {}
+        checked = time.monotonic()
         try:
             while pending or running:
+                if pending and len(running) < self.workers or time.monotonic() - checked >= SOURCE_CHECK_S:
+                    self._stop_if_source_changed(running, on_event)
+                    checked = time.monotonic()
                 while pending and len(running) < self.workers:
                     job = pending.pop(0)
                     process = context.Process(target=_job_process, args=(job, self.threads), name=job.name)

@@ -281,7 +281,7 @@ def _run_setup(setup: Job, executor: Executor, workers: int, threads_per_worker:
     """The setup job alone, with every thread the arms will share (the local pool), before any arm starts."""
     clear_job(setup)
     if isinstance(executor, LocalExecutor):
-        executor = LocalExecutor(1, workers * threads_per_worker)
+        executor = LocalExecutor(1, workers * threads_per_worker, executor.source_root)
     log(f"setup: {setup.kind} job (seed {setup.seed}) in {setup.dir}, which every arm starts from")
     started, outcome = time.perf_counter(), {}
 

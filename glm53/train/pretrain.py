@@ -33,10 +33,12 @@ from tqdm.auto import tqdm
 
 from ..data.corpus import Corpus, load_corpus
 from ..data.bpe_tokenizer import tokenizer_for
+from ..data.broad.stream_primitives import stream_file, stream_file_changed
 from ..data.pretrain_batches import IGNORE_INDEX, compiled_widths, pretraining_batch, widened
 from ..data.run_order import run_stream
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
 from ..data.tasks import Task
+from ..data.training_stream import pinned_sha256
 from ..decode.sampling import Sampling
 from ..evaluate.evaluate import EvalConfig, evaluate
 from ..model.model import GLM53
@@ -90,7 +92,8 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     k = cfg.grad_accumulation
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model),
-                                       docstring_share=cfg.docstring_share, corpus_in_buckets=cfg.corpus_in_buckets)
+                                       docstring_share=cfg.docstring_share, corpus_in_buckets=cfg.corpus_in_buckets,
+                                       stream_primitives=cfg.stream_primitives)
     if cfg.compile:  # a few widths, not one a step: each new width compiles again (about 45 s on 2 cores)
         inputs, labels = widened(inputs, labels, tokenizer_for(cfg.model).pad_id, cfg.sequence_length)
     rows = dp.share(cfg.batch_size * k)
@@ -293,6 +296,10 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
             start_run_folder(out, cfg.to_dict())
     else:
         latest, state = restore_latest(out, model, optimizer, start.device)
+        if state.get("stream_primitives_sha256", "") != pinned_sha256(cfg.stream_primitives):
+            raise ValueError(f"--resume: the --stream-primitives file {cfg.stream_primitives} differs from the one "
+                             f"{out} was trained on (sha256 {state.get('stream_primitives_sha256') or 'none'}); "
+                             "restore its content, or start a new --out")
         if state.get("corpus_sha256") != (corpus.summary["sha256"] if corpus else None):
             raise ValueError(f"--resume: the --corpus files differ from those {out} was trained on (sha256 "
                              f"{state.get('corpus_sha256')}); resume with the same files, or start a new --out")
@@ -310,6 +317,9 @@ def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> Non
     --no-save-optimizer), then prune what --keep-last lets go; the validation loss of step 0 is measured here, the
     others' by the training loop."""
     cfg, log = run.cfg, run.log
+    if cfg.stream_primitives and stream_file_changed(cfg.stream_primitives):
+        log(f"  note: {cfg.stream_primitives} was edited since this run pinned it; the run reads the content it "
+            "started with (a resume would be refused)")
     if step == 0 and run.validation is not None:
         val_loss = run.validation.loss(run.model, run.device, run.precision)
     if val_loss is not None:
@@ -328,7 +338,8 @@ def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> Non
               **({"corpus_samples": held} if run.corpus else {})}
     trainer_state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "step": step,
                      "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record],
-                     "corpus_sha256": run.corpus.summary["sha256"] if run.corpus else None}
+                     "corpus_sha256": run.corpus.summary["sha256"] if run.corpus else None,
+                     "stream_primitives_sha256": pinned_sha256(cfg.stream_primitives)}
     meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
             "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
             "dev_pass_at_1": dev_pass / len(samples) if samples else None, **({"corpus_samples": held} if held else {})}
@@ -337,6 +348,13 @@ def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> Non
     run.checkpoints.append({**record, "weights_sha256": sha})
     apply_retention(run.out, cfg.retention, run.checkpoints, run.keep)
     log(f"  saved {checkpoint_name(step)} (sha256 {sha[:12]})")
+
+
+def _stream_receipt(spec: str) -> dict:
+    """The stream file a run read (`stream_primitives` in its receipt: as given, its path and sha256), or {}."""
+    if not spec:
+        return {}
+    return {"stream_primitives": {"given": spec, "path": str(stream_file(spec)), "sha256": pinned_sha256(spec)}}
 
 
 def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
@@ -348,6 +366,7 @@ def _finish(run: _Run, counts: dict, elapsed: float) -> dict:
         "config": cfg.model.to_dict(), "run": cfg.to_dict(), **get_suite(cfg.suite).receipt(),
         "parameter_counts": counts, "seed": cfg.seed, "corpus": run.corpus.summary if run.corpus else None,
         "validation": run.validation.to_dict() if run.validation else None,
+        **_stream_receipt(cfg.stream_primitives),
         "steps": cfg.steps, "tokens_seen": run.tokens_seen, "device": str(run.device), "precision": run.precision,
         # Muon's Newton-Schulz products: bf16 where the hardware has it natively, fp32 where it would be emulated
         "muon_newton_schulz": newton_schulz_precision(run.device) if cfg.optimization.optimizer == "muon" else None,

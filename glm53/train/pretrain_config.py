@@ -9,6 +9,7 @@ from pathlib import Path
 from ..decode.sampling import MAX_NEW_TOKENS
 from ..data.run_order import DATA_ORDERS, run_documents
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
+from ..data.training_stream import stream_primitives_problem
 from ..model.config import ModelConfig
 from ..recipes.book import recipe_names
 from ..runtime.config import KERNEL_CHOICES, RuntimeConfig
@@ -93,6 +94,11 @@ class PretrainConfig:
                                           "PEP 257 docstring under the def line (with one of its cases as an "
                                           "example) instead of comment lines above it, chosen per document by a hash "
                                           "of (seed, index)", at_least=0, at_most=1, block="data")
+    stream_primitives: str = setting("", "broad suite: a primitive file merged into the pretraining stream's "
+                                         "registry only (new primitives and phrasings; every evaluation split stays "
+                                         "built-in), guarded against HumanEval and the human split: wider (the file "
+                                         "shipped, glm53/data/broad/stream/wider.toml) or a path; empty: the built-in "
+                                         "grammar", block="data")
     distinct_documents: int = setting(0, "distinct generated documents the run cycles over, at the same token "
                                          "budget (0: every document new)", at_least=0, block="data")
     eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0, block="data")
@@ -163,6 +169,8 @@ class PretrainConfig:
         check.require(self.docstring_share == 0 or self.suite == "broad",
                       f"--docstring-share renders the broad suite's documents with docstrings; the {self.suite} "
                       "suite's are its own: use --suite broad or --docstring-share 0")
+        problem = stream_primitives_problem(self.suite, self.stream_primitives)
+        check.require(problem is None, str(problem))
         check.require(self.data_order != "curriculum" or self.suite == "broad",
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
                       "have; use --suite broad or another order")
@@ -182,4 +190,6 @@ class PretrainConfig:
         buckets = self.suite in SUITE_NAMES and get_suite(self.suite).bucket_steps
         if not (self.corpus and buckets):  # it acts only there: elsewhere a record is as it was before the setting
             settings.pop("corpus_in_buckets")
+        if not self.stream_primitives:  # a record without it read the built-in grammar, as every run before it
+            settings.pop("stream_primitives")
         return settings

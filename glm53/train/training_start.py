@@ -19,6 +19,7 @@ import torch
 
 from ..data.bpe_tokenizer import Tokenizer, tokenizer_for
 from ..data.run_order import run_stream
+from ..data.training_stream import training_stream
 from ..model.model import GLM53
 from ..runtime.device import resolve_device, resolve_precision
 from ..runtime.distributed import SINGLE, DataParallel
@@ -54,5 +55,6 @@ def build_training(cfg: PretrainConfig, device: torch.device | None = None, dp: 
     model = GLM53(cfg.model).to(device)
     optimizer = make_optimizer(model, cfg)
     tokenizer = tokenizer_for(cfg.model)
+    training_stream(cfg.suite, cfg.docstring_share, cfg.stream_primitives)  # a stream file read (and refused) now
     run_stream(cfg)
     return Training(cfg, device, precision, kernels, model, optimizer, tokenizer)

@@ -38,7 +38,8 @@ BEFORE = json.loads((Path(__file__).parent / "flags_at_dd08160.json").read_text(
 RETIRED = ("width-multiple", "decay-fraction", "value-embeddings", "zero-init-projections", "expert-activation",
            "recipe")
 ADDED_SINCE = ("humaneval-", "humaneval_", "corpus-from", "corpus_from", "corpus-mix", "corpus_mix",
-               "eval-prompt-style", "eval_prompt_style", "corpus-in-buckets", "corpus_in_buckets")
+               "eval-prompt-style", "eval_prompt_style", "corpus-in-buckets", "corpus_in_buckets", "stream-primitives",
+               "stream_primitives")
 NEW_CHOICES = ("wsd", "code-bpe-2048", "both")
 
 # command -> the configs its parser is made of: (class, prefix, skip, the block the command gives settings that

@@ -14,7 +14,8 @@ from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
 
 from ..data.test_corpus_build import make_tree
 
-STUDIED = {"code-mix": {"corpus_mix"}, "code-prompts": {"docstring_share"}, "code-corpus": {"corpus_mix"}}
+STUDIED = {"code-mix": {"corpus_mix"}, "code-prompts": {"docstring_share"}, "code-corpus": {"corpus_mix"},
+           "code-wider": {"stream_primitives"}}
 
 
 @pytest.mark.parametrize("name", sorted(STUDIED))
@@ -66,6 +67,26 @@ def test_the_prompts_confirmation_runs_code_prompts_own_two_arms_on_fresh_seeds(
     others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
               for seed in load_spec(name).seeds}
     assert len(spec.seeds) == 10 and not set(spec.seeds) & others
+
+
+def test_the_wider_study_is_code_prompts_docstring_arm_with_the_stream_file_alone(tmp_path):
+    """code-wider: code-prompts' docstring-half job (phrase unscored) with and without --stream-primitives wider, on
+    seeds no code study used, its two primary metrics first."""
+    spec, prompts = load_spec("code-wider"), load_spec("code-prompts")
+    assert spec.comparisons == (("wider", "builtin"),) and spec.setup == prompts.setup
+    assert list(spec.metrics[:2]) == ["human_pass_at_1", "humaneval_samples_passed"]
+    theirs = prompts.settings("docstring-half")
+    for arm, stream in (("builtin", ""), ("wider", "wider")):
+        assert spec.settings(arm) == {**theirs, "eval_splits": "confirm,compose,human", "stream_primitives": stream}
+    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
+              for seed in load_spec(name).seeds}
+    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
+    setup = tmp_path / "setup" / "corpus"
+    setup.mkdir(parents=True)
+    (setup / "corpus.jsonl").write_text('{"text": "def f(x):\\n    return x\\n"}\n')
+    made = job_kind(spec.job).make(resolve_setup(spec.settings("wider"), str(tmp_path / "setup")), 1,
+                                   spec.checkpoints, tmp_path / "wider")
+    assert made.pretrain.stream_primitives == "wider" and made.extra.splits() == ("confirm", "compose", "human")
 
 
 def test_a_corpus_setup_job_builds_what_the_arms_read(tmp_path, monkeypatch):

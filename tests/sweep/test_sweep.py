@@ -13,6 +13,7 @@ import pytest
 
 from glm53.cli import main
 from glm53.sweep.analysis import analyze
+from glm53.sweep.executor import LocalExecutor, SourceChanged, source_changes
 from glm53.sweep.runner import keep_without_checkpoints, plan_jobs, reuse_finished, run_sweep
 from glm53.sweep.spec import load_spec, shipped_specs
 
@@ -75,6 +76,38 @@ def test_tiny_sweep_end_to_end_and_rerun_skips(tmp_path):
     other = tmp_path / "sweep-again"
     run_sweep(load_spec(write_spec(tmp_path), seeds=[2]), other, workers=1, progress=False, log=lambda *_: None)
     assert without_timings(receipt(other, "repeated-8", 2)) == without_timings(receipt(out, "repeated-8", 2))
+
+
+class ChangesSourceAfterFirstJob(LocalExecutor):
+    """The local pool, watching `source_root`, whose file changes as the first job finishes (as an edit would)."""
+
+    def run(self, jobs, on_event):
+        def edit_then_report(event, job, detail):
+            if event == "done" and not (self.source_root / "edited.py").exists():
+                (self.source_root / "edited.py").write_text("changed = True\n")
+            on_event(event, job, detail)
+
+        super().run(jobs, edit_then_report)
+
+
+@pytest.mark.slow
+def test_a_sweep_stops_when_its_package_source_changes_and_the_rerun_finishes(tmp_path, monkeypatch):
+    source = tmp_path / "package"
+    (source / "sweep" / "specs").mkdir(parents=True)
+    (source / "model.py").write_text("x = 1\n")
+    (source / "sweep" / "specs" / "other.toml").write_text("")
+    monkeypatch.setattr("glm53.sweep.executor._BASELINES", {})
+    spec, out = load_spec(write_spec(tmp_path)), tmp_path / "sweep"
+    with pytest.raises(SourceChanged, match="source changed since this sweep started .1 file under .*edited.py"):
+        run_sweep(spec, out, workers=1, executor=ChangesSourceAfterFirstJob(1, 1, source), progress=False,
+                  log=lambda *_: None)
+    assert len(list(out.glob("runs/*/*/receipt.json"))) == 1  # the finished job is kept, no other started
+    (source / "sweep" / "specs" / "other.toml").write_text("a spec is read once, not watched")
+    assert source_changes(source) == ["edited.py"]
+    monkeypatch.setattr("glm53.sweep.executor._BASELINES", {})  # a new process: its fork server imports anew
+    summary = run_sweep(spec, out, workers=2, executor=LocalExecutor(2, 1, source), progress=False,
+                        log=lambda *_: None)
+    assert summary["skipped"] == 1 and summary["done"] == 5 and not summary["failed"]
 
 
 def _ctrl_c_as_in_a_shell() -> None:

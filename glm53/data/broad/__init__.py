@@ -20,6 +20,7 @@ Reading order:
     docstring.py        a task's prompt in docstring style (PEP 257), and the stream mixed with such documents
     check.py            reference bodies through the verifier's python level (or exec until it exists)
     extension.py        a user's own primitive file, checked and merged (examples/extra_primitives.toml)
+    stream_primitives.py  a primitive file for the pretraining stream only (stream/wider.toml), and its guard
     task_file.py        export_tasks, for the CLI
     human.py            the human split: 88 hand-written functions (human.jsonl), for evaluation only
 

