@@ -29,7 +29,7 @@ LAST_WITH_SCREENED_LEVERS = "dd08160"  # the five levers of issue 60
 SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
 ISSUE_58 = "ec77fd3"  # issue 58: HumanEval, the corpus and the prompt styles in glm53 run
 ISSUE_58_BUCKETS = "e3eeae9"  # issue 58: a corpus's rows in the length buckets
-ISSUE_58_STREAM = "HEAD"  # issue 58: --stream-primitives, a wider grammar for the pretraining stream
+ISSUE_58_STREAM = "51957d8"  # issue 58: --stream-primitives, a wider grammar for the pretraining stream
 
 
 @dataclass(frozen=True)
