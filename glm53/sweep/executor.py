@@ -43,6 +43,7 @@ from .jobs import job_kind
 from .spec import resolve_setup
 
 RECEIPT = "receipt.json"
+STOPPED_RECEIPT = "receipt.stopped.json"  # a job that ended after the source changed
 DISK_FULL_STATUS = 28  # a job process's exit status when the disk filled under it (ENOSPC's number)
 ERROR = "error.json"
 JOB_LOG = "log.txt"
@@ -65,9 +66,14 @@ def source_state(root: Path) -> dict[str, tuple[int, int]]:
     state = {}
     for path in root.rglob("*"):
         rel = path.relative_to(root)
-        if path.suffix in SOURCE_SUFFIXES and "__pycache__" not in rel.parts and rel.parts[:2] != ("sweep", "specs"):
+        if path.suffix not in SOURCE_SUFFIXES or "__pycache__" in rel.parts or rel.parts[:2] == ("sweep", "specs") \
+                or path.name.startswith(".#") or path.is_symlink():  # an editor's lock file is a dangling link
+            continue
+        try:
             stat = path.stat()
-            state[str(rel)] = (stat.st_mtime_ns, stat.st_size)
+        except OSError:  # gone since the walk saw it (a checkout under way): absent, as the next look will say
+            continue
+        state[str(rel)] = (stat.st_mtime_ns, stat.st_size)
     return state
 
 
@@ -201,6 +207,9 @@ class LocalExecutor:
             process.kill()
             process.join(10)
             running.pop(sentinel)
+            receipt = Path(job.dir) / RECEIPT
+            if receipt.is_file():  # it ended after the change, unreported: kept aside, so the rerun runs it again
+                receipt.rename(receipt.with_name(STOPPED_RECEIPT))
             on_event("failed", job, f"stopped: glm53's source changed while it ran ({where})")
         raise SourceChanged(f"glm53's source changed since this sweep started ({where}): its jobs would mix two "
                             "versions of the code; the finished jobs are kept, and the same command run again "
@@ -222,7 +231,10 @@ class LocalExecutor:
                     process.start()
                     running[process.sentinel] = (process, job)
                     on_event("started", job, "")
-                for sentinel in wait(list(running), timeout=1.0):
+                ended = wait(list(running), timeout=1.0)
+                if ended:  # looked at before a job that ended is reported done
+                    self._stop_if_source_changed(running, on_event)
+                for sentinel in ended:
                     process, job = running.pop(sentinel)
                     process.join()
                     if process.exitcode == DISK_FULL_STATUS:  # the next jobs would meet the same full disk

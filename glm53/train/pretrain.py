@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from ..data.corpus import Corpus, load_corpus
 from ..data.bpe_tokenizer import tokenizer_for
-from ..data.broad.stream_primitives import stream_file, stream_file_changed
+from ..data.broad.stream_primitives import pinned_file, stream_file_changed
 from ..data.pretrain_batches import IGNORE_INDEX, compiled_widths, pretraining_batch, widened
 from ..data.run_order import run_stream
 from ..data.suites import DEFAULT_SUITE, SUITE_NAMES, get_suite
@@ -354,7 +354,8 @@ def _stream_receipt(spec: str) -> dict:
     """The stream file a run read (`stream_primitives` in its receipt: as given, its path and sha256), or {}."""
     if not spec:
         return {}
-    return {"stream_primitives": {"given": spec, "path": str(stream_file(spec)), "sha256": pinned_sha256(spec)}}
+    path, sha256 = pinned_file(spec)
+    return {"stream_primitives": {"given": spec, "path": str(path), "sha256": sha256}}
 
 
 def _finish(run: _Run, counts: dict, elapsed: float) -> dict:

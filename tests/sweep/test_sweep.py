@@ -78,20 +78,26 @@ def test_tiny_sweep_end_to_end_and_rerun_skips(tmp_path):
     assert without_timings(receipt(other, "repeated-8", 2)) == without_timings(receipt(out, "repeated-8", 2))
 
 
-class ChangesSourceAfterFirstJob(LocalExecutor):
-    """The local pool, watching `source_root`, whose file changes as the first job finishes (as an edit would)."""
+class EditsSourceAtFirst(LocalExecutor):
+    """The local pool, watching `source_root`, whose files change at the first job's `event` (as an edit would)."""
+
+    def __init__(self, event, *args):
+        super().__init__(*args)
+        self.event = event
 
     def run(self, jobs, on_event):
         def edit_then_report(event, job, detail):
-            if event == "done" and not (self.source_root / "edited.py").exists():
+            if event == self.event and not (self.source_root / "edited.py").exists():
                 (self.source_root / "edited.py").write_text("changed = True\n")
+                (self.source_root / ".#model.py").symlink_to("nowhere@1234")  # an editor's lock: not watched
             on_event(event, job, detail)
 
         super().run(jobs, edit_then_report)
 
 
 @pytest.mark.slow
-def test_a_sweep_stops_when_its_package_source_changes_and_the_rerun_finishes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("event", ["started", "done"])
+def test_a_sweep_stops_when_its_package_source_changes_and_the_rerun_finishes(tmp_path, monkeypatch, capsys, event):
     source = tmp_path / "package"
     (source / "sweep" / "specs").mkdir(parents=True)
     (source / "model.py").write_text("x = 1\n")
@@ -99,15 +105,19 @@ def test_a_sweep_stops_when_its_package_source_changes_and_the_rerun_finishes(tm
     monkeypatch.setattr("glm53.sweep.executor._BASELINES", {})
     spec, out = load_spec(write_spec(tmp_path)), tmp_path / "sweep"
     with pytest.raises(SourceChanged, match="source changed since this sweep started .1 file under .*edited.py"):
-        run_sweep(spec, out, workers=1, executor=ChangesSourceAfterFirstJob(1, 1, source), progress=False,
+        run_sweep(spec, out, workers=1, executor=EditsSourceAtFirst(event, 1, 1, source), progress=False,
                   log=lambda *_: None)
-    assert len(list(out.glob("runs/*/*/receipt.json"))) == 1  # the finished job is kept, no other started
+    # an edit after the first job ended keeps it; one while it ran stops it (killed, or its receipt set aside)
+    assert len(list(out.glob("runs/*/*/receipt.json"))) == (event == "done")
+    log = [json.loads(line) for line in (out / "sweep-log.jsonl").read_text().splitlines()]
+    assert sum("stopped: glm53's source changed" in (row.get("error") or "") for row in log) == (event == "started")
     (source / "sweep" / "specs" / "other.toml").write_text("a spec is read once, not watched")
     assert source_changes(source) == ["edited.py"]
     monkeypatch.setattr("glm53.sweep.executor._BASELINES", {})  # a new process: its fork server imports anew
     summary = run_sweep(spec, out, workers=2, executor=LocalExecutor(2, 1, source), progress=False,
                         log=lambda *_: None)
-    assert summary["skipped"] == 1 and summary["done"] == 5 and not summary["failed"]
+    assert summary["skipped"] == (event == "done") and summary["skipped"] + summary["done"] == 6
+    assert not summary["failed"]
 
 
 def _ctrl_c_as_in_a_shell() -> None:

