@@ -20,26 +20,32 @@ from pathlib import Path
 from glm53.data import humaneval
 from glm53.data.broad import stream_primitives as sp
 from glm53.data.broad.docstring import mixed_stream
-from glm53.data.decontaminate import NgramIndex, broad_split_texts, words
+from glm53.data.decontaminate import broad_split_texts, words
 from glm53.data.suites import get_suite
 
 SPLITS = ("dev", "confirm", "compose", "phrase", "human")
 
 
-def task_grams(named: dict[str, str], n: int = 13) -> dict[tuple, str]:
-    """Each 13-word run (a shorter text: all of it) of the named texts -> the first name that holds it."""
-    grams: dict[tuple, str] = {}
-    for name, text in named.items():
-        w = words(text)
-        size = min(n, len(w))
-        for i in range(len(w) - size + 1):
-            grams.setdefault(tuple(w[i:i + size]), name)
+def task_grams(named: dict[str, list[str]], n: int = 13) -> dict[int, dict[tuple, set[str]]]:
+    """Length -> each 13-word run (a shorter text: all of it) of the named texts -> the names that hold it."""
+    grams: dict[int, dict[tuple, set[str]]] = {}
+    for name, texts in named.items():
+        for text in texts:
+            w = words(text)
+            size = min(n, len(w))
+            table = grams.setdefault(size, {})
+            for i in range(len(w) - size + 1):
+                table.setdefault(tuple(w[i:i + size]), set()).add(name)
     return grams
 
 
-def met(text: str, grams: dict[tuple, str], n: int = 13) -> str | None:
-    w = words(text)
-    return next((grams[g] for g in (tuple(w[i:i + n]) for i in range(len(w) - n + 1)) if g in grams), None)
+def met(text: str, grams: dict[int, dict[tuple, set[str]]]) -> set[str]:
+    """The names whose texts share a run (decontaminate.NgramIndex's rule) with `text`."""
+    w, found = words(text), set()
+    for size, table in grams.items():
+        for i in range(len(w) - size + 1):
+            found |= table.get(tuple(w[i:i + size]), set())
+    return found
 
 
 def main() -> None:
@@ -54,9 +60,9 @@ def main() -> None:
     sources = {"humaneval": [r["prompt"] + r["canonical_solution"] for r in humaneval.problems()]}
     sources.update({s: broad_split_texts(s) for s in SPLITS[:-1]})
     sources["human"] = list(sp.human_texts().values())
-    indexes = {name: NgramIndex({name: texts}) for name, texts in sources.items()}
-    guard = task_grams({**{r["task_id"]: r["prompt"] + r["canonical_solution"] for r in humaneval.problems()},
-                        **sp.human_texts()})
+    by_source = task_grams(sources)
+    guard = task_grams({**{r["task_id"]: [r["prompt"] + r["canonical_solution"]] for r in humaneval.problems()},
+                        **{task_id: [text] for task_id, text in sp.human_texts().items()}})
     base = get_suite("broad")
     streams = {"built-in": mixed_stream(base, args.docstring_share),
                args.stream_primitives: mixed_stream(sp.StreamWithPrimitives(
@@ -69,10 +75,10 @@ def main() -> None:
     for name, stream in streams.items():
         for i in range(args.documents):
             text = stream.pretraining_text(i, args.seed)
-            for source, index in indexes.items():
-                counts[name][source] += index.first_source(text) is not None
-            if name != "built-in" and (task := met(text, guard)):
-                replaced.append((i, task, stream.pretraining_task(i, args.seed).family))
+            for source in met(text, by_source):
+                counts[name][source] += 1
+            if name != "built-in" and (tasks := met(text, guard)):
+                replaced.append((i, ", ".join(sorted(tasks)), stream.pretraining_task(i, args.seed).family))
     for source in sources:
         print(f"{source:12s}" + "".join(f"{counts[name][source]:>14,}" for name in streams))
     print(f"the guard replaces {len(replaced)} of the {args.documents:,} documents drawn with {args.stream_primitives}"
