@@ -5,6 +5,8 @@
                   muon, muon-qk, muon-qk-bpe, muon-qk-bpe-dense (the record)
     full.toml     `glm53 run`'s presets: full (the main job, docs/main-job.md), quick (a small version of it),
                   broad (docs/broad-run.md: muon-qk-bpe's pretraining, then RL by expert iteration)
+    code.toml     the code run (docs/code-run.md: the broad run aimed at problems people wrote), and code-stream.toml,
+                  it with every pretraining row from the stream (code-mix-confirm's verdict)
     broad-rl-*.toml, full-rl-*.toml
                   RL arms the studies measured, kept by name as run recipes: broad-rl-budget-4x (the broad preset's
                   RL on the afternoon of 2026-12-04), broad-rl-last-block-head (its RL before that),

@@ -24,6 +24,7 @@ RECORDED = {
     "broad-rl-budget-4x": "ccb07665968454edf8337b813051573e0d3c7f8a34603146e055593bd8cb8c7b",
     "broad-rl-last-block-head": "41860cc7d8b452fe9fd1be4c2a8d27d0d216cc83ad7aebd158c90156706c4475",
     "code": "2e63d92362b1db366a2006799338a0dc979f28146d17b252c9669a4bfdb88fca",
+    "code-stream": "db7046d59a18d5a9a90f40e7cce8a0ec2d057acf63eb9e80c151bc4355731ec8",
     "e4": "a42ecbd57e9c36b1247f93f6fb95a4228e8abcd3ebba254763de7c3f00865d10",
     "full": "25fc40ed1019dd8bd32db8530d689901dafb5cedb91c8248c85bca9ede1fd462",
     "full-rl-groups-of-16": "471a49b27b6867d34f0cf890024bda4016f5fba8625de4dd1e584b51b3cc0b34",
@@ -75,8 +76,10 @@ def test_the_speedruns_rows_chain_to_the_record_one_change_at_a_time():
     assert {k: pretraining("e4")[k] for k in MODEL_PRESETS["broad"]} == MODEL_PRESETS["broad"]  # its architecture
     assert recipe_chain("broad") == ["e4", "muon", "muon-qk", "muon-qk-bpe", "broad"]
     assert set(run_recipe_names()) == {"full", "quick", "broad", "broad-rl-budget-4x", "broad-rl-last-block-head",
-                                       "full-rl-groups-of-16", "code"}
+                                       "full-rl-groups-of-16", "code", "code-stream"}
     assert recipe_chain("code") == ["e4", "muon", "muon-qk", "muon-qk-bpe", "broad", "code"]
+    assert recipe_chain("code-stream")[-2:] == ["code", "code-stream"]
+    assert run_settings("code-stream")["corpus_mix"] == 0.0 and run_settings("code")["corpus_mix"] == 0.25
 
 
 def test_a_later_row_goes_over_its_parents_and_an_architecture_over_what_came_before(tmp_path):
