@@ -4,7 +4,9 @@ The file is TOML (read with tomllib; a Python file is not accepted). Its templat
 program is: each must pass the verifier's static check at the `python` level (no imports, no dunder names, only
 allow-listed attributes...), then runs on its examples in the verifier's sandbox; only then does it run in this
 process, on generated inputs, with only the builtins a template may name (registry.py). Not bounded in this
-process: the time a template that passed those checks takes on a generated input. It may hold:
+process: the time a template that passed those checks takes on a generated input. Bounded: the values it gives
+(primitive.modest: ints to 10,000, strings and lists to 1,000 items; a larger one rules the input out), so a
+built-in primitive after it (count_up, repeat) allocates no more than the built-in grammar can make it. It may hold:
 
     [[primitive]]          a new primitive, in the built-in format (registry.py)
     [[phrasing]]           a phrasing for a primitive of the registry or of this file:

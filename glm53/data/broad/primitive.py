@@ -19,6 +19,20 @@ from functools import cached_property
 from .types import resolve
 
 LOOP_VARS = ("v", "w", "i")
+# what a user's primitive may give on a generated input (Primitive.bounded): ints no larger than the built-in
+# grammar reaches in one step from its inputs (square(100)), strings and lists no longer than a case may print, so a
+# built-in primitive after it allocates no more than the built-in grammar alone can make it
+MODEST_INT = 10_000
+MODEST_LENGTH = 1_000
+
+
+def modest(value) -> bool:
+    """Whether `value` is within what a user's primitive may give (MODEST_INT, MODEST_LENGTH)."""
+    if isinstance(value, int):
+        return abs(value) <= MODEST_INT
+    if isinstance(value, (str, list)):
+        return len(value) <= MODEST_LENGTH and all(modest(item) for item in value if not isinstance(value, str))
+    return True
 # builtins a template may call: ordinary Python at the verifier's `python` language level
 TEMPLATE_BUILTINS = frozenset({"abs", "all", "any", "bool", "divmod", "enumerate", "int", "len", "list", "max",
                                "min", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip"})
@@ -58,6 +72,10 @@ class Primitive:
     out: tuple[str, ...] = ("result",)  # names for {out}
     examples: tuple = ()  # ((args, expected), ...)
     origin: str = "built-in"
+    # a user's primitive (not the package's own): each value it gives on a generated input must be `modest`, or the
+    # input is ruled out. A built-in primitive downstream may allocate by its value (count_up's list(range(n)),
+    # repeat's s * k), and a user's int the size of power(100, 5) would make it allocate gigabytes in this process.
+    bounded: bool = False
 
     @property
     def slots(self) -> tuple[str, ...]:

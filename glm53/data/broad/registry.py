@@ -150,7 +150,7 @@ def parse_primitive(obj, origin: str, trusted: bool = False) -> Primitive:
                      phrasings=_str_list(obj, "phrasings", where), held_out=_str_list(obj, "held_out", where),
                      bindings=bindings, block=obj.get("block"), requires=obj.get("requires"),
                      words=_str_list(obj, "words", where) or tuple(name.split("_")),
-                     out=_str_list(obj, "out", where) or ("result",), origin=origin)
+                     out=_str_list(obj, "out", where) or ("result",), origin=origin, bounded=not trusted)
     try:
         prim.signatures  # resolves every type
     except ValueError as err:

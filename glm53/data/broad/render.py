@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import random
 
-from .primitive import LOOP_VARS
+from .primitive import LOOP_VARS, modest
 from .trees import Node, Program
 
 LOOP_NAMES = {"list[int]": ("x", "n", "v", "num"), "list[str]": ("w", "word", "s", "item"),
@@ -38,7 +38,10 @@ def evaluate(node: Node, inputs: tuple):
     prim = node.sig.prim
     if prim.precondition is not None and not prim.precondition(*values):
         raise PreconditionFailed(prim.name)
-    return prim.function(*values)
+    value = prim.function(*values)
+    if prim.bounded and not modest(value):
+        raise PreconditionFailed(f"{prim.name}: a value too large for a user's primitive")
+    return value
 
 
 def run(node: Node, inputs: tuple):

@@ -207,3 +207,24 @@ def test_wider_keeps_its_rules_and_each_primitive_reaches_the_stream(fresh_pins)
     stream = sp.StreamWithPrimitives(get_suite("broad"), registry)
     drawn = {stream.pretraining_task(i, 42).family.removeprefix("broad/") for i in range(1024)}
     assert drawn >= {p["name"] for p in data["primitive"]}
+
+
+def test_a_user_primitive_s_large_values_are_ruled_out_before_a_built_in_allocates_by_them(tmp_path, fresh_pins):
+    """power(100, 5) into count_up would be list(range(10 ** 10)) in this process: a user's primitive gives only
+    modest values (primitive.modest), the built-in ones are as they were."""
+    from glm53.data.broad.primitive import MODEST_INT
+    from glm53.data.broad.render import PreconditionFailed, evaluate
+    from glm53.data.broad.trees import Node
+
+    registry = sp.load_stream_registry("wider")
+    power, count_up = registry.by_name["power"], registry.by_name["count_up"]
+    assert power.bounded and not count_up.bounded
+    (sig,) = [s for s in power.signatures]
+    (up,) = [s for s in count_up.signatures]
+    power_of = Node("int", sig=sig, children=(Node("int", arg=0), Node("int", value=5)))
+    tree = Node(up.result, sig=up, children=(power_of,))
+    assert evaluate(tree, (6,)) == list(range(6 ** 5))
+    with pytest.raises(PreconditionFailed, match="too large for a user's primitive"):
+        evaluate(tree, (100,))
+    square = Node("int", sig=builtin_registry().by_name["square"].signatures[0], children=(Node("int", arg=0),))
+    assert evaluate(square, (MODEST_INT,)) == MODEST_INT ** 2  # a built-in primitive: no bound
