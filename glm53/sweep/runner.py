@@ -70,6 +70,34 @@ def is_finished(job: Job) -> bool:
     return held.get("sweep_settings") == job.settings and held.get("seed") == job.seed
 
 
+def check_stream_files(finished: list[Job]) -> None:
+    """Refuse to go on when a finished job's stream file (`stream_primitives`) has been edited since it ran.
+
+    A job's identity is its settings, and the setting names the file, not its content: without this check a sweep
+    resumed after an edit would pair jobs that read two different streams. The content a job read is the sha256 in
+    its training receipt (`stream_primitives.sha256`); jobs whose receipts do not record one are not checked."""
+    from ..data.broad.stream_primitives import file_sha256, stream_file
+
+    now: dict[str, str] = {}
+    for job in finished:
+        given = (job.settings or {}).get("stream_primitives")
+        if not given:
+            continue
+        try:
+            pointer = read_json(Path(job.dir) / RECEIPT).get("run_receipt")
+            held = read_json(Path(job.dir) / pointer).get("stream_primitives", {}).get("sha256") if pointer else None
+        except (OSError, ValueError):
+            continue
+        if not held:
+            continue
+        if given not in now:
+            now[given] = file_sha256(stream_file(given))
+        if held != now[given]:
+            raise ValueError(f"{job.name} read --stream-primitives {given} with sha256 {held[:12]}..., and the file "
+                             f"now holds {now[given][:12]}...; restore the file this sweep began with, or run the "
+                             "spec into another --out")
+
+
 def setup_job(spec: SweepSpec, out: Path, accept_partial_isolation: bool = False) -> Job | None:
     if spec.setup is None:
         return None
@@ -240,6 +268,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = Non
         if reuse_from:
             reuse_finished(spec, jobs, [Path(o) for o in reuse_from], log)
         todo = [j for j in jobs if not is_finished(j)]
+        check_stream_files([j for j in jobs if j not in todo])
         for job in todo:
             clear_job(job)
         log(f"glm53 sweep {spec.name}: {len(jobs)} jobs ({len(spec.arms)} arms x {len(spec.seeds)} seeds), "

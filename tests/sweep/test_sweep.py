@@ -479,3 +479,24 @@ def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
     assert receipt(out, "released", 1)["settings"]["model"]["linear_attention"] == "kda"
     result = analyze(out, charts=False)
     assert result["arms"]["released"]["2"]["greedy_pass_at_1"]["n"] == 1
+
+
+def test_a_resumed_sweep_refuses_a_stream_file_edited_since_its_jobs_ran(tmp_path):
+    """A job's settings name its stream file, not its content: an edit between sessions must not pair two streams."""
+    from glm53.data.broad.stream_primitives import file_sha256
+    from glm53.sweep.executor import Job
+    from glm53.sweep.runner import check_stream_files
+
+    stream = tmp_path / "mine.toml"
+    stream.write_text((Path("glm53/data/broad/examples/extra_primitives.toml")).read_text())
+    job = Job("wider", 1, str(tmp_path / "runs" / "wider" / "seed-1"), "pretrain-splits",
+              {"stream_primitives": str(stream)}, (4,))
+    (Path(job.dir) / "run").mkdir(parents=True)
+    (Path(job.dir) / "receipt.json").write_text(json.dumps({"run_receipt": "run/training-receipt.json"}))
+    (Path(job.dir) / "run" / "training-receipt.json").write_text(json.dumps(
+        {"stream_primitives": {"given": str(stream), "sha256": file_sha256(stream)}}))
+    builtin = replace(job, arm="builtin", settings={"stream_primitives": ""}, dir=str(tmp_path / "elsewhere"))
+    check_stream_files([job, builtin])  # the content it read: goes on
+    stream.write_text(stream.read_text() + "\n# an edit\n")
+    with pytest.raises(ValueError, match=r"wider/seed-1 read --stream-primitives .* restore the file"):
+        check_stream_files([job, builtin])
