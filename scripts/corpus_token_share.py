@@ -39,7 +39,8 @@ def targets(recipe: str, corpus: str, mix: float, steps: int, rows=None) -> int:
         _, labels = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, rows,
                                       cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer,
                                       docstring_share=cfg.docstring_share, corpus_in_buckets=cfg.corpus_in_buckets,
-                                      stream_primitives=cfg.stream_primitives)
+                                      stream_primitives=cfg.stream_primitives,
+                                      stream_primitives_share=cfg.stream_primitives_share)
         total += int((labels != IGNORE_INDEX).sum())
     return total
 

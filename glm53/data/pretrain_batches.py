@@ -109,7 +109,8 @@ def completion_labels(labels: torch.Tensor, texts: list[str], tokenizer=None) ->
 
 def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE,
                       corpus=None, corpus_mix: float = 1.0, loss_on: str = "all", ordered=None, tokenizer=None,
-                      docstring_share: float = 0.0, corpus_in_buckets: bool = True, stream_primitives: str = ""):
+                      docstring_share: float = 0.0, corpus_in_buckets: bool = True, stream_primitives: str = "",
+                      stream_primitives_share: float = 1.0):
     """The batch for 0-based optimizer step `step`, from `suite`'s stream, or with a `corpus` (corpus.Corpus)
     `corpus_mix` of its rows from the corpus (the module docstring); `loss_on` "completion" keeps only the
     generated documents' body targets; `ordered` (run_order.OrderedStream): the run's documents in another order
@@ -117,8 +118,9 @@ def pretraining_batch(step: int, batch_size: int, sequence_length: int, seed: in
     generated rows (bytes by default; with a corpus, the one it was read with); `docstring_share`: the share of the
     broad stream's documents in docstring style (broad/docstring.py; an `ordered` stream was made with its own);
     `corpus_in_buckets`: a corpus's rows sorted by length with the generated ones (the module docstring);
-    `stream_primitives`: the broad stream's primitive file (broad/stream_primitives.py; "" the built-in grammar)."""
-    stream = ordered or training_stream(suite, docstring_share, stream_primitives)
+    `stream_primitives`: the broad stream's primitive file (broad/stream_primitives.py; "" the built-in grammar), and
+    `stream_primitives_share` the share of the documents drawn with it."""
+    stream = ordered or training_stream(suite, docstring_share, stream_primitives, stream_primitives_share)
     if corpus is not None:
         return mixed_batch(stream, step, batch_size, sequence_length, seed, corpus, corpus_mix, tokenizer, loss_on,
                            corpus_in_buckets)
@@ -224,13 +226,14 @@ def last_target_ends(labels: torch.Tensor) -> torch.Tensor:
 
 
 def validation_batch(rows: int, sequence_length: int, seed: int = 42, suite: str = DEFAULT_SUITE, corpus=None,
-                     loss_on: str = "all", tokenizer=None, docstring_share: float = 0.0, stream_primitives: str = ""):
+                     loss_on: str = "all", tokenizer=None, docstring_share: float = 0.0, stream_primitives: str = "",
+                     stream_primitives_share: float = 1.0):
     """The held-out rows the validation loss averages over: at most `rows` rows of the corpus's held-out documents,
     or without a corpus the generated documents VALIDATION_FIRST_INDEX .. + rows - 1 (the module docstring), with
     the targets training takes its loss on (`loss_on`)."""
     if corpus is not None:
         return corpus.validation_batch(rows)
-    stream = training_stream(suite, docstring_share, stream_primitives)
+    stream = training_stream(suite, docstring_share, stream_primitives, stream_primitives_share)
     texts = [stream.pretraining_text(VALIDATION_FIRST_INDEX + i, seed) for i in range(rows)]
     inputs, labels = encode_documents(texts, sequence_length, tokenizer)
     return inputs, (completion_labels(labels, texts, tokenizer) if loss_on == "completion" else labels)

@@ -108,9 +108,10 @@ class OrderedStream:
 
 @lru_cache(maxsize=2)
 def _ordered_stream(suite: str, seed: int, documents: int, data_order: str, distinct: int,
-                    docstring_share: float = 0.0, stream_primitives: str = "") -> OrderedStream:
-    return OrderedStream(training_stream(suite, docstring_share, stream_primitives), seed, documents, data_order,
-                         distinct)
+                    docstring_share: float = 0.0, stream_primitives: str = "",
+                    stream_primitives_share: float = 1.0) -> OrderedStream:
+    return OrderedStream(training_stream(suite, docstring_share, stream_primitives, stream_primitives_share), seed,
+                         documents, data_order, distinct)
 
 
 def run_stream(cfg) -> OrderedStream | None:
@@ -122,4 +123,5 @@ def run_stream(cfg) -> OrderedStream | None:
     documents = run_documents(cfg.steps, cfg.batch_size * getattr(cfg, "grad_accumulation", 1),
                               get_suite(cfg.suite).bucket_steps)
     return _ordered_stream(cfg.suite, cfg.seed, documents, cfg.data_order, cfg.distinct_documents,
-                           getattr(cfg, "docstring_share", 0.0), getattr(cfg, "stream_primitives", ""))
+                           getattr(cfg, "docstring_share", 0.0), getattr(cfg, "stream_primitives", ""),
+                           getattr(cfg, "stream_primitives_share", 1.0))

@@ -4,6 +4,8 @@ stream: pretraining batches, the run's document order, validation, profile, the 
 
     training_stream("broad", 0.5, "wider")
         = GuardedStream(mixed(StreamWithPrimitives(broad, wider registry)), fallback=mixed(broad), guard)
+    training_stream("broad", 0.5, "wider", 0.25)
+        = SharedStream(that, mixed(broad), 0.25): a quarter of the documents from it, the rest built-in
 
 With no stream file it is `mixed_stream(get_suite(suite), docstring_share)`, the stream every run read before.
 Torch-free, so the sweep's planner and the tokenizer's trainer can ask for it.
@@ -37,15 +39,19 @@ def stream_primitives_problem(suite: str, stream_primitives: str) -> str | None:
     return None
 
 
-def training_stream(suite: str, docstring_share: float = 0.0, stream_primitives: str = ""):
+def training_stream(suite: str, docstring_share: float = 0.0, stream_primitives: str = "",
+                    stream_primitives_share: float = 1.0):
     """The stream a run of these data settings reads (the module docstring)."""
     base = get_suite(suite)
     if not stream_primitives:
         return mixed_stream(base, docstring_share)
-    from .broad.stream_primitives import GuardedStream, StreamWithPrimitives, guard_index, load_stream_registry
+    from .broad.stream_primitives import (GuardedStream, SharedStream, StreamWithPrimitives, guard_index,
+                                          load_stream_registry)
 
     wider = StreamWithPrimitives(base, load_stream_registry(stream_primitives))
-    return GuardedStream(mixed_stream(wider, docstring_share), mixed_stream(base, docstring_share), guard_index())
+    builtin = mixed_stream(base, docstring_share)
+    guarded = GuardedStream(mixed_stream(wider, docstring_share), builtin, guard_index())
+    return guarded if stream_primitives_share >= 1 else SharedStream(guarded, builtin, stream_primitives_share)
 
 
 def pinned_sha256(stream_primitives: str) -> str:

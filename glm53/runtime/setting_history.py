@@ -30,6 +30,7 @@ SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
 ISSUE_58 = "ec77fd3"  # issue 58: HumanEval, the corpus and the prompt styles in glm53 run
 ISSUE_58_BUCKETS = "e3eeae9"  # issue 58: a corpus's rows in the length buckets
 ISSUE_58_STREAM = "51957d8"  # issue 58: --stream-primitives, a wider grammar for the pretraining stream
+ISSUE_58_STREAM_SHARE = "HEAD"  # issue 58: --stream-primitives-share, a share of the stream from that grammar
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ SETTING_HISTORY: dict[str, SettingChange] = {
     "task_source": SettingChange(ADDED, "rl-split", "4ea0c12", "RL arms; RL drew the rl split"),
     "docstring_share": SettingChange(ADDED, 0.0, "5ee7945", "docstring prompts; every document had comments"),
     "stream_primitives": SettingChange(ADDED, "", ISSUE_58_STREAM, "a wider stream; runs read the built-in grammar"),
+    "stream_primitives_share": SettingChange(ADDED, 1.0, ISSUE_58_STREAM_SHARE, "a share of the wider stream; every "
+                                             "document came from it", acts_with="stream_primitives"),
     "prompt_style": SettingChange(ADDED, "comment", "5ee7945", "docstring prompts; every prompt had comments"),
     # pretraining before --corpus and what came after it: the generated stream alone, in order, every byte a target
     "corpus": SettingChange(ADDED, "", "12d0e9e", "--corpus; runs read the generated stream alone"),

@@ -243,7 +243,8 @@ def profile_recipe_phase(recipe: str, plain: bool, steps: int, seed: int, overri
     cfg, model, precision = start.cfg, start.model, start.precision
     batches = [pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite, loss_on=cfg.loss_on,
                                  tokenizer=start.tokenizer, docstring_share=cfg.docstring_share,
-                                 stream_primitives=cfg.stream_primitives)
+                                 stream_primitives=cfg.stream_primitives,
+                                 stream_primitives_share=cfg.stream_primitives_share)
                for step in range(steps + 2)]
     result = {"precision": precision, **profile_training(model, batches, precision, warmup=2, cfg=cfg,
                                                            optimizer=start.optimizer)}

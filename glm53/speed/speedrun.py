@@ -76,7 +76,8 @@ def _speedrun(cfg: SpeedrunConfig, clock: Clock, out: Path, log) -> dict:
     forward = compiled(model, shapes=compiled_widths(p.sequence_length)) if p.compile else model
     items = reference_bodies(SUITE, "dev", TARGET_TASKS)
     pretraining_batch(0, p.batch_size, p.sequence_length, p.seed, p.suite, loss_on=p.loss_on, tokenizer=start.tokenizer,
-                      docstring_share=p.docstring_share, stream_primitives=p.stream_primitives)  # the stream's tables,
+                      docstring_share=p.docstring_share, stream_primitives=p.stream_primitives,
+                      stream_primitives_share=p.stream_primitives_share)  # the stream's tables,
     # and its registry and guard, before the first timed step
     counts = model.parameter_counts()
     log(f"glm53 speedrun: recipe {cfg.recipe} ({' -> '.join(recipe_chain(cfg.recipe))}), seed {cfg.seed}, "

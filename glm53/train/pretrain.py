@@ -93,7 +93,8 @@ def train_step(cfg: PretrainConfig, step: int, model: GLM53, forward, optimizer,
     inputs, labels = pretraining_batch(step, cfg.batch_size * k, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                        cfg.corpus_mix, cfg.loss_on, run_stream(cfg), tokenizer=tokenizer_for(cfg.model),
                                        docstring_share=cfg.docstring_share, corpus_in_buckets=cfg.corpus_in_buckets,
-                                       stream_primitives=cfg.stream_primitives)
+                                       stream_primitives=cfg.stream_primitives,
+                                       stream_primitives_share=cfg.stream_primitives_share)
     if cfg.compile:  # a few widths, not one a step: each new width compiles again (about 45 s on 2 cores)
         inputs, labels = widened(inputs, labels, tokenizer_for(cfg.model).pad_id, cfg.sequence_length)
     rows = dp.share(cfg.batch_size * k)

@@ -99,6 +99,11 @@ class PretrainConfig:
                                          "built-in), guarded against HumanEval and the human split: wider (the file "
                                          "shipped, glm53/data/broad/stream/wider.toml) or a path; empty: the built-in "
                                          "grammar", block="data")
+    stream_primitives_share: float = setting(1.0, "broad suite, with --stream-primitives: the share of the "
+                                                  "generated documents drawn from the wider registry, chosen per "
+                                                  "document by a hash of (seed, index); the rest are the built-in "
+                                                  "stream's documents at the same index (1: every document)",
+                                             at_least=0, at_most=1, block="data")
     distinct_documents: int = setting(0, "distinct generated documents the run cycles over, at the same token "
                                          "budget (0: every document new)", at_least=0, block="data")
     eval_every: int = setting(0, "validation loss every N steps (0: only at checkpoints)", at_least=0, block="data")
@@ -170,6 +175,12 @@ class PretrainConfig:
                       f"--docstring-share renders the broad suite's documents with docstrings; the {self.suite} "
                       "suite's are its own: use --suite broad or --docstring-share 0")
         problem = stream_primitives_problem(self.suite, self.stream_primitives)
+        check.require(self.stream_primitives_share == 1 or self.stream_primitives,
+                      f"--stream-primitives-share {self.stream_primitives_share} shares the stream with a primitive "
+                      "file, and none is given: add --stream-primitives wider|FILE, or leave the share at 1")
+        check.require(self.stream_primitives_share > 0 or not self.stream_primitives,
+                      "--stream-primitives-share 0 draws no document from the file: leave --stream-primitives empty "
+                      "for the built-in grammar, or give a share above 0")
         check.require(problem is None, str(problem))
         check.require(self.data_order != "curriculum" or self.suite == "broad",
                       f"--data-order curriculum sorts by a task's depth, which the {self.suite} suite's tasks do not "
@@ -192,4 +203,6 @@ class PretrainConfig:
             settings.pop("corpus_in_buckets")
         if not self.stream_primitives:  # a record without it read the built-in grammar, as every run before it
             settings.pop("stream_primitives")
+        if self.stream_primitives_share == 1:  # every document from the file, as every run with one before it
+            settings.pop("stream_primitives_share")
         return settings

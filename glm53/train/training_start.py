@@ -55,6 +55,7 @@ def build_training(cfg: PretrainConfig, device: torch.device | None = None, dp: 
     model = GLM53(cfg.model).to(device)
     optimizer = make_optimizer(model, cfg)
     tokenizer = tokenizer_for(cfg.model)
-    training_stream(cfg.suite, cfg.docstring_share, cfg.stream_primitives)  # a stream file read (and refused) now
+    # a stream file read (and refused) now
+    training_stream(cfg.suite, cfg.docstring_share, cfg.stream_primitives, cfg.stream_primitives_share)
     run_stream(cfg)
     return Training(cfg, device, precision, kernels, model, optimizer, tokenizer)

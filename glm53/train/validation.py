@@ -69,7 +69,8 @@ def validation_set(cfg, corpus=None) -> Validation | None:
                          "documents begin; use fewer steps, or --validation-rows 0")
     inputs, labels = validation_batch(cfg.validation_rows, cfg.sequence_length, cfg.seed, cfg.suite, corpus,
                                       cfg.loss_on, tokenizer_for(cfg.model), getattr(cfg, "docstring_share", 0.0),
-                                      getattr(cfg, "stream_primitives", ""))
+                                      getattr(cfg, "stream_primitives", ""),
+                                      getattr(cfg, "stream_primitives_share", 1.0))
     source = ("the corpus's held-out documents" if corpus is not None else
               f"generated documents from index 2^40 of the {cfg.suite} stream (seed {cfg.seed})"
               + (", their bodies' targets (--loss-on completion)" if cfg.loss_on == "completion" else ""))

@@ -15,7 +15,7 @@ from glm53.sweep.spec import load_spec, resolve_setup, shipped_specs
 from ..data.test_corpus_build import make_tree
 
 STUDIED = {"code-mix": {"corpus_mix"}, "code-prompts": {"docstring_share"}, "code-corpus": {"corpus_mix"},
-           "code-wider": {"stream_primitives"}}
+           "code-wider": {"stream_primitives"}, "code-wider-share": {"stream_primitives", "stream_primitives_share"}}
 
 
 @pytest.mark.parametrize("name", sorted(STUDIED))
@@ -129,3 +129,21 @@ def test_the_size_study_pairs_the_reference_model_with_the_small_one_at_their_ow
     assert {k: v for k, v in small.to_dict().items() if k in differs} == {k: v for k, v in reference.to_dict().items()
                                                                           if k in differs}
     assert made["small"].pretrain.corpus_mix == made["reference"].pretrain.corpus_mix == 0.0  # code-mix's verdict
+
+
+def test_the_wider_share_study_is_code_wider_with_a_quarter_of_the_documents_from_the_file(tmp_path):
+    """code-wider-share: code-wider's two arms, the wider one at --stream-primitives-share 0.25, on fresh seeds."""
+    spec, wider = load_spec("code-wider-share"), load_spec("code-wider")
+    assert spec.comparisons == (("wider-25", "builtin"),) and spec.setup == wider.setup
+    assert spec.metrics == wider.metrics and spec.checkpoints == wider.checkpoints
+    assert spec.settings("builtin") == wider.settings("builtin")
+    assert spec.settings("wider-25") == {**wider.settings("wider"), "stream_primitives_share": 0.25}
+    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
+              for seed in load_spec(name).seeds}
+    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
+    setup = tmp_path / "setup" / "corpus"
+    setup.mkdir(parents=True)
+    (setup / "corpus.jsonl").write_text('{"text": "def f(x):\\n    return x\\n"}\n')
+    made = job_kind(spec.job).make(resolve_setup(spec.settings("wider-25"), str(tmp_path / "setup")), 1,
+                                   spec.checkpoints, tmp_path / "wider-25")
+    assert made.pretrain.stream_primitives == "wider" and made.pretrain.stream_primitives_share == 0.25

