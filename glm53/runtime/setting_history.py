@@ -30,7 +30,7 @@ SCREENED = "dropped by the speedrun's screens: docs/speedrun.md, Retired levers"
 ISSUE_58 = "ec77fd3"  # issue 58: HumanEval, the corpus and the prompt styles in glm53 run
 ISSUE_58_BUCKETS = "e3eeae9"  # issue 58: a corpus's rows in the length buckets
 ISSUE_58_STREAM = "51957d8"  # issue 58: --stream-primitives, a wider grammar for the pretraining stream
-ISSUE_58_STREAM_SHARE = "HEAD"  # issue 58: --stream-primitives-share, a share of the stream from that grammar
+ISSUE_58_STREAM_SHARE = "5330723"  # issue 58: --stream-primitives-share, a share of the stream from that grammar
 
 
 @dataclass(frozen=True)
