@@ -70,30 +70,47 @@ def is_finished(job: Job) -> bool:
     return held.get("sweep_settings") == job.settings and held.get("seed") == job.seed
 
 
+def _training_receipt(job: Job) -> dict | None:
+    """A finished job's training receipt (kept gzipped by scripts/keep_study.py when large), or None."""
+    try:
+        pointer = read_json(Path(job.dir) / RECEIPT).get("run_receipt")
+        if not pointer:
+            return None
+        path = Path(job.dir) / pointer
+        if not path.is_file() and path.with_name(path.name + ".gz").is_file():
+            with gzip.open(path.with_name(path.name + ".gz"), "rt", encoding="utf-8") as f:
+                return json.load(f)
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
 def check_stream_files(finished: list[Job]) -> None:
-    """Refuse to go on when a finished job's stream file (`stream_primitives`) has been edited since it ran.
+    """Refuse to resume a sweep when a finished job's stream file (`--stream-primitives`) has been edited since it ran.
 
     A job's identity is its settings, and the setting names the file, not its content: without this check a sweep
-    resumed after an edit would pair jobs that read two different streams. The content a job read is the sha256 in
-    its training receipt (`stream_primitives.sha256`); jobs whose receipts do not record one are not checked."""
+    resumed after an edit would pair jobs that read two different streams. The file and the content a job read are
+    in its training receipt (`stream_primitives`: as given, and its sha256); a job whose receipt records none read
+    the built-in grammar. (An edit while the sweep runs is the source guard's: glm53's own files, wider.toml among
+    them; a file of one's own elsewhere is checked here only, when the sweep is run again.)"""
+    from ..data.broad.registry import RegistryError
     from ..data.broad.stream_primitives import file_sha256, stream_file
 
     now: dict[str, str] = {}
     for job in finished:
-        given = (job.settings or {}).get("stream_primitives")
-        if not given:
-            continue
-        try:
-            pointer = read_json(Path(job.dir) / RECEIPT).get("run_receipt")
-            held = read_json(Path(job.dir) / pointer).get("stream_primitives", {}).get("sha256") if pointer else None
-        except (OSError, ValueError):
-            continue
-        if not held:
+        held = (_training_receipt(job) or {}).get("stream_primitives") or {}
+        given, sha = held.get("given"), held.get("sha256")
+        if not given or not sha:
             continue
         if given not in now:
-            now[given] = file_sha256(stream_file(given))
-        if held != now[given]:
-            raise ValueError(f"{job.name} read --stream-primitives {given} with sha256 {held[:12]}..., and the file "
+            try:
+                now[given] = file_sha256(stream_file(given))
+            except (RegistryError, OSError):
+                raise ValueError(f"{job.name} read --stream-primitives {given} ({held.get('path')}), which is not "
+                                 "there now; run the sweep from where that path resolves, restore the file, or run "
+                                 "the spec into another --out") from None
+        if sha != now[given]:
+            raise ValueError(f"{job.name} read --stream-primitives {given} with sha256 {sha[:12]}..., and the file "
                              f"now holds {now[given][:12]}...; restore the file this sweep began with, or run the "
                              "spec into another --out")
 
@@ -265,10 +282,11 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike, workers: int | None = Non
         elif setup is not None and not is_finished(setup):
             _run_setup(setup, executor, workers, threads_per_worker, out, log)
         jobs = plan_jobs(spec, out, shared, runtime)
-        if reuse_from:
-            reuse_finished(spec, jobs, [Path(o) for o in reuse_from], log)
+        if any(not is_finished(j) for j in jobs):  # jobs left to pair with the finished ones: their streams match
+            check_stream_files([j for j in jobs if is_finished(j)])
+        if reuse_from and reuse_finished(spec, jobs, [Path(o) for o in reuse_from], log):
+            check_stream_files([j for j in jobs if is_finished(j)])  # and the jobs copied in
         todo = [j for j in jobs if not is_finished(j)]
-        check_stream_files([j for j in jobs if j not in todo])
         for job in todo:
             clear_job(job)
         log(f"glm53 sweep {spec.name}: {len(jobs)} jobs ({len(spec.arms)} arms x {len(spec.seeds)} seeds), "

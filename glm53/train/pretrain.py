@@ -301,6 +301,11 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
             raise ValueError(f"--resume: the --stream-primitives file {cfg.stream_primitives} differs from the one "
                              f"{out} was trained on (sha256 {state.get('stream_primitives_sha256') or 'none'}); "
                              "restore its content, or start a new --out")
+        held_share = state.get("stream_primitives_share", 1.0)  # a checkpoint from before the setting: every document
+        if held_share != cfg.stream_primitives_share:
+            raise ValueError(f"--resume: --stream-primitives-share {cfg.stream_primitives_share} differs from the "
+                             f"{held_share} {out} was trained with; resume with --stream-primitives-share "
+                             f"{held_share}, or start a new --out")
         if state.get("corpus_sha256") != (corpus.summary["sha256"] if corpus else None):
             raise ValueError(f"--resume: the --corpus files differ from those {out} was trained on (sha256 "
                              f"{state.get('corpus_sha256')}); resume with the same files, or start a new --out")
@@ -340,7 +345,8 @@ def _save_checkpoint(run: _Run, step: int, val_loss: float | None = None) -> Non
     trainer_state = {"optimizer": run.optimizer.state_dict(), "rng": rng_state(), "step": step,
                      "tokens_seen": run.tokens_seen, "checkpoints": run.checkpoints + [record],
                      "corpus_sha256": run.corpus.summary["sha256"] if run.corpus else None,
-                     "stream_primitives_sha256": pinned_sha256(cfg.stream_primitives)}
+                     "stream_primitives_sha256": pinned_sha256(cfg.stream_primitives),
+                     "stream_primitives_share": cfg.stream_primitives_share}
     meta = {"stage": "random_initialization" if step == 0 else "coding_pretraining", "step": step,
             "tokens_seen": run.tokens_seen, "seed": cfg.seed, "dev_completions": samples,
             "dev_pass_at_1": dev_pass / len(samples) if samples else None, **({"corpus_samples": held} if held else {})}

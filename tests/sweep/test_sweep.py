@@ -481,22 +481,39 @@ def test_pretrain_eval_job_scores_each_architecture_switch(tmp_path):
     assert result["arms"]["released"]["2"]["greedy_pass_at_1"]["n"] == 1
 
 
-def test_a_resumed_sweep_refuses_a_stream_file_edited_since_its_jobs_ran(tmp_path):
-    """A job's settings name its stream file, not its content: an edit between sessions must not pair two streams."""
+def test_a_resumed_sweep_refuses_a_stream_file_edited_since_its_jobs_ran(tmp_path, monkeypatch):
+    """A job's settings name its stream file, not its content: an edit between sessions must not pair two streams.
+    The file is the one the training receipt records (kept gzipped or not), whatever the spec called the setting."""
+    import gzip
+
     from glm53.data.broad.stream_primitives import file_sha256
     from glm53.sweep.executor import Job
     from glm53.sweep.runner import check_stream_files
 
     stream = tmp_path / "mine.toml"
     stream.write_text((Path("glm53/data/broad/examples/extra_primitives.toml")).read_text())
-    job = Job("wider", 1, str(tmp_path / "runs" / "wider" / "seed-1"), "pretrain-splits",
-              {"stream_primitives": str(stream)}, (4,))
-    (Path(job.dir) / "run").mkdir(parents=True)
-    (Path(job.dir) / "receipt.json").write_text(json.dumps({"run_receipt": "run/training-receipt.json"}))
-    (Path(job.dir) / "run" / "training-receipt.json").write_text(json.dumps(
-        {"stream_primitives": {"given": str(stream), "sha256": file_sha256(stream)}}))
-    builtin = replace(job, arm="builtin", settings={"stream_primitives": ""}, dir=str(tmp_path / "elsewhere"))
-    check_stream_files([job, builtin])  # the content it read: goes on
+
+    def finished(arm, given, gzipped=False):
+        job = Job(arm, 1, str(tmp_path / "runs" / arm / "seed-1"), "pretrain-splits", {"stream-primitives": given},
+                  (4,))
+        (Path(job.dir) / "run").mkdir(parents=True)
+        (Path(job.dir) / "receipt.json").write_text(json.dumps({"run_receipt": "run/training-receipt.json"}))
+        held = json.dumps({"stream_primitives": {"given": given, "path": str(stream), "sha256": file_sha256(stream)}}
+                          if given else {})
+        if gzipped:
+            with gzip.open(Path(job.dir) / "run" / "training-receipt.json.gz", "wt") as f:
+                f.write(held)
+        else:
+            (Path(job.dir) / "run" / "training-receipt.json").write_text(held)
+        return job
+
+    jobs = [finished("wider", str(stream)), finished("kept", str(stream), gzipped=True), finished("builtin", "")]
+    check_stream_files(jobs)  # the content they read: goes on
     stream.write_text(stream.read_text() + "\n# an edit\n")
-    with pytest.raises(ValueError, match=r"wider/seed-1 read --stream-primitives .* restore the file"):
-        check_stream_files([job, builtin])
+    for job in jobs[:2]:
+        with pytest.raises(ValueError, match=rf"{job.arm}/seed-1 read --stream-primitives .* restore the file"):
+            check_stream_files([job, jobs[2]])
+    check_stream_files([jobs[2]])  # the built-in grammar has no file to check
+    stream.unlink()
+    with pytest.raises(ValueError, match=r"wider/seed-1 read --stream-primitives .*mine.toml\), which is not there"):
+        check_stream_files(jobs)

@@ -217,6 +217,25 @@ def test_a_run_records_its_stream_file_resumes_exactly_and_refuses_other_content
                  log=lambda *_: None)
 
 
+@needs_humaneval
+@pytest.mark.slow
+def test_a_resume_keeps_the_share_of_the_stream_it_started_with(tmp_path, fresh_pins):
+    """The share is left out of run.json at 1 (a record as before the setting), so the trainer state holds it: a
+    resume that leaves it out of a 0.25 run is refused, not read at 1."""
+    from glm53.train.pretrain import pretrain
+
+    part = tmp_path / "part"
+    pretrain(tiny_broad_run(part, EXAMPLE, steps=1, checkpoints=(1,), stream_primitives_share=0.25), dev_tasks=[],
+             log=lambda *_: None)
+    (part / "training-receipt.json").unlink()
+    with pytest.raises(ValueError, match=r"--stream-primitives-share 1.0 differs from the 0.25 .* resume with "
+                                         r"--stream-primitives-share 0.25"):
+        pretrain(tiny_broad_run(part, EXAMPLE, resume=True), dev_tasks=[], log=lambda *_: None)
+    done = pretrain(tiny_broad_run(part, EXAMPLE, resume=True, stream_primitives_share=0.25), dev_tasks=[],
+                    log=lambda *_: None)
+    assert done["run"]["stream_primitives_share"] == 0.25 and done["checkpoints"][-1]["step"] == 2
+
+
 # ---------------------------------------------------------------- the file shipped
 
 def test_wider_keeps_its_rules_and_each_primitive_reaches_the_stream(fresh_pins):
