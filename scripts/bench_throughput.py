@@ -109,7 +109,9 @@ def main() -> None:
     seconds = time.perf_counter() - started
     for step in timed:  # the same steps' inputs, counted after the clock stopped (the step made them once already)
         inputs = pretraining_batch(step, cfg.batch_size, cfg.sequence_length, cfg.seed, cfg.suite,
-                                   loss_on=cfg.loss_on, tokenizer=tokenizer_for(cfg.model))[0]
+                                   loss_on=cfg.loss_on, tokenizer=tokenizer_for(cfg.model),
+                                   docstring_share=cfg.docstring_share, stream_primitives=cfg.stream_primitives,
+                                   stream_primitives_share=cfg.stream_primitives_share)[0]
         tokens["document"] += int((inputs != PAD_ID).sum())
         tokens["row"] += inputs.numel()
     # the model's arithmetic in one step, counted (on the step after the timed ones, so the timing is not slowed)
