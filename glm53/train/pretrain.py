@@ -301,11 +301,10 @@ def _start(cfg: PretrainConfig, dev_tasks: list[Task] | None, log, dp: DataParal
             raise ValueError(f"--resume: the --stream-primitives file {cfg.stream_primitives} differs from the one "
                              f"{out} was trained on (sha256 {state.get('stream_primitives_sha256') or 'none'}); "
                              "restore its content, or start a new --out")
-        held_share = state.get("stream_primitives_share", 1.0)  # a checkpoint from before the setting: every document
-        if held_share != cfg.stream_primitives_share:
+        if (held := state.get("stream_primitives_share", 1.0)) != cfg.stream_primitives_share:  # 1.0: from before it
             raise ValueError(f"--resume: --stream-primitives-share {cfg.stream_primitives_share} differs from the "
-                             f"{held_share} {out} was trained with; resume with --stream-primitives-share "
-                             f"{held_share}, or start a new --out")
+                             f"{held} {out} was trained with; resume with --stream-primitives-share {held}, or start "
+                             "a new --out")
         if state.get("corpus_sha256") != (corpus.summary["sha256"] if corpus else None):
             raise ValueError(f"--resume: the --corpus files differ from those {out} was trained on (sha256 "
                              f"{state.get('corpus_sha256')}); resume with the same files, or start a new --out")
