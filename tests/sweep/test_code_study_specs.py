@@ -69,6 +69,22 @@ def test_the_prompts_confirmation_runs_code_prompts_own_two_arms_on_fresh_seeds(
     assert len(spec.seeds) == 10 and not set(spec.seeds) & others
 
 
+def assert_fresh_seeds(spec) -> None:
+    """Ten seeds that no other code study used."""
+    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
+              for seed in load_spec(name).seeds}
+    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
+
+
+def made_job(spec, arm: str, tmp_path):
+    """The config `arm`'s job makes, with a one-function corpus where its setup job would have built one."""
+    setup = tmp_path / "setup" / "corpus"
+    setup.mkdir(parents=True)
+    (setup / "corpus.jsonl").write_text('{"text": "def f(x):\\n    return x\\n"}\n')
+    return job_kind(spec.job).make(resolve_setup(spec.settings(arm), str(tmp_path / "setup")), 1, spec.checkpoints,
+                                   tmp_path / arm)
+
+
 def test_the_wider_study_is_code_prompts_docstring_arm_with_the_stream_file_alone(tmp_path):
     """code-wider: code-prompts' docstring-half job (phrase unscored) with and without --stream-primitives wider, on
     seeds no code study used, its two primary metrics first."""
@@ -78,14 +94,8 @@ def test_the_wider_study_is_code_prompts_docstring_arm_with_the_stream_file_alon
     theirs = prompts.settings("docstring-half")
     for arm, stream in (("builtin", ""), ("wider", "wider")):
         assert spec.settings(arm) == {**theirs, "eval_splits": "confirm,compose,human", "stream_primitives": stream}
-    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
-              for seed in load_spec(name).seeds}
-    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
-    setup = tmp_path / "setup" / "corpus"
-    setup.mkdir(parents=True)
-    (setup / "corpus.jsonl").write_text('{"text": "def f(x):\\n    return x\\n"}\n')
-    made = job_kind(spec.job).make(resolve_setup(spec.settings("wider"), str(tmp_path / "setup")), 1,
-                                   spec.checkpoints, tmp_path / "wider")
+    assert_fresh_seeds(spec)
+    made = made_job(spec, "wider", tmp_path)
     assert made.pretrain.stream_primitives == "wider" and made.extra.splits() == ("confirm", "compose", "human")
 
 
@@ -138,12 +148,6 @@ def test_the_wider_share_study_is_code_wider_with_a_quarter_of_the_documents_fro
     assert spec.metrics == wider.metrics and spec.checkpoints == wider.checkpoints
     assert spec.settings("builtin") == wider.settings("builtin")
     assert spec.settings("wider-25") == {**wider.settings("wider"), "stream_primitives_share": 0.25}
-    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
-              for seed in load_spec(name).seeds}
-    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
-    setup = tmp_path / "setup" / "corpus"
-    setup.mkdir(parents=True)
-    (setup / "corpus.jsonl").write_text('{"text": "def f(x):\\n    return x\\n"}\n')
-    made = job_kind(spec.job).make(resolve_setup(spec.settings("wider-25"), str(tmp_path / "setup")), 1,
-                                   spec.checkpoints, tmp_path / "wider-25")
+    assert_fresh_seeds(spec)
+    made = made_job(spec, "wider-25", tmp_path)
     assert made.pretrain.stream_primitives == "wider" and made.pretrain.stream_primitives_share == 0.25
