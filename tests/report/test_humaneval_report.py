@@ -57,10 +57,10 @@ def test_the_section_sets_this_run_beside_the_codex_rows(scored):
     assert CODEX_PAPER in text and "about 100B tokens of GitHub code" in text
     for name, (p1, p10, p100) in CODEX_ROWS.items():
         assert f"| {name} | about 100B tokens of GitHub code | - | {p1:.1f}% | {p10:.1f}% | {p100:.1f}% |" in text
-    assert "| this run, after RL | 123,456 pretraining tokens | 2/4 (50.0%) | " in text
-    assert "| this run, RL start | 123,456 pretraining tokens | 1/4 (25.0%) | - | - | - |" in text
+    assert "| this run, after RL | 123,456 pretraining tokens in the loss | 2/4 (50.0%) | " in text
+    assert "| this run, RL start | 123,456 pretraining tokens in the loss | 1/4 (25.0%) | - | - | - |" in text
     assert text.rstrip().endswith(f"(each failed): {tasks[3].task_id}.")
-    assert "3 of the 4 prompts fit the context of 384 tokens" in text and "15 of 48" in text
+    assert "3 of the 4 prompts fit the context of 384 tokens" in text and "15 of 48, from 2 problems." in text
 
 
 def test_the_sweep_metrics_are_the_means_of_their_outcomes_and_the_graded_count_their_sum(scored):
