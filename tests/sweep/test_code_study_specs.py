@@ -18,6 +18,13 @@ STUDIED = {"code-mix": {"corpus_mix"}, "code-prompts": {"docstring_share"}, "cod
            "code-wider": {"stream_primitives"}, "code-wider-share": {"stream_primitives", "stream_primitives_share"}}
 
 
+def assert_fresh_seeds(spec) -> None:
+    """Ten seeds that no other code study used."""
+    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
+              for seed in load_spec(name).seeds}
+    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
+
+
 @pytest.mark.parametrize("name", sorted(STUDIED))
 def test_the_code_studies_plan_arms_that_change_only_what_they_study(name, tmp_path):
     spec = load_spec(name)
@@ -44,9 +51,7 @@ def test_the_confirmation_runs_code_mixs_own_two_arms_on_fresh_seeds():
     assert spec.job == first.job and spec.baseline == first.baseline == "mix-25" and set(spec.arms) == {"mix-0",
                                                                                                           "mix-25"}
     assert spec.comparisons == (("mix-0", "mix-25"),) == first.comparisons[:1]  # mix-0 - mix-25, as code-mix's
-    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
-              for seed in load_spec(name).seeds}
-    assert len(spec.seeds) == 10 and not set(spec.seeds) & others  # fresh against every code study
+    assert_fresh_seeds(spec)  # fresh against every code study
     assert list(spec.metrics) == ["compose_pass_at_1", "confirm_pass_at_1"] and spec.checkpoints == first.checkpoints
     assert spec.setup == first.setup
     for arm in spec.arms:
@@ -64,16 +69,7 @@ def test_the_prompts_confirmation_runs_code_prompts_own_two_arms_on_fresh_seeds(
     assert spec.setup == first.setup and set(spec.arms) == set(first.arms)
     for arm in spec.arms:
         assert spec.settings(arm) == first.settings(arm), arm
-    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
-              for seed in load_spec(name).seeds}
-    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
-
-
-def assert_fresh_seeds(spec) -> None:
-    """Ten seeds that no other code study used."""
-    others = {seed for name in shipped_specs() if name.startswith("code-") and name != spec.name
-              for seed in load_spec(name).seeds}
-    assert len(spec.seeds) == 10 and not set(spec.seeds) & others
+    assert_fresh_seeds(spec)
 
 
 def made_job(spec, arm: str, tmp_path):
